@@ -1,0 +1,19 @@
+#ifndef NOTESYNC_CSYSCALLS_H
+#define NOTESYNC_CSYSCALLS_H
+
+#include <stdint.h>
+
+/// renameat2(RENAME_NOREPLACE): publish `oldpath` as `newpath` only if `newpath` does not exist.
+/// Returns 0 or -1 with errno set (EEXIST: taken; EINVAL/ENOSYS: unsupported by the filesystem).
+int ns_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+
+/// renameat2(RENAME_EXCHANGE): atomically swap two names. Returns 0 or -1 with errno set.
+int ns_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+
+/// statfs(2) f_type of the filesystem holding `path`, or 0 with errno set on failure.
+int64_t ns_statfs_type(const char *path);
+
+/// syncfs(2) of the filesystem holding `fd`.
+int ns_syncfs(int fd);
+
+#endif

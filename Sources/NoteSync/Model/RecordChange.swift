@@ -1,0 +1,80 @@
+import Foundation
+
+/// A reference to an asset: the content digest and byte size of a note's text.
+public struct AssetRef: Codable, Hashable, Sendable {
+    public var sha256: ContentDigest
+    public var size: Int64
+
+    public init(sha256: ContentDigest, size: Int64) {
+        self.sha256 = sha256
+        self.size = size
+    }
+
+    public init(of data: Data) {
+        self.init(sha256: ContentDigest(of: data), size: Int64(data.count))
+    }
+}
+
+/// What a record change does.
+public enum RecordOp: String, Codable, Sendable, Hashable {
+    case save
+    case delete
+}
+
+/// One record change inside a log entry: the unit of compare-and-swap.
+///
+/// `base` is the change tag (log sequence) the change was based on, 0 for a new record; the change is valid
+/// only if `base` is the record's head when the entry claims its slot.
+public struct RecordChange: Codable, Hashable, Sendable {
+    /// The record name as written; validated with ``RecordName`` before any use, so a bad name quarantines
+    /// one change rather than making the whole entry unreadable.
+    public var name: String
+    public var base: Int64
+    public var op: RecordOp
+    public var text: AssetRef?
+    /// The note's own modification time, nanoseconds since 1970.
+    public var modified: Int64
+    /// The record schema version.
+    public var version: Int
+
+    /// The record schema version this build writes and understands.
+    public static let currentVersion = 1
+
+    public init(name: String, base: Int64, op: RecordOp, text: AssetRef?, modified: Int64,
+                version: Int = RecordChange.currentVersion) {
+        self.name = name
+        self.base = base
+        self.op = op
+        self.text = text
+        self.modified = modified
+        self.version = version
+    }
+
+    public static func save(_ name: RecordName, base: Int64, text: AssetRef, modified: Int64) -> RecordChange {
+        RecordChange(name: name.string, base: base, op: .save, text: text, modified: modified)
+    }
+
+    public static func delete(_ name: RecordName, base: Int64, modified: Int64) -> RecordChange {
+        RecordChange(name: name.string, base: base, op: .delete, text: nil, modified: modified)
+    }
+}
+
+/// One immutable entry of a zone's change log: an atomic batch of record changes from one device.
+public struct LogEntry: Codable, Hashable, Sendable {
+    /// The slot this entry was written for; a file found in another slot is misplaced, not applied.
+    public var seq: Int64
+    /// Unique per commit; how a writer recognises its own entry after an ambiguous error.
+    public var commit: String
+    public var device: String
+    /// Wall-clock time of the commit, nanoseconds since 1970.
+    public var time: Int64
+    public var changes: [RecordChange]
+
+    public init(seq: Int64, commit: String, device: String, time: Int64, changes: [RecordChange]) {
+        self.seq = seq
+        self.commit = commit
+        self.device = device
+        self.time = time
+        self.changes = changes
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+
+/// The server head of one record: its latest change in the log.
+public struct RecordHead: Codable, Hashable, Sendable {
+    /// The change tag: the sequence of the entry that last changed the record.
+    public var tag: Int64
+    public var deleted: Bool
+    public var text: AssetRef?
+    public var modified: Int64
+    public var version: Int
+    public var device: String
+
+    public init(tag: Int64, deleted: Bool, text: AssetRef?, modified: Int64, version: Int, device: String) {
+        self.tag = tag
+        self.deleted = deleted
+        self.text = text
+        self.modified = modified
+        self.version = version
+        self.device = device
+    }
+}
+
+/// A record change that was not applied because it is unsafe or malformed, kept for reporting.
+public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConvertible {
+    public var seq: Int64
+    /// The name as found on the server, escaped for display.
+    public var name: String
+    public var reason: String
+
+    public var description: String { "entry \(seq): \(name): \(reason)" }
+}
+
+/// A log entry that could not be read (torn, damaged, misplaced): its slot is skipped, never applied.
+public struct DamagedEntry: Hashable, Sendable, CustomStringConvertible {
+    public var seq: Int64
+    public var path: String
+    public var reason: String
+
+    public var description: String { "\(path): \(reason)" }
+}
+
+/// The heads of every record in a zone as of one log position (the change token).
+///
+/// Folding the log in order is deterministic: every device that has read to the same token holds the same
+/// heads, whatever order it read them in.
+public struct ZoneState: Sendable, Hashable {
+    /// The change token: the sequence of the last entry folded in.
+    public var token: Int64
+    public var heads: [RecordName: RecordHead]
+    public var quarantined: [QuarantinedChange]
+    /// Changes whose `base` was not the head when their entry claimed its slot. A correct writer never
+    /// produces one; fsck reports them.
+    public var casViolations: [QuarantinedChange]
+
+    public init(token: Int64 = 0, heads: [RecordName: RecordHead] = [:]) {
+        self.token = token
+        self.heads = heads
+        self.quarantined = []
+        self.casViolations = []
+    }
+
+    /// The current tag of `name` (0 when the record was never seen).
+    public func tag(of name: RecordName) -> Int64 { heads[name]?.tag ?? 0 }
+
+    /// Folds the entry at `token + 1` into the heads.
+    public mutating func apply(_ entry: LogEntry) {
+        precondition(entry.seq == token + 1, "entries are folded in order")
+        token = entry.seq
+        for change in entry.changes {
+            let name: RecordName
+            do { name = try RecordName(validating: change.name) } catch {
+                quarantined.append(QuarantinedChange(seq: entry.seq, name: DisplayName.escape(change.name),
+                                                     reason: error.reason))
+                continue
+            }
+            if change.op == .save && change.text == nil {
+                quarantined.append(QuarantinedChange(seq: entry.seq, name: name.description,
+                                                     reason: "a save without text"))
+                continue
+            }
+            if change.base != tag(of: name) {
+                casViolations.append(QuarantinedChange(
+                    seq: entry.seq, name: name.description,
+                    reason: "based on \(change.base) but the head was \(tag(of: name))"))
+            }
+            heads[name] = RecordHead(tag: entry.seq, deleted: change.op == .delete,
+                                     text: change.op == .delete ? nil : change.text,
+                                     modified: change.modified, version: change.version, device: entry.device)
+        }
+    }
+
+    /// Passes over a slot whose entry is damaged: the token moves, nothing is applied.
+    public mutating func skip(seq: Int64) {
+        precondition(seq == token + 1, "entries are folded in order")
+        token = seq
+    }
+}

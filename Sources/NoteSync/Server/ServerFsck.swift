@@ -1,0 +1,200 @@
+import Foundation
+import Logging
+
+/// One problem `notesync server fsck` found, with the path it is about.
+public struct FsckFinding: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case tempFile = "temp file"
+        case foreignFile = "foreign file"
+        case symlink = "symlink"
+        case damagedEntry = "damaged entry"
+        case missingEntry = "missing entry"
+        case quarantinedChange = "quarantined change"
+        case casViolation = "compare-and-swap violation"
+        case missingAsset = "missing asset"
+        case corruptAsset = "corrupt asset"
+        case damagedSnapshot = "damaged snapshot"
+        case snapshotMismatch = "snapshot mismatch"
+    }
+
+    public var kind: Kind
+    public var path: String
+    public var detail: String
+    /// What `--repair` did about it, if anything.
+    public var repaired: String?
+
+    public var description: String {
+        var text = "\(kind.rawValue): \(DisplayName.escape(path)): \(detail)"
+        if let repaired { text += " [\(repaired)]" }
+        return text
+    }
+}
+
+/// The outcome of a check.
+public struct FsckReport: Sendable {
+    public var findings: [FsckFinding] = []
+    public var entries = 0
+    public var assets = 0
+    public var snapshots = 0
+    public var token: Int64 = 0
+
+    /// Clean: nothing found that was not repaired.
+    public var isClean: Bool { findings.allSatisfy { $0.repaired != nil } }
+}
+
+/// Validates a whole server: every entry, snapshot and asset; reports torn or corrupt files, gaps, missing assets,
+/// foreign files and stray temp files with their paths. Changes nothing unless asked to repair, and repair only
+/// sweeps old temp files and moves foreign or corrupt files into `quarantine/` (never deletes a user's data).
+public struct ServerFsck {
+    public let store: ServerStore
+    private var layout: ServerLayout { store.layout }
+
+    /// Names other tools keep in a folder they replicate; harmless in a server folder.
+    static let toleratedNames: Set<String> = [".stfolder", ".stignore", ".stversions", ".dropbox", ".dropbox.cache",
+                                              ".sync", "lost+found", "quarantine"]
+
+    public init(store: ServerStore) { self.store = store }
+
+    public func run(repair: Bool, tempGraceSeconds: Double = 3600) throws -> FsckReport {
+        var report = FsckReport()
+        var referenced: [ContentDigest: String] = [:]
+        let quarantine = layout.root + "/quarantine/" + String(Clock.nowNanoseconds())
+
+        func add(_ kind: FsckFinding.Kind, _ path: String, _ detail: String, repaired: String? = nil) {
+            report.findings.append(FsckFinding(kind: kind, path: path, detail: detail, repaired: repaired))
+        }
+        func moveAside(_ path: String) -> String? {
+            guard repair else { return nil }
+            do {
+                try FileIO.makeDirectories(quarantine)
+                let target = quarantine + "/" + path.dropFirst(layout.root.count + 1).replacingOccurrences(of: "/", with: "%")
+                guard rename(path, target) == 0 else { return nil }
+                return "moved to \(target)"
+            } catch { return nil }
+        }
+        func checkListing(_ directory: String, expected: (String) -> Bool) throws -> [String] {
+            var kept: [String] = []
+            for name in (try FileIO.list(directory) ?? []).sorted() {
+                let path = directory + "/" + name
+                if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFLNK {
+                    add(.symlink, path, "symbolic links are never followed in a server", repaired: moveAside(path))
+                } else if expected(name) {
+                    kept.append(name)
+                } else if !Self.toleratedNames.contains(name) || directory != layout.root {
+                    add(.foreignFile, path, Self.describeForeign(name), repaired: moveAside(path))
+                }
+            }
+            return kept
+        }
+
+        _ = try checkListing(layout.root) { [ServerLayout.markerName, "zones", "devices"].contains($0) }
+        _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
+        _ = try checkListing(layout.zoneDirectory) { ["log", "assets", "snapshots", "tmp"].contains($0) }
+        _ = try checkListing(layout.devicesDirectory) { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+
+        // Snapshots first: the log is checked against them as it is folded.
+        var snapshots: [Int64: Snapshot] = [:]
+        for name in try checkListing(layout.snapshotsDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
+            guard let seq = ServerLayout.sequence(ofFileName: name) else { continue }
+            report.snapshots += 1
+            do { snapshots[seq] = try store.readSnapshot(seq) } catch let error as NoteSyncError {
+                add(.damagedSnapshot, layout.snapshotPath(seq), error.message, repaired: moveAside(layout.snapshotPath(seq)))
+            }
+        }
+
+        var sequences: [Int64] = []
+        for shard in try checkListing(layout.logDirectory, expected: { ServerLayout.sequence(ofFileName: $0, width: 6) != nil }) {
+            let directory = layout.logDirectory + "/" + shard
+            for name in try checkListing(directory, expected: { name in
+                guard let seq = ServerLayout.sequence(ofFileName: name) else { return false }
+                return ServerLayout.shardName(of: seq) == shard
+            }) {
+                if let seq = ServerLayout.sequence(ofFileName: name) { sequences.append(seq) }
+            }
+        }
+        sequences.sort()
+
+        var state = ZoneState()
+        if let first = sequences.first, first > 1 {
+            if let base = snapshots.keys.filter({ $0 >= first - 1 && $0 < first }).first, let snapshot = snapshots[base] {
+                state = snapshot.state
+            } else {
+                add(.missingEntry, layout.entryPath(1), "the log starts at \(first) and no snapshot covers what is before")
+                state = ZoneState(token: first - 1)
+            }
+        }
+        var index = 0
+        while index < sequences.count {
+            let seq = state.token + 1
+            if sequences[index] > seq {
+                add(.missingEntry, layout.entryPath(seq), "gap in the log before entry \(sequences[index])")
+                state.skip(seq: seq)
+                continue
+            }
+            index += 1
+            let quarantinedBefore = state.quarantined.count
+            let violationsBefore = state.casViolations.count
+            switch try store.readSlot(seq) {
+            case .missing:
+                add(.missingEntry, layout.entryPath(seq), "vanished while checking")
+                state.skip(seq: seq)
+            case .damaged(let damage):
+                add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
+                state.skip(seq: seq)
+            case .entry(let entry):
+                report.entries += 1
+                state.apply(entry)
+                for change in entry.changes where change.op == .save {
+                    if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }
+                }
+            }
+            for item in state.quarantined[quarantinedBefore...] {
+                add(.quarantinedChange, layout.entryPath(seq), "\(item.name): \(item.reason)")
+            }
+            for item in state.casViolations[violationsBefore...] {
+                add(.casViolation, layout.entryPath(seq), "\(item.name): \(item.reason)")
+            }
+            if let snapshot = snapshots[seq], snapshot.state.heads != state.heads {
+                add(.snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)")
+            }
+        }
+        report.token = state.token
+
+        var present = Set<ContentDigest>()
+        for shard in try checkListing(layout.assetsDirectory, expected: { $0.utf8.count == 2 && ContentDigest(hex: $0 + String(repeating: "0", count: 62)) != nil }) {
+            let directory = layout.assetsDirectory + "/" + shard
+            for name in try checkListing(directory, expected: { $0.hasPrefix(shard) && ContentDigest(hex: $0) != nil }) {
+                guard let digest = ContentDigest(hex: name) else { continue }
+                let path = directory + "/" + name
+                report.assets += 1
+                let actual = try FileDigest.of(path: path)
+                if actual?.digest == digest {
+                    present.insert(digest)
+                } else {
+                    add(.corruptAsset, path, "content does not match its digest", repaired: moveAside(path))
+                }
+            }
+        }
+        for (digest, entryPath) in referenced.sorted(by: { $0.key < $1.key }) where !present.contains(digest) {
+            add(.missingAsset, layout.assetPath(digest), "referenced by \(entryPath) but missing or corrupt")
+        }
+
+        let now = Date().timeIntervalSince1970
+        for name in (try FileIO.list(layout.tmpDirectory) ?? []).sorted() {
+            let path = layout.tmpDirectory + "/" + name
+            guard let info = FileIO.lstatInfo(path) else { continue }
+            let age = now - Double(info.st_mtim.tv_sec)
+            var repaired: String?
+            if repair && age >= tempGraceSeconds && unlink(path) == 0 { repaired = "swept" }
+            add(.tempFile, path, "left by an interrupted writer, \(Int(age)) s old", repaired: repaired)
+        }
+        return report
+    }
+
+    static func describeForeign(_ name: String) -> String {
+        if name.contains(".sync-conflict-") { return "a Syncthing conflict copy inside the server" }
+        if name.contains("conflicted copy") { return "a Dropbox or Nextcloud conflict copy inside the server" }
+        if name.hasPrefix(".syncthing.") || name.hasSuffix(".tmp") { return "another tool's temp file" }
+        return "not a file notesync writes here"
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Logging
+
+/// A snapshot: the heads of every record (tombstones included) as of log position `seq`.
+public struct Snapshot: Codable, Sendable, Hashable {
+    public struct Head: Codable, Sendable, Hashable {
+        public var name: RecordName
+        public var head: RecordHead
+    }
+
+    public var seq: Int64
+    public var time: Int64
+    public var device: String
+    public var heads: [Head]
+
+    public init(state: ZoneState, device: String, time: Int64 = Clock.nowNanoseconds()) {
+        self.seq = state.token
+        self.time = time
+        self.device = device
+        self.heads = state.heads.sorted { $0.key < $1.key }.map { Head(name: $0.key, head: $0.value) }
+    }
+
+    /// The zone state this snapshot describes.
+    public var state: ZoneState {
+        ZoneState(token: seq, heads: Dictionary(heads.map { ($0.name, $0.head) }, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+extension ServerStore {
+    /// Writes a snapshot of `state`. A snapshot of the same position already there is left as it is
+    /// (snapshots are deterministic: the same log gives the same heads).
+    public func writeSnapshot(of state: ZoneState) throws {
+        let data = try SealedFile.seal(Snapshot(state: state, device: device), kind: "snapshot")
+        if try publish(data, as: layout.snapshotPath(state.token), suffix: "snapshot") == .published {
+            try FileIO.syncDirectory(layout.snapshotsDirectory)
+        }
+    }
+
+    /// Sequences of the snapshots on the server, newest first.
+    public func snapshotSequences() throws -> [Int64] {
+        let names = try FileIO.list(layout.snapshotsDirectory) ?? []
+        return names.compactMap { ServerLayout.sequence(ofFileName: $0) }.sorted(by: >)
+    }
+
+    /// Reads and verifies the snapshot at `seq`.
+    public func readSnapshot(_ seq: Int64) throws -> Snapshot {
+        let path = layout.snapshotPath(seq)
+        guard let data = try FileIO.read(path, limit: Self.maxSnapshotBytes) else {
+            throw NoteSyncError(.corrupt, path: path, "snapshot is missing")
+        }
+        do {
+            let snapshot = try SealedFile.open(data, kind: "snapshot", as: Snapshot.self)
+            guard snapshot.seq == seq else {
+                throw NoteSyncError(.corrupt, path: path, "holds snapshot \(snapshot.seq): misplaced",
+                                    fix: "run `notesync server fsck`")
+            }
+            return snapshot
+        } catch let failure as SealedFile.Failure {
+            throw NoteSyncError(.corrupt, path: path, failure.description, fix: "run `notesync server fsck`")
+        }
+    }
+
+    /// The zone state of a device that knows nothing yet: the newest readable snapshot, then every later entry.
+    /// A damaged snapshot is reported and the next older one used; with none, the whole log is read.
+    public func bootstrap() throws -> ZoneState {
+        var state = ZoneState()
+        for seq in try snapshotSequences() {
+            do {
+                state = try readSnapshot(seq).state
+                break
+            } catch let error as NoteSyncError where error.kind == .corrupt {
+                logger.error("server.snapshot.damaged", metadata: ["server.seq": "\(seq)", "reason": "\(error)"])
+            }
+        }
+        try fetch(into: &state)
+        return state
+    }
+}

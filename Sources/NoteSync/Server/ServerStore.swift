@@ -1,0 +1,164 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// The marker file that makes a directory a notesync server; its absence means "not a server", never "empty".
+public struct ServerMarker: Codable, Sendable, Hashable {
+    public var format: Int
+    public var id: String
+    public var created: Int64
+    public var zones: [String]
+
+    /// The server format this build reads and writes.
+    public static let currentFormat = 1
+}
+
+/// A server directory: content-addressed assets, a dense change log claimed slot by slot, snapshots.
+///
+/// Holds no mutable state about the log: callers keep their position in a ``ZoneState``. Safe to share
+/// between tasks; the publish primitive is probed once, on the first write.
+public final class ServerStore: Sendable {
+    public let layout: ServerLayout
+    public let marker: ServerMarker
+    /// The device id that temp files and commits are written under.
+    public let device: String
+    /// True when the server's format is newer than this build: reading is allowed, writing is not.
+    public let isReadOnly: Bool
+    let logger: Logger
+    private let forcedPrimitive: PublishPrimitive?
+    private let probedPrimitive = Mutex<PublishPrimitive?>(nil)
+
+    /// The largest entry or snapshot this build reads; anything bigger is damaged or hostile.
+    public static let maxEntryBytes = 64 << 20
+    public static let maxSnapshotBytes = 1 << 30
+
+    /// Opens an existing server. A missing directory or marker is an error, never an empty server.
+    public init(root: String, device: String, primitive: PublishPrimitive? = nil, logger: Logger) throws {
+        let layout = ServerLayout(root: root)
+        guard let info = FileIO.lstatInfo(layout.root) else {
+            throw NoteSyncError(.serverUnreachable, path: layout.root, "the server folder cannot be reached",
+                                fix: "mount the share or create the folder with `notesync server init`",
+                                errno: errno)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw NoteSyncError(.notAServer, path: layout.root, "is not a directory",
+                                fix: "point --server at the server folder")
+        }
+        let data: Data
+        do {
+            guard let read = try FileIO.read(layout.marker, limit: 1 << 20) else {
+                throw NoteSyncError(.notAServer, path: layout.marker,
+                                    "is missing: this folder is not a notesync server (or the share is not mounted)",
+                                    fix: "mount the share, or run `notesync server init \(layout.root)` for a new server")
+            }
+            data = read
+        }
+        let marker: ServerMarker
+        do { marker = try JSONDecoder().decode(ServerMarker.self, from: data) } catch {
+            throw NoteSyncError(.corrupt, path: layout.marker, "is not a valid server marker",
+                                fix: "restore it from a backup or another device's copy of the server")
+        }
+        guard marker.zones.contains(layout.zone) else {
+            throw NoteSyncError(.corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"",
+                                fix: "restore the marker from a backup")
+        }
+        try Self.validateDevice(device)
+        self.layout = layout
+        self.marker = marker
+        self.device = device
+        self.isReadOnly = marker.format > ServerMarker.currentFormat
+        self.logger = logger
+        self.forcedPrimitive = primitive
+        if isReadOnly {
+            logger.warning("server.format.newer", metadata: ["server.format": "\(marker.format)"])
+        }
+    }
+
+    /// Creates a new server in `root` (created if missing). Refuses a non-empty folder that is not a server.
+    @discardableResult
+    public static func create(root: String, logger: Logger) throws -> ServerMarker {
+        let layout = ServerLayout(root: root)
+        if let names = try FileIO.list(layout.root) {
+            if names.contains(ServerLayout.markerName) {
+                throw NoteSyncError(.usage, path: layout.root, "is already a notesync server",
+                                    fix: "use it as it is: `notesync init --server \(layout.root)`")
+            }
+            if !names.isEmpty {
+                throw NoteSyncError(.usage, path: layout.root,
+                                    "is not empty and not a notesync server; refusing to mix a server into it",
+                                    fix: "choose an empty or new folder")
+            }
+        } else {
+            try FileIO.makeDirectories(layout.root)
+        }
+        for directory in [layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
+                          layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory] {
+            try FileIO.makeDirectory(directory)
+        }
+        let marker = ServerMarker(format: ServerMarker.currentFormat, id: UUID().uuidString.lowercased(),
+                                  created: Clock.nowNanoseconds(), zones: [layout.zone])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        var data = try encoder.encode(marker)
+        data.append(0x0A)
+        let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
+        try FileIO.createAndSync(temp, data)
+        let primitive = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: "init")
+        defer { unlink(temp) }
+        guard try AtomicPublish.publish(temp, as: layout.marker, using: primitive) == .published else {
+            throw NoteSyncError(.usage, path: layout.root, "another process created a server here at the same time",
+                                fix: "use the server it created")
+        }
+        for directory in [layout.zoneDirectory, layout.zonesDirectory, layout.root] {
+            try FileIO.syncDirectory(directory)
+        }
+        logger.info("server.created", metadata: ["server.root": "\(layout.root)"])
+        return marker
+    }
+
+    /// The publish primitive for this server: forced by the caller, or probed once on first use.
+    public func primitive() throws -> PublishPrimitive {
+        if let forcedPrimitive { return forcedPrimitive }
+        if let known = probedPrimitive.withLock({ $0 }) { return known }
+        let chosen = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: device)
+        probedPrimitive.withLock { $0 = chosen }
+        logger.debug("server.primitive", metadata: ["server.primitive": "\(chosen.rawValue)"])
+        return chosen
+    }
+
+    func requireWritable() throws {
+        if isReadOnly {
+            throw NoteSyncError(.serverNewerFormat, path: layout.marker,
+                                "uses server format \(marker.format); this build writes format "
+                                    + "\(ServerMarker.currentFormat) only, so it will not write to it",
+                                fix: "update notesync on this device")
+        }
+    }
+
+    /// Writes `data` to a fresh temp file (fsynced) and publishes it as `destination` if that name is free.
+    /// Returns whether it was published; the temp file is gone either way.
+    func publish(_ data: Data, as destination: String, suffix: String) throws -> AtomicPublish.Outcome {
+        try requireWritable()
+        let temp = layout.tempPath(device: device, suffix: suffix)
+        try FileIO.createAndSync(temp, data)
+        defer { unlink(temp) }
+        return try AtomicPublish.publish(temp, as: destination, using: primitive())
+    }
+
+    static func validateDevice(_ device: String) throws {
+        guard !device.isEmpty, device.utf8.count <= 64,
+              device.utf8.allSatisfy({ $0 == 45 || (48...57).contains($0) || (97...122).contains($0) }) else {
+            throw NoteSyncError(.usage, path: nil, "device id \"\(DisplayName.escape(device))\" is not valid",
+                                fix: "use 1-64 characters of lowercase letters, digits and '-'")
+        }
+    }
+}
+
+/// Wall-clock time in nanoseconds since 1970, as records and entries store it.
+public enum Clock {
+    public static func nowNanoseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+
+/// Thin wrappers over the POSIX calls the engine needs, with errors that name the file.
+///
+/// Everything opens with `O_NOFOLLOW | O_CLOEXEC`: a symlink planted in the server or the notes folder
+/// is never followed (`ELOOP`), and no descriptor leaks into child processes.
+public enum FileIO {
+    /// Reads a regular file whole; `nil` when it does not exist. Refuses symlinks and non-regular files.
+    public static func read(_ path: String, limit: Int = 1 << 31) throws -> Data? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        if fd < 0 {
+            let code = errno
+            if code == ENOENT { return nil }
+            if code == ELOOP {
+                throw NoteSyncError(.corrupt, path: path, "is a symbolic link; notesync never follows links",
+                                    fix: "remove the link or replace it with a regular file")
+            }
+            throw NoteSyncError.posix("open", path: path, errno: code)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw NoteSyncError.posix("fstat", path: path, errno: errno) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw NoteSyncError(.corrupt, path: path, "is not a regular file", fix: "move it out of the way")
+        }
+        let size = Int(info.st_size)
+        guard size <= limit else {
+            throw NoteSyncError(.corrupt, path: path, "is \(size) bytes, over the limit of \(limit)",
+                                fix: "move it out of the way")
+        }
+        return try readAll(fd: fd, path: path, sizeHint: size)
+    }
+
+    static func readAll(fd: Int32, path: String, sizeHint: Int) throws -> Data {
+        var data = Data(count: max(sizeHint, 0))
+        var filled = 0
+        while true {
+            if filled == data.count { data.count += max(4096, data.count / 2) }
+            let got = data.withUnsafeMutableBytes { buf -> Int in
+                let base = buf.baseAddress!.advanced(by: filled)
+                return Glibc.read(fd, base, buf.count - filled)
+            }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw NoteSyncError.posix("read", path: path, errno: errno)
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        data.count = filled
+        return data
+    }
+
+    /// Creates `path` exclusively (`O_CREAT|O_EXCL`), writes `data`, fsyncs and closes it.
+    public static func createAndSync(_ path: String, _ data: Data, mode: mode_t = 0o644) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
+        var ok = false
+        defer {
+            close(fd)
+            if !ok { unlink(path) }
+        }
+        try writeAll(fd: fd, data, path: path)
+        guard fsync(fd) == 0 else { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
+        ok = true
+    }
+
+    static func writeAll(fd: Int32, _ data: Data, path: String) throws {
+        try data.withUnsafeBytes { buf in
+            var done = 0
+            while done < buf.count {
+                let wrote = write(fd, buf.baseAddress!.advanced(by: done), buf.count - done)
+                if wrote < 0 {
+                    if errno == EINTR { continue }
+                    throw NoteSyncError.posix("write", path: path, errno: errno)
+                }
+                done += wrote
+            }
+        }
+    }
+
+    /// fsync(2) on a directory, so that a rename or link into it is durable.
+    public static func syncDirectory(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { throw NoteSyncError.posix("open directory", path: path, errno: errno) }
+        defer { close(fd) }
+        if fsync(fd) != 0 && errno != EINVAL && errno != EROFS {
+            throw NoteSyncError.posix("fsync directory", path: path, errno: errno)
+        }
+    }
+
+    /// mkdir(2) that accepts an existing directory (but not a symlink or file in its place).
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws {
+        if mkdir(path, mode) == 0 { return }
+        let code = errno
+        if code == EEXIST, let info = lstatInfo(path), (info.st_mode & S_IFMT) == S_IFDIR { return }
+        throw NoteSyncError.posix("mkdir", path: path, errno: code == EEXIST ? ENOTDIR : code)
+    }
+
+    /// Creates `path` and its missing parents.
+    public static func makeDirectories(_ path: String) throws {
+        if let info = lstatInfo(path), (info.st_mode & S_IFMT) == S_IFDIR { return }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != path && parent != "/" { try makeDirectories(parent) }
+        try makeDirectory(path)
+    }
+
+    /// lstat(2); `nil` when the path does not exist or cannot be examined.
+    public static func lstatInfo(_ path: String) -> stat? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info : nil
+    }
+
+    /// Names in a directory (not `.`/`..`), unsorted; `nil` when it does not exist.
+    public static func list(_ path: String) throws -> [String]? {
+        guard let dir = opendir(path) else {
+            if errno == ENOENT { return nil }
+            throw NoteSyncError.posix("opendir", path: path, errno: errno)
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw -> String in
+                let bytes = raw.bindMemory(to: UInt8.self)
+                let length = bytes.firstIndex(of: 0) ?? bytes.count
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<length]), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Random lowercase hex, for unique temp names.
+    public static func randomToken(bytes: Int = 8) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+}

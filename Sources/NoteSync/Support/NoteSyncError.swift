@@ -1,0 +1,73 @@
+import Foundation
+
+/// The one user-facing error type: every message names the file involved and the fix.
+///
+/// Names that came from the server are escaped before they are put into a message, so a hostile
+/// record name cannot drive the terminal.
+public struct NoteSyncError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// What kind of failure this is; the CLI maps kinds to exit codes.
+    public enum Kind: String, Sendable, Equatable {
+        case usage
+        case notAServer
+        case serverNewerFormat
+        case serverUnreachable
+        case corrupt
+        case io
+        case unsupportedFilesystem
+        case invalidName
+        case notInitialized
+        case locked
+        case conflict
+        case safetyStop
+    }
+
+    public let kind: Kind
+    /// The file the error is about, already escaped for display.
+    public let path: String?
+    public let message: String
+    public let fix: String?
+    /// The errno behind the failure, when there was one.
+    public let errno: Int32?
+
+    public init(_ kind: Kind, path: String? = nil, _ message: String, fix: String? = nil, errno: Int32? = nil) {
+        self.kind = kind
+        self.path = path.map(DisplayName.escape)
+        self.message = message
+        self.fix = fix
+        self.errno = errno
+    }
+
+    public var description: String {
+        var text = ""
+        if let path { text += "\(path): " }
+        text += message
+        if let errno { text += " (\(String(cString: strerror(errno))))" }
+        if let fix { text += "\n  fix: \(fix)" }
+        return text
+    }
+
+    /// An error for a failed system call on `path`, classifying errno.
+    static func posix(_ call: String, path: String, errno code: Int32, fix: String? = nil) -> NoteSyncError {
+        let kind: Kind = Errno.isUnreachable(code) ? .serverUnreachable : .io
+        return NoteSyncError(kind, path: path, "\(call) failed", fix: fix, errno: code)
+    }
+}
+
+/// Escapes a name for display: control characters, DEL and C1 controls become `\u{XX}`.
+public enum DisplayName {
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029:
+                out += "\\u{" + String(scalar.value, radix: 16) + "}"
+            case 0x5C:
+                out += "\\\\"
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}

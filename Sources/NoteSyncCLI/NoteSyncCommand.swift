@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NoteSync
+
+/// Exit codes, documented in `--help` and the README.
+enum ExitCodes {
+    static let ok: Int32 = 0
+    static let failure: Int32 = 1
+    static let usage: Int32 = 64
+    static let offline: Int32 = 3
+    static let conflicts: Int32 = 4
+}
+
+@main
+struct NoteSyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notesync",
+        abstract: "Keep a folder of plain-text notes in sync through a shared server directory.",
+        discussion: """
+            Exit codes:
+              0   success (fsck: the server is clean)
+              1   failure, or fsck found problems
+              3   the server is unreachable: local changes stay queued
+              4   conflicts were found that need your attention
+              64  bad usage
+            """,
+        version: NoteSyncVersion.string,
+        subcommands: [ServerCommand.self, DebugCommand.self]
+    )
+}
+
+/// Options every subcommand shares.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .warning
+
+    func makeLogger(_ label: String = "notesync") -> Logger {
+        LoggingBootstrap.once(level: logLevel)
+        var logger = Logger(label: label)
+        logger.logLevel = logLevel
+        return logger
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// Bootstraps swift-log exactly once per process.
+enum LoggingBootstrap {
+    private static let done: Void = {
+        LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
+    }()
+
+    static func once(level: Logger.Level) { _ = done }
+}
+
+/// Runs `body`, printing a ``NoteSyncError`` the way users read it and mapping it to an exit code.
+func reportingErrors(_ body: () throws -> Int32) throws {
+    let code: Int32
+    do {
+        code = try body()
+    } catch let error as NoteSyncError {
+        FileHandle.standardError.write(Data("notesync: \(error)\n".utf8))
+        switch error.kind {
+        case .serverUnreachable: code = ExitCodes.offline
+        case .usage: code = ExitCodes.usage
+        case .conflict: code = ExitCodes.conflicts
+        default: code = ExitCodes.failure
+        }
+    }
+    if code != 0 { throw ExitCode(code) }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import NoteSync
+
+struct ServerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "server",
+        abstract: "Create and check server directories.",
+        subcommands: [ServerInit.self, ServerFsckCommand.self]
+    )
+}
+
+struct ServerInit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Make DIR a new notesync server (format \(ServerMarker.currentFormat), zone \"notes\").",
+        discussion: "DIR is created if missing. A non-empty folder that is not a server is refused."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The server directory: a local folder, an NFS/SMB/sshfs mount, or a replicated folder.")
+    var directory: String
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let marker = try ServerStore.create(root: directory, logger: logger)
+            print("created notesync server \(marker.id) in \(DisplayName.escape(directory))")
+            return ExitCodes.ok
+        }
+    }
+}
+
+struct ServerFsckCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fsck",
+        abstract: "Check every entry, snapshot and asset of a server; change nothing unless --repair.",
+        discussion: """
+            Reports torn or damaged entries, gaps in the log, missing or corrupt assets, snapshots that do not \
+            match the log, symlinks, foreign files (conflict copies that Dropbox or Syncthing made inside the \
+            server, other tools' temp files) and temp files left by interrupted writers. Exit code 0 only when \
+            the server is clean.
+            --repair sweeps temp files older than --temp-age and moves foreign files, symlinks and corrupt \
+            assets into DIR/quarantine/. Damaged entries stay: their slot is claimed and every device skips it.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The server directory.") var directory: String
+    @Flag(help: "Sweep old temp files and quarantine foreign or corrupt files.") var repair = false
+    @Option(help: "With --repair: sweep temp files at least this many seconds old.") var tempAge: Double = 3600
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let store = try ServerStore(root: directory, device: "fsck", logger: logger)
+            let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge)
+            for finding in report.findings { print(finding) }
+            let open = report.findings.filter { $0.repaired == nil }.count
+            print("\(report.entries) entries (log at \(report.token)), \(report.snapshots) snapshots, "
+                  + "\(report.assets) assets; \(report.findings.count) findings, \(open) unrepaired")
+            return report.isClean ? ExitCodes.ok : ExitCodes.failure
+        }
+    }
+}

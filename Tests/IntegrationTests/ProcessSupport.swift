@@ -1,0 +1,71 @@
+import Foundation
+import NoteSync
+
+/// The `notesync` binary under test: `$NOTESYNC_BIN` (scripts/test sets it), else next to the test bundle.
+func notesyncBinary() throws -> String {
+    if let path = ProcessInfo.processInfo.environment["NOTESYNC_BIN"], FileManager.default.isExecutableFile(atPath: path) {
+        return path
+    }
+    var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for _ in 0..<4 {
+        let candidate = directory.appendingPathComponent("notesync").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        directory.deleteLastPathComponent()
+    }
+    throw NoteSyncError(.usage, path: "notesync", "binary not found", fix: "build it first, or set NOTESYNC_BIN")
+}
+
+/// The result of a finished child process.
+struct ProcessResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Starts `notesync` with `arguments`; output goes to files so that a full pipe never blocks the child.
+final class NotesyncProcess {
+    let process = Process()
+    let outPath: String
+    let errPath: String
+
+    init(_ arguments: [String], scratch: String, environment: [String: String] = [:]) throws {
+        let token = UUID().uuidString
+        outPath = scratch + "/proc-\(token).out"
+        errPath = scratch + "/proc-\(token).err"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: try notesyncBinary())
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    func wait() -> ProcessResult {
+        process.waitUntilExit()
+        return ProcessResult(status: process.terminationStatus,
+                             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+                             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+    }
+}
+
+/// Runs `notesync` to completion.
+@discardableResult
+func notesync(_ arguments: [String], scratch: String) throws -> ProcessResult {
+    try NotesyncProcess(arguments, scratch: scratch).wait()
+}
+
+/// A fresh directory under the system temp folder, removed when the test ends.
+final class Scratch {
+    let path: String
+
+    init(_ label: String) throws {
+        path = NSTemporaryDirectory() + "/notesync-it-\(label)-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}

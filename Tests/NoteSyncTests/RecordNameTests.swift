@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+@testable import NoteSync
+
+@Suite struct RecordNameTests {
+    @Test(arguments: ["note.md", "work/plan.md", "a/b/c/d.txt", "café.md", "日本語/メモ.md", ".hidden", "a b (1).md",
+                      String(repeating: "x", count: 255)])
+    func acceptsOrdinaryNames(_ text: String) throws {
+        #expect(try RecordName(validating: text).string == text)
+    }
+
+    @Test(arguments: [
+        ("", "empty"), ("/etc/passwd", "absolute"), ("../escape.md", ".."), ("a/../../b", ".."), ("a/./b", "\".\""),
+        ("a//b", "empty path component"), ("a/", "empty path component"), ("nul\u{0}byte", "NUL"),
+        ("bell\u{7}", "control"), ("esc\u{1B}[31mred", "control"), ("del\u{7F}", "control"), ("c1\u{85}", "control"),
+        ("new\nline", "control"), (String(repeating: "x", count: 256), "255 bytes"),
+        (String(repeating: "é", count: 128), "255 bytes"), ("cafe\u{301}.md", "NFC"),
+        (".notesync/state.db", "state folder"), ("bad\u{FFFD}.md", "UTF-8"),
+    ])
+    func refusesHostileNames(_ text: String, _ reason: String) {
+        #expect(throws: RecordName.NameError.self) { try RecordName(validating: text) }
+        do {
+            _ = try RecordName(validating: text)
+        } catch {
+            #expect(error.reason.contains(reason), "\(error.reason) should mention \(reason)")
+            #expect(!error.description.contains("\u{1B}"), "escape sequences never reach the terminal")
+        }
+    }
+
+    @Test func displayEscapesControlCharacters() {
+        #expect(DisplayName.escape("a\u{1B}[2Jb\n") == "a\\u{1b}[2Jb\\u{a}")
+        #expect(DisplayName.escape("plain/ok.md") == "plain/ok.md")
+    }
+}

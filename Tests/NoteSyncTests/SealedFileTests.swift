@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+@testable import NoteSync
+
+@Suite struct SealedFileTests {
+    let entry = LogEntry(seq: 7, commit: "c1", device: "dev-a", time: 1, changes: [
+        RecordChange(name: "a.md", base: 0, op: .save, text: AssetRef(of: Data("hi".utf8)), modified: 5),
+    ])
+
+    @Test func roundTrips() throws {
+        let data = try SealedFile.seal(entry, kind: "entry")
+        #expect(try SealedFile.open(data, kind: "entry", as: LogEntry.self) == entry)
+    }
+
+    @Test func detectsEveryTruncation() throws {
+        let data = try SealedFile.seal(entry, kind: "entry")
+        for length in 0..<data.count {
+            #expect(throws: SealedFile.Failure.self) {
+                try SealedFile.open(data.prefix(length), kind: "entry", as: LogEntry.self)
+            }
+        }
+    }
+
+    @Test func detectsAppendedBytes() throws {
+        var data = try SealedFile.seal(entry, kind: "entry")
+        data.append(contentsOf: Array("x".utf8))
+        #expect(throws: SealedFile.Failure.truncated(expected: data.count - 1 - headerLength(data), actual: data.count - headerLength(data))) {
+            try SealedFile.open(data, kind: "entry", as: LogEntry.self)
+        }
+    }
+
+    @Test func detectsEveryFlippedBodyByte() throws {
+        let data = try SealedFile.seal(entry, kind: "entry")
+        for index in headerLength(data)..<data.count {
+            var damaged = data
+            damaged[index] ^= 0x20
+            #expect(throws: SealedFile.Failure.checksumMismatch) {
+                try SealedFile.open(damaged, kind: "entry", as: LogEntry.self)
+            }
+        }
+    }
+
+    @Test func refusesMalformedJSONWithAValidChecksum() throws {
+        let body = Data("{\"seq\": 1, \"commit\": ".utf8)
+        var data = Data("notesync-entry 1 \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
+        data.append(body)
+        #expect {
+            try SealedFile.open(data, kind: "entry", as: LogEntry.self)
+        } throws: { error in
+            if case .malformed = error as? SealedFile.Failure { return true }
+            return false
+        }
+    }
+
+    @Test func refusesOtherKindsAndNewerFormats() throws {
+        let data = try SealedFile.seal(entry, kind: "snapshot")
+        #expect(throws: SealedFile.Failure.wrongKind("notesync-snapshot")) {
+            try SealedFile.open(data, kind: "entry", as: LogEntry.self)
+        }
+        let body = Data("{}".utf8)
+        var newer = Data("notesync-entry 2 \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
+        newer.append(body)
+        #expect(throws: SealedFile.Failure.newerFormat(2)) { try SealedFile.verify(newer, kind: "entry") }
+        #expect(throws: SealedFile.Failure.badHeader) { try SealedFile.verify(Data("garbage".utf8), kind: "entry") }
+    }
+
+    private func headerLength(_ data: Data) -> Int { (data.firstIndex(of: 0x0A) ?? 0) + 1 }
+}

@@ -1,0 +1,223 @@
+import Foundation
+import Testing
+@testable import NoteSync
+
+@Suite struct ServerStoreTests {
+    @Test func createRefusesForeignAndExistingFolders() throws {
+        let dir = try TempDirectory()
+        try FileIO.makeDirectory(dir.sub("foreign"))
+        try writeFile(dir.sub("foreign/notes.txt"), Data("mine".utf8))
+        #expect(throws: NoteSyncError.self) { try ServerStore.create(root: dir.sub("foreign"), logger: testLogger) }
+        #expect(try String(contentsOfFile: dir.sub("foreign/notes.txt"), encoding: .utf8) == "mine")
+        try ServerStore.create(root: dir.sub("fresh/nested"), logger: testLogger)
+        #expect(throws: NoteSyncError.self) { try ServerStore.create(root: dir.sub("fresh/nested"), logger: testLogger) }
+    }
+
+    @Test func openWithoutMarkerIsNotAnEmptyServer() throws {
+        let dir = try TempDirectory()
+        _ = try makeServer(dir)
+        unlink(dir.sub("server/notesync-server.json"))
+        #expect {
+            try ServerStore(root: dir.sub("server"), device: "dev-a", logger: testLogger)
+        } throws: { ($0 as? NoteSyncError)?.kind == .notAServer }
+        #expect {
+            try ServerStore(root: dir.sub("gone"), device: "dev-a", logger: testLogger)
+        } throws: { ($0 as? NoteSyncError)?.kind == .serverUnreachable }
+    }
+
+    @Test func newerFormatIsReadOnly() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        _ = try store.commit([.save(try name("a.md"), base: 0, text: try store.putAsset(Data("a".utf8)), modified: 1)], into: &state)
+        let marker = dir.sub("server/notesync-server.json")
+        let text = try String(contentsOfFile: marker, encoding: .utf8).replacingOccurrences(of: "\"format\" : 1", with: "\"format\" : 2")
+        unlink(marker)
+        try writeFile(marker, Data(text.utf8))
+        let newer = try ServerStore(root: dir.sub("server"), device: "dev-b", logger: testLogger)
+        #expect(newer.isReadOnly)
+        var other = ZoneState()
+        try newer.fetch(into: &other)
+        #expect(other.token == 1)
+        #expect { try newer.putAsset(Data("b".utf8)) } throws: { ($0 as? NoteSyncError)?.kind == .serverNewerFormat }
+        #expect {
+            try newer.commit([.delete(try name("a.md"), base: 1, modified: 2)], into: &other)
+        } throws: { ($0 as? NoteSyncError)?.kind == .serverNewerFormat }
+    }
+
+    @Test func assetsAreContentAddressedAndVerified() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let data = Data("hello notes\n".utf8)
+        let ref = try store.putAsset(data)
+        let path = store.layout.assetPath(ref.sha256)
+        let inode = try #require(FileIO.lstatInfo(path)).st_ino
+        #expect(try store.putAsset(data) == ref)
+        #expect(try #require(FileIO.lstatInfo(path)).st_ino == inode, "an existing digest is not rewritten")
+        #expect(try store.readAsset(ref) == data)
+        #expect(try FileIO.list(store.layout.tmpDirectory) == [], "no temp file left behind")
+
+        chmod(path, 0o644)
+        unlink(path)
+        try writeFile(path, Data("hello NOTES\n".utf8))
+        #expect { try store.readAsset(ref) } throws: { ($0 as? NoteSyncError)?.kind == .corrupt }
+        unlink(path)
+        #expect { try store.readAsset(ref) } throws: { ($0 as? NoteSyncError)?.kind == .corrupt }
+    }
+
+    @Test(arguments: PublishPrimitive.allCases)
+    func commitClaimsTheNextSlotAndDetectsConflicts(_ primitive: PublishPrimitive) throws {
+        let dir = try TempDirectory()
+        let a = try makeServer(dir, device: "dev-a", primitive: primitive)
+        let b = try ServerStore(root: dir.sub("server"), device: "dev-b", primitive: primitive, logger: testLogger)
+        var stateA = ZoneState(), stateB = ZoneState()
+        let note = try name("n.md"), other = try name("o.md")
+
+        guard case .committed(let first) = try a.commit([.save(note, base: 0, text: try a.putAsset(Data("1".utf8)), modified: 1)], into: &stateA) else {
+            Issue.record("first commit must succeed"); return
+        }
+        #expect(first.seq == 1 && stateA.tag(of: note) == 1)
+
+        // B has not read entry 1: its save of a different record claims slot 2 after folding entry 1 in.
+        guard case .committed(let second) = try b.commit([.save(other, base: 0, text: try b.putAsset(Data("o".utf8)), modified: 2)], into: &stateB) else {
+            Issue.record("a commit on another record is no conflict"); return
+        }
+        #expect(second.seq == 2 && stateB.token == 2 && stateB.tag(of: note) == 1)
+
+        // A, still at token 1, saves note on base 1 while B deletes it on base 1: one wins, the other conflicts.
+        guard case .committed = try b.commit([.delete(note, base: 1, modified: 3)], into: &stateB) else {
+            Issue.record("B's delete is based on the head"); return
+        }
+        let ours = RecordChange.save(note, base: 1, text: try a.putAsset(Data("2".utf8)), modified: 4)
+        guard case .conflicts(let conflicts) = try a.commit([ours], into: &stateA) else {
+            Issue.record("A's save lost the race and must conflict"); return
+        }
+        #expect(conflicts == [ServerChangedConflict(name: note, base: 1, ours: ours, server: stateB.heads[note])])
+        #expect(stateA == stateB, "the lost claim folded the winner in")
+        #expect(try FileIO.list(a.layout.tmpDirectory) == [])
+        let report = try ServerFsck(store: a).run(repair: false)
+        #expect(report.isClean && report.entries == 3, "\(report.findings)")
+    }
+
+    @Test func snapshotsBootstrapTheSameState() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        for index in 0..<20 {
+            let note = try name("dir/n\(index % 7).md")
+            _ = try store.commit([.save(note, base: state.tag(of: note), text: try store.putAsset(Data("\(index)".utf8)), modified: Int64(index))], into: &state)
+        }
+        try store.writeSnapshot(of: state)
+        try store.writeSnapshot(of: state)
+        var later = state
+        _ = try store.commit([.delete(try name("dir/n1.md"), base: later.tag(of: try name("dir/n1.md")), modified: 99)], into: &later)
+        #expect(try store.snapshotSequences() == [20])
+        #expect(try store.bootstrap() == later)
+        #expect(try store.readSnapshot(20).state.heads == state.heads)
+        #expect(try ServerFsck(store: store).run(repair: false).isClean)
+    }
+
+    @Test func hostileEntriesAreQuarantinedAndTheRestApplied() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        _ = try store.commit([.save(try name("good.md"), base: 0, text: try store.putAsset(Data("g".utf8)), modified: 1)], into: &state)
+        let text = try store.putAsset(Data("evil".utf8))
+        let hostile = ["../escape.md", "/etc/passwd", "nul\u{0}.md", "ctl\u{1B}[2J.md", String(repeating: "y", count: 300), "cafe\u{301}.md"]
+        try plant(store, seq: 2, LogEntry(seq: 2, commit: "x", device: "evil", time: 0,
+                                          changes: hostile.map { RecordChange(name: $0, base: 0, op: .save, text: text, modified: 1) }
+                                            + [RecordChange(name: "fine.md", base: 0, op: .save, text: text, modified: 1)]))
+        var torn = try SealedFile.seal(LogEntry(seq: 3, commit: "t", device: "evil", time: 0, changes: []), kind: "entry")
+        torn.removeLast(5)
+        try plantBytes(store, seq: 3, torn)
+        var flipped = try SealedFile.seal(LogEntry(seq: 4, commit: "f", device: "evil", time: 0, changes: []), kind: "entry")
+        flipped[flipped.count - 3] ^= 1
+        try plantBytes(store, seq: 4, flipped)
+        try plant(store, seq: 5, LogEntry(seq: 9, commit: "m", device: "evil", time: 0, changes: []))
+        try FileIO.makeDirectory(store.layout.shardDirectory(of: 6))
+        symlink(store.layout.marker, store.layout.entryPath(6))
+        try plant(store, seq: 7, LogEntry(seq: 7, commit: "ok", device: "dev-b", time: 0,
+                                          changes: [RecordChange(name: "late.md", base: 0, op: .save, text: text, modified: 1)]))
+
+        var fresh = ZoneState()
+        let slots = try store.fetch(into: &fresh)
+        #expect(fresh.token == 7)
+        #expect(slots.filter { if case .damaged = $0 { true } else { false } }.count == 4)
+        #expect(Set(fresh.heads.keys.map(\.string)) == ["good.md", "fine.md", "late.md"])
+        #expect(fresh.quarantined.count == hostile.count)
+        #expect(fresh.quarantined.allSatisfy { !$0.description.contains("\u{1B}") && !$0.description.contains("\u{0}") })
+
+        // A writer at the old token claims past the damaged slots, never re-using one.
+        guard case .committed(let entry) = try store.commit([.save(try name("good.md"), base: 1, text: text, modified: 2)], into: &state) else {
+            Issue.record("commit after damaged slots"); return
+        }
+        #expect(entry.seq == 8)
+
+        let report = try ServerFsck(store: store).run(repair: false)
+        let kinds = report.findings.map(\.kind)
+        #expect(kinds.filter { $0 == .damagedEntry }.count == 3)
+        #expect(kinds.contains(.symlink) && kinds.filter { $0 == .quarantinedChange }.count == hostile.count)
+        #expect(!report.isClean)
+    }
+
+    @Test func fsckReportsForeignTempMissingAndCorruptFilesAndRepairs() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let keep = try store.putAsset(Data("keep".utf8))
+        let lose = try store.putAsset(Data("lose".utf8))
+        let damage = try store.putAsset(Data("damage".utf8))
+        _ = try store.commit([.save(try name("k.md"), base: 0, text: keep, modified: 1),
+                              .save(try name("l.md"), base: 0, text: lose, modified: 1),
+                              .save(try name("d.md"), base: 0, text: damage, modified: 1)], into: &state)
+        #expect(try ServerFsck(store: store).run(repair: false).isClean)
+
+        unlink(store.layout.assetPath(lose.sha256))
+        unlink(store.layout.assetPath(damage.sha256))
+        try writeFile(store.layout.assetPath(damage.sha256), Data("DAMAGE".utf8))
+        let conflictCopy = store.layout.shardDirectory(of: 1) + "/000000000001.sync-conflict-20240101-120000-ABCDEFG"
+        try writeFile(conflictCopy, Data("x".utf8))
+        let dropbox = store.layout.root + "/notesync-server (Ann's conflicted copy 2024-01-01).json"
+        try writeFile(dropbox, Data("x".utf8))
+        try writeFile(store.layout.tmpDirectory + "/dev-a-0011.entry", Data("partial".utf8))
+
+        let before = try snapshotTree(store.layout.root)
+        let report = try ServerFsck(store: store).run(repair: false)
+        #expect(try snapshotTree(store.layout.root) == before, "fsck changes nothing unless asked to repair")
+        let byKind = Dictionary(grouping: report.findings, by: \.kind)
+        #expect(byKind[.missingAsset]?.count == 2)
+        #expect(byKind[.corruptAsset]?.first?.path == store.layout.assetPath(damage.sha256))
+        #expect(Set(byKind[.foreignFile]?.map(\.path) ?? []) == [conflictCopy, dropbox])
+        #expect(byKind[.tempFile]?.count == 1)
+        #expect(!report.isClean)
+
+        let repaired = try ServerFsck(store: store).run(repair: true, tempGraceSeconds: 0)
+        #expect(repaired.findings.filter { $0.repaired == nil }.map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.missingAsset, .missingAsset])
+        #expect(FileIO.lstatInfo(conflictCopy) == nil && FileIO.lstatInfo(dropbox) == nil)
+        #expect(try FileIO.list(store.layout.tmpDirectory) == [])
+        #expect(try store.readAsset(keep) == Data("keep".utf8))
+    }
+
+    private func plant(_ store: ServerStore, seq: Int64, _ entry: LogEntry) throws {
+        try plantBytes(store, seq: seq, try SealedFile.seal(entry, kind: "entry"))
+    }
+
+    private func plantBytes(_ store: ServerStore, seq: Int64, _ data: Data) throws {
+        try FileIO.makeDirectory(store.layout.shardDirectory(of: seq))
+        try writeFile(store.layout.entryPath(seq), data)
+    }
+
+    private func snapshotTree(_ root: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        let enumerator = FileManager.default.enumerator(atPath: root)
+        while let path = enumerator?.nextObject() as? String {
+            let full = root + "/" + path
+            if let info = FileIO.lstatInfo(full), (info.st_mode & S_IFMT) == S_IFREG {
+                files[path] = try Data(contentsOf: URL(fileURLWithPath: full))
+            } else {
+                files[path] = Data()
+            }
+        }
+        return files
+    }
+}

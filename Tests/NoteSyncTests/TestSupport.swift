@@ -1,0 +1,47 @@
+import Foundation
+import Logging
+@testable import NoteSync
+
+/// A fresh directory under the system temp folder, removed when the test ends.
+final class TempDirectory {
+    let path: String
+
+    init(_ label: String = "notesync-test") throws {
+        var template = Array((NSTemporaryDirectory() + "/\(label)-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw NoteSyncError(.io, path: label, "mkdtemp failed", errno: errno)
+        }
+        path = String(cString: made)
+    }
+
+    func sub(_ name: String) -> String { path + "/" + name }
+
+    deinit {
+        let task = Process()
+        task.executableURL = URL(fileURLWithPath: "/bin/chmod")
+        task.arguments = ["-R", "u+rwX", path]
+        try? task.run()
+        task.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+let testLogger: Logger = {
+    var logger = Logger(label: "notesync-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+    logger.logLevel = .critical
+    return logger
+}()
+
+func makeServer(_ dir: TempDirectory, device: String = "dev-a", primitive: PublishPrimitive? = nil) throws -> ServerStore {
+    let root = dir.sub("server")
+    if FileIO.lstatInfo(root + "/" + ServerLayout.markerName) == nil {
+        try ServerStore.create(root: root, logger: testLogger)
+    }
+    return try ServerStore(root: root, device: device, primitive: primitive, logger: testLogger)
+}
+
+func name(_ text: String) throws -> RecordName { try RecordName(validating: text) }
+
+func writeFile(_ path: String, _ data: Data) throws {
+    try data.write(to: URL(fileURLWithPath: path))
+}
