@@ -9,7 +9,6 @@ enum ExitCodes {
     static let failure: Int32 = 1
     static let usage: Int32 = 64
     static let offline: Int32 = 3
-    static let conflicts: Int32 = 4
 }
 
 @main
@@ -22,11 +21,11 @@ struct NoteSyncCommand: AsyncParsableCommand {
               0   success (fsck: the server is clean)
               1   failure, or fsck found problems
               3   the server is unreachable: local changes stay queued
-              4   conflicts were found that need your attention
               64  bad usage
             """,
         version: NoteSyncVersion.string,
-        subcommands: [ServerCommand.self, DebugCommand.self]
+        subcommands: [InitCommand.self, SyncCommand.self, DiffCommand.self, StatusCommand.self, ConflictsCommand.self,
+                      HistoryCommand.self, RestoreCommand.self, ServerCommand.self, DebugCommand.self]
     )
 }
 
@@ -64,7 +63,6 @@ func reportingErrors(_ body: () throws -> Int32) throws {
         switch error.kind {
         case .serverUnreachable: code = ExitCodes.offline
         case .usage: code = ExitCodes.usage
-        case .conflict: code = ExitCodes.conflicts
         default: code = ExitCodes.failure
         }
     }

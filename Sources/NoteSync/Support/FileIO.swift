@@ -111,23 +111,38 @@ public enum FileIO {
         return lstat(path, &info) == 0 ? info : nil
     }
 
-    /// Names in a directory (not `.`/`..`), unsorted; `nil` when it does not exist.
+    /// Names in a directory (not `.`/`..`), unsorted; `nil` when it does not exist. Names that are not valid
+    /// UTF-8 come back with replacement characters: use ``listEntries(_:)`` where that matters.
     public static func list(_ path: String) throws -> [String]? {
+        try listEntries(path)?.map(\.name)
+    }
+
+    /// A directory entry's name, and whether its bytes were valid UTF-8.
+    public struct DirectoryEntry: Sendable {
+        public var name: String
+        public var isValidUTF8: Bool
+    }
+
+    /// Entries of a directory (not `.`/`..`), unsorted; `nil` when it does not exist.
+    public static func listEntries(_ path: String) throws -> [DirectoryEntry]? {
         guard let dir = opendir(path) else {
             if errno == ENOENT { return nil }
             throw NoteSyncError.posix("opendir", path: path, errno: errno)
         }
         defer { closedir(dir) }
-        var names: [String] = []
+        var entries: [DirectoryEntry] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw -> String in
+            let decoded = withUnsafeBytes(of: entry.pointee.d_name) { raw -> DirectoryEntry? in
                 let bytes = raw.bindMemory(to: UInt8.self)
                 let length = bytes.firstIndex(of: 0) ?? bytes.count
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<length]), as: UTF8.self)
+                let slice = UnsafeBufferPointer(rebasing: bytes[0..<length])
+                if length == 1 && slice[0] == 46 || length == 2 && slice[0] == 46 && slice[1] == 46 { return nil }
+                if let valid = String(validating: slice, as: UTF8.self) { return DirectoryEntry(name: valid, isValidUTF8: true) }
+                return DirectoryEntry(name: String(decoding: slice, as: UTF8.self), isValidUTF8: false)
             }
-            if name != "." && name != ".." { names.append(name) }
+            if let decoded { entries.append(decoded) }
         }
-        return names
+        return entries
     }
 
     /// Random lowercase hex, for unique temp names.

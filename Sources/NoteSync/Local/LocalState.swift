@@ -1,0 +1,264 @@
+import Foundation
+import GRDB
+
+/// The last synced state of one record, which both sides agreed on: the ancestor of the three-way comparison.
+public struct BaseRecord: Codable, Hashable, Sendable {
+    public var name: RecordName
+    /// The server change tag the local note was synced at.
+    public var tag: Int64
+    public var digest: ContentDigest
+    public var size: Int64
+    public var modified: Int64
+    /// The stat fingerprint of the local file when it was last hashed; `nil` forces a hash.
+    public var fingerprint: StatFingerprint?
+
+    public init(name: RecordName, tag: Int64, digest: ContentDigest, size: Int64, modified: Int64,
+                fingerprint: StatFingerprint?) {
+        self.name = name
+        self.tag = tag
+        self.digest = digest
+        self.size = size
+        self.modified = modified
+        self.fingerprint = fingerprint
+    }
+}
+
+/// A local change that is not on the server yet: survives crashes and offline periods.
+public struct OutboxItem: Codable, Hashable, Sendable {
+    public var name: RecordName
+    public var op: RecordOp
+    public var digest: ContentDigest?
+    public var size: Int64
+    public var queued: Int64
+}
+
+/// A conflict copy notesync made, kept until the user deals with it (`notesync conflicts`).
+public struct ConflictRecord: Codable, Hashable, Sendable {
+    public var copy: RecordName
+    public var original: RecordName
+    public var device: String
+    public var time: Int64
+}
+
+/// Everything notesync keeps about a notes folder, in SQLite (GRDB) on local disk: never on the share.
+///
+/// Holds the device identity, the server path, the change token and server heads (so a sync reads only new
+/// entries), the base of every note, the outbox, conflicts and the last sync result.
+public final class LocalState: Sendable {
+    let queue: DatabaseQueue
+
+    /// Opens (creating if asked) the state database at `path`; `readOnly` opens it without writing anything.
+    public init(path: String, readOnly: Bool = false) throws {
+        var configuration = Configuration()
+        configuration.readonly = readOnly
+        configuration.busyMode = .timeout(5)
+        do {
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+            if !readOnly { try Self.migrator.migrate(queue) }
+        } catch let error as DatabaseError {
+            throw NoteSyncError(.io, path: path, "cannot open the local state database: \(error.message ?? "\(error)")",
+                                fix: "check the file's permissions; if it is damaged, move it away and run `notesync init` again")
+        }
+    }
+
+    /// An in-memory database, for tests and dry runs of a folder that was never initialised.
+    public init() throws {
+        queue = try DatabaseQueue()
+        try Self.migrator.migrate(queue)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "meta") { t in
+                t.primaryKey("key", .text)
+                t.column("value", .text).notNull()
+            }
+            try db.create(table: "base") { t in
+                t.primaryKey("name", .text)
+                t.column("tag", .integer).notNull()
+                t.column("digest", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("modified", .integer).notNull()
+                t.column("fpSize", .integer)
+                t.column("fpMtime", .integer)
+                t.column("fpCtime", .integer)
+                t.column("fpInode", .integer)
+            }
+            try db.create(table: "head") { t in
+                t.primaryKey("name", .text)
+                t.column("tag", .integer).notNull()
+                t.column("deleted", .boolean).notNull()
+                t.column("digest", .text)
+                t.column("size", .integer)
+                t.column("modified", .integer).notNull()
+                t.column("version", .integer).notNull()
+                t.column("device", .text).notNull()
+            }
+            try db.create(table: "outbox") { t in
+                t.primaryKey("name", .text)
+                t.column("op", .text).notNull()
+                t.column("digest", .text)
+                t.column("size", .integer).notNull()
+                t.column("queued", .integer).notNull()
+            }
+            try db.create(table: "conflict") { t in
+                t.primaryKey("copy", .text)
+                t.column("original", .text).notNull()
+                t.column("device", .text).notNull()
+                t.column("time", .integer).notNull()
+            }
+        }
+        return migrator
+    }
+
+    // MARK: meta
+
+    public func meta(_ key: String) throws -> String? {
+        try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) }
+    }
+
+    public func setMeta(_ values: [String: String?]) throws {
+        try queue.write { db in
+            for (key, value) in values {
+                if let value {
+                    try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
+                } else {
+                    try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
+                }
+            }
+        }
+    }
+
+    // MARK: bases, heads, outbox
+
+    public func bases() throws -> [RecordName: BaseRecord] {
+        try queue.read { db in
+            var result: [RecordName: BaseRecord] = [:]
+            let rows = try Row.fetchCursor(db, sql: "SELECT name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode FROM base")
+            while let row = try rows.next() {
+                guard let name = try? RecordName(validating: row["name"]),
+                      let digest = ContentDigest(hex: row["digest"]) else { continue }
+                var fingerprint: StatFingerprint?
+                if let size = row["fpSize"] as Int64?, let mtime = row["fpMtime"] as Int64?,
+                   let ctime = row["fpCtime"] as Int64?, let inode = row["fpInode"] as Int64? {
+                    fingerprint = StatFingerprint(size: size, mtime: mtime, ctime: ctime, inode: UInt64(bitPattern: inode))
+                }
+                result[name] = BaseRecord(name: name, tag: row["tag"], digest: digest, size: row["size"],
+                                          modified: row["modified"], fingerprint: fingerprint)
+            }
+            return result
+        }
+    }
+
+    /// The server state as last fetched (token and heads), so a sync reads only the entries after it.
+    public func zoneState() throws -> ZoneState {
+        try queue.read { db in
+            var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0)
+            let rows = try Row.fetchCursor(db, sql: "SELECT name, tag, deleted, digest, size, modified, version, device FROM head")
+            while let row = try rows.next() {
+                guard let name = try? RecordName(validating: row["name"]) else { continue }
+                var text: AssetRef?
+                if let hex = row["digest"] as String?, let digest = ContentDigest(hex: hex), let size = row["size"] as Int64? {
+                    text = AssetRef(sha256: digest, size: size)
+                }
+                state.heads[name] = RecordHead(tag: row["tag"], deleted: row["deleted"], text: text, modified: row["modified"],
+                                               version: row["version"], device: row["device"])
+            }
+            return state
+        }
+    }
+
+    public func outbox() throws -> [RecordName: OutboxItem] {
+        try queue.read { db in
+            var result: [RecordName: OutboxItem] = [:]
+            let rows = try Row.fetchCursor(db, sql: "SELECT name, op, digest, size, queued FROM outbox")
+            while let row = try rows.next() {
+                guard let name = try? RecordName(validating: row["name"]),
+                      let op = RecordOp(rawValue: row["op"]) else { continue }
+                result[name] = OutboxItem(name: name, op: op, digest: (row["digest"] as String?).flatMap(ContentDigest.init(hex:)),
+                                          size: row["size"], queued: row["queued"])
+            }
+            return result
+        }
+    }
+
+    public func conflicts() throws -> [ConflictRecord] {
+        try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT copy, original, device, time FROM conflict ORDER BY time").compactMap { row in
+                guard let copy = try? RecordName(validating: row["copy"]),
+                      let original = try? RecordName(validating: row["original"]) else { return nil }
+                return ConflictRecord(copy: copy, original: original, device: row["device"], time: row["time"])
+            }
+        }
+    }
+
+    /// Applies a batch of changes to the local state in one transaction.
+    public func update(_ body: (Batch) throws -> Void) throws {
+        try queue.write { db in try body(Batch(db: db)) }
+    }
+
+    /// One write transaction's worth of changes.
+    public struct Batch {
+        let db: Database
+
+        public func setBase(_ base: BaseRecord) throws {
+            let fp = base.fingerprint
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO base(name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                arguments: [base.name.string, base.tag, base.digest.hex, base.size, base.modified,
+                            fp?.size, fp?.mtime, fp?.ctime, fp.map { Int64(bitPattern: $0.inode) }])
+        }
+
+        public func removeBase(_ name: RecordName) throws {
+            try db.execute(sql: "DELETE FROM base WHERE name = ?", arguments: [name.string])
+        }
+
+        public func setFingerprint(_ name: RecordName, _ fingerprint: StatFingerprint) throws {
+            try db.execute(sql: "UPDATE base SET fpSize = ?, fpMtime = ?, fpCtime = ?, fpInode = ? WHERE name = ?",
+                           arguments: [fingerprint.size, fingerprint.mtime, fingerprint.ctime,
+                                       Int64(bitPattern: fingerprint.inode), name.string])
+        }
+
+        /// Stores the token and the heads that changed since the last save.
+        public func setZone(token: Int64, changed heads: [RecordName: RecordHead]) throws {
+            let statement = try db.cachedStatement(sql: """
+                INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            for (name, head) in heads {
+                try statement.execute(arguments: [name.string, head.tag, head.deleted, head.text?.sha256.hex, head.text?.size,
+                                                  head.modified, head.version, head.device])
+            }
+            try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('token', ?)", arguments: [String(token)])
+        }
+
+        public func queue(_ item: OutboxItem) throws {
+            try db.execute(sql: "INSERT OR REPLACE INTO outbox(name, op, digest, size, queued) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [item.name.string, item.op.rawValue, item.digest?.hex, item.size, item.queued])
+        }
+
+        public func dequeue(_ name: RecordName) throws {
+            try db.execute(sql: "DELETE FROM outbox WHERE name = ?", arguments: [name.string])
+        }
+
+        public func addConflict(_ conflict: ConflictRecord) throws {
+            try db.execute(sql: "INSERT OR REPLACE INTO conflict(copy, original, device, time) VALUES (?, ?, ?, ?)",
+                           arguments: [conflict.copy.string, conflict.original.string, conflict.device, conflict.time])
+        }
+
+        public func removeConflict(_ copy: RecordName) throws {
+            try db.execute(sql: "DELETE FROM conflict WHERE copy = ?", arguments: [copy.string])
+        }
+
+        public func setMeta(_ key: String, _ value: String?) throws {
+            if let value {
+                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+}

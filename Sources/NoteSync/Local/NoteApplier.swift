@@ -1,0 +1,201 @@
+import CSyscalls
+import Foundation
+
+/// Writes server changes into the notes folder without ever overwriting an edit the user made meanwhile.
+///
+/// A new version is written to a temp file in the note's own folder, fsynced, given the record's mtime, then
+/// swapped in with `renameat2(RENAME_EXCHANGE)`: the note is never missing, and the old version lands at the
+/// temp name where it is checked against the base. A mismatch means the user edited it during the sync: that
+/// version is kept as a conflict copy. Where the filesystem has no exchange, the note is moved aside first and
+/// checked before the new file is renamed in (no-replace). Deletes move the note into `.notesync/trash/`.
+public struct NoteApplier: Sendable {
+    public let root: String
+    public let trash: String
+    public let deviceName: String
+
+    /// How an apply ended.
+    public enum Outcome: Hashable, Sendable {
+        /// The new content is in place with this fingerprint.
+        case written(StatFingerprint)
+        /// The new content is in place, and a local edit made during the sync was kept as `copy`.
+        case writtenKeepingLocalEdit(StatFingerprint, copy: RecordName)
+        /// The note was moved to the trash.
+        case trashed
+        /// The note had been edited since the base: it was not deleted (the edit wins).
+        case keptEdited
+        /// Nothing was there to delete.
+        case alreadyGone
+    }
+
+    public init(root: String, trash: String, deviceName: String) {
+        self.root = root
+        self.trash = trash
+        self.deviceName = deviceName
+    }
+
+    /// Writes `data` as the note `name` (at `path`, relative). `expected` is the digest the file must still have
+    /// (its base), or `nil` when the note must not exist yet.
+    public func write(_ name: RecordName, path relative: String, data: Data, modified: Int64,
+                      expected: ContentDigest?) throws -> Outcome {
+        let path = root + "/" + relative
+        let directory = (path as NSString).deletingLastPathComponent
+        try makeParents(of: relative)
+        let temp = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+        try FileIO.createAndSync(temp, data)
+        var cleanup = true
+        defer { if cleanup { unlink(temp) } }
+        try setModified(temp, modified)
+
+        if expected == nil {
+            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
+                cleanup = false
+                return try finish(path, directory)
+            }
+            guard errno == EEXIST || AtomicPublish.isUnsupported(renameErrno: errno) else {
+                throw NoteSyncError.posix("rename", path: path, errno: errno)
+            }
+            if errno != EEXIST, Glibc.link(temp, path) == 0 { return try finish(path, directory) }
+            // Someone created the note while we synced: keep theirs as a conflict copy, then put ours in place.
+            return try replaceExisting(name, path: path, temp: temp, directory: directory, expected: nil,
+                                       cleanup: &cleanup)
+        }
+        return try replaceExisting(name, path: path, temp: temp, directory: directory, expected: expected,
+                                   cleanup: &cleanup)
+    }
+
+    private func replaceExisting(_ name: RecordName, path: String, temp: String, directory: String,
+                                 expected: ContentDigest?, cleanup: inout Bool) throws -> Outcome {
+        if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
+            // `temp` now holds what was at `path`.
+            let old = try FileDigest.of(path: temp)
+            if let old, old.digest != expected {
+                let copy = try keepAsConflictCopy(name, from: temp)
+                cleanup = false
+                return .writtenKeepingLocalEdit(try fingerprint(path, directory), copy: copy)
+            }
+            return try finish(path, directory)
+        }
+        let code = errno
+        if code == ENOENT {
+            // The note vanished (deleted by the user meanwhile): put the new version in place, no-replace.
+            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 || Glibc.link(temp, path) == 0 {
+                cleanup = false
+                return try finish(path, directory)
+            }
+            throw NoteSyncError.posix("rename", path: path, errno: errno)
+        }
+        guard AtomicPublish.isUnsupported(renameErrno: code) else {
+            throw NoteSyncError.posix("renameat2(RENAME_EXCHANGE)", path: path, errno: code)
+        }
+        // No exchange here: move the note aside, check it, then rename the new version in.
+        let aside = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+        if rename(path, aside) != 0 {
+            if errno != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: errno) }
+        }
+        var copy: RecordName?
+        if let old = try FileDigest.of(path: aside) {
+            if old.digest != expected { copy = try keepAsConflictCopy(name, from: aside) }
+            else { unlink(aside) }
+        }
+        if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) != 0 && Glibc.link(temp, path) != 0 {
+            throw NoteSyncError(.io, path: path, "a new file appeared while notesync replaced it; the server version stays at \(temp)",
+                                fix: "sync again", errno: errno)
+        }
+        let print = try finish(path, directory)
+        guard case .written(let fp) = print else { return print }
+        return copy.map { .writtenKeepingLocalEdit(fp, copy: $0) } ?? print
+    }
+
+    /// Moves the note `name` to the trash if it still has the `expected` content; an edited note stays.
+    public func delete(_ name: RecordName, path relative: String, expected: ContentDigest) throws -> Outcome {
+        let path = root + "/" + relative
+        guard FileIO.lstatInfo(path) != nil else { return .alreadyGone }
+        let stamp = String(Clock.nowNanoseconds())
+        let target = trash + "/" + stamp + "/" + relative
+        try FileIO.makeDirectories((target as NSString).deletingLastPathComponent)
+        guard rename(path, target) == 0 else {
+            if errno == ENOENT { return .alreadyGone }
+            throw NoteSyncError.posix("rename to trash", path: path, errno: errno)
+        }
+        if let moved = try FileDigest.of(path: target), moved.digest != expected {
+            // Edited while we synced: the edit wins, put it back (no-replace, in case a new note took the name).
+            if ns_rename_noreplace(AT_FDCWD, target, AT_FDCWD, path) != 0 && Glibc.link(target, path) != 0 {
+                throw NoteSyncError(.conflict, path: path, "was edited during the sync and a new file took its place",
+                                    fix: "your edit is safe at \(target); move it back by hand")
+            }
+            return .keptEdited
+        }
+        try FileIO.syncDirectory((path as NSString).deletingLastPathComponent)
+        removeEmptyParents(of: relative)
+        return .trashed
+    }
+
+    /// Renames `source` to a free conflict-copy name of `name` made on this device (no-replace, so an
+    /// existing file is never replaced: a clash picks the next name).
+    public func keepAsConflictCopy(_ name: RecordName, from source: String,
+                                   date: Date = Date()) throws -> RecordName {
+        let directory = (source as NSString).deletingLastPathComponent
+        var attempt = 1
+        while true {
+            let copyName = try RecordName(validating: ConflictCopyName.notesyncConflictName(
+                for: name.string, device: deviceName, date: date, attempt: attempt))
+            let target = root + "/" + copyName.string
+            if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
+                try FileIO.syncDirectory(directory)
+                return copyName
+            }
+            if errno == EEXIST && attempt < 100 { attempt += 1; continue }
+            if AtomicPublish.isUnsupported(renameErrno: errno), Glibc.link(source, target) == 0 {
+                unlink(source)
+                return copyName
+            }
+            throw NoteSyncError.posix("rename to conflict copy", path: target, errno: errno)
+        }
+    }
+
+    /// Creates the folders above a note, refusing to go through a symlink (confinement to the notes folder).
+    func makeParents(of relative: String) throws {
+        var current = root
+        for component in relative.split(separator: "/").dropLast() {
+            current += "/" + component
+            if let info = FileIO.lstatInfo(current) {
+                guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                    throw NoteSyncError(.conflict, path: current, "is not a folder (a file or link has the name a folder of notes needs)",
+                                        fix: "rename it; notesync never writes through links")
+                }
+            } else {
+                try FileIO.makeDirectory(current)
+            }
+        }
+    }
+
+    /// Removes folders left empty by a delete, up to the notes folder.
+    func removeEmptyParents(of relative: String) {
+        var components = relative.split(separator: "/").dropLast()
+        while !components.isEmpty {
+            if rmdir(root + "/" + components.joined(separator: "/")) != 0 { return }
+            components = components.dropLast()
+        }
+    }
+
+    private func finish(_ path: String, _ directory: String) throws -> Outcome {
+        .written(try fingerprint(path, directory))
+    }
+
+    private func fingerprint(_ path: String, _ directory: String) throws -> StatFingerprint {
+        try FileIO.syncDirectory(directory)
+        guard let info = FileIO.lstatInfo(path) else {
+            throw NoteSyncError(.io, path: path, "vanished right after it was written", fix: "sync again")
+        }
+        return StatFingerprint(info)
+    }
+
+    private func setModified(_ path: String, _ modified: Int64) throws {
+        let seconds = modified / 1_000_000_000
+        let nanos = modified % 1_000_000_000
+        var times = [timespec(tv_sec: Int(seconds), tv_nsec: Int(nanos)), timespec(tv_sec: Int(seconds), tv_nsec: Int(nanos))]
+        if utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW) != 0 {
+            throw NoteSyncError.posix("utimensat", path: path, errno: errno)
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// A note as found in the notes folder.
+public struct LocalFile: Hashable, Sendable {
+    public var name: RecordName
+    /// The path relative to the notes folder as it is on disk (differs from `name` only in normalisation).
+    public var path: String
+    public var fingerprint: StatFingerprint
+    public var digest: ContentDigest
+    public var size: Int64
+    /// The file's mtime in nanoseconds: the record's `modified`.
+    public var modified: Int64 { fingerprint.mtime }
+}
+
+/// What a scan of the notes folder found.
+public struct ScanResult: Sendable {
+    public var files: [RecordName: LocalFile] = [:]
+    /// Names that exist but could not be read (permissions, a directory in a note's place …): never deletes.
+    public var unreadable: Set<RecordName> = []
+    /// Directories that could not be listed: every known note under them counts as unreadable, not deleted.
+    public var unreadableDirectories: [String] = []
+    /// Conflict copies that other sync tools made in the notes folder.
+    public var foreignConflicts: [RecordName] = []
+    public var warnings: [String] = []
+    /// Files hashed because their fingerprint changed (the rest reused their base digest).
+    public var hashed = 0
+
+    /// True when `name` could not be examined (itself or a folder above it), so its absence means nothing.
+    public func isUnreadable(_ name: RecordName) -> Bool {
+        if unreadable.contains(name) { return true }
+        return unreadableDirectories.contains { name.string.hasPrefix($0 + "/") || $0.isEmpty }
+    }
+}
+
+/// Walks the notes folder: stat fingerprints for every note, SHA-256 only for what changed since the base.
+///
+/// Never follows a symlink; skips FIFOs, sockets and devices with a warning; ignores what ``IgnoreRules`` says.
+public struct Scanner: Sendable {
+    public let root: String
+    public let rules: IgnoreRules
+
+    public init(root: String, rules: IgnoreRules) {
+        self.root = root
+        self.rules = rules
+    }
+
+    public func scan(bases: [RecordName: BaseRecord]) throws -> ScanResult {
+        var result = ScanResult()
+        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
+        guard let rootInfo = FileIO.lstatInfo(root), (rootInfo.st_mode & S_IFMT) == S_IFDIR else {
+            throw NoteSyncError(.io, path: root, "the notes folder is missing or not a directory",
+                                fix: "mount or restore it; notesync never reads a missing folder as \"all notes deleted\"")
+        }
+        var seen: [RecordName: String] = [:]
+        try walk("", into: &result, candidates: &candidates, seen: &seen)
+
+        var toHash: [Int] = []
+        for (index, candidate) in candidates.enumerated() {
+            if let base = bases[candidate.name], base.fingerprint == candidate.fingerprint {
+                result.files[candidate.name] = LocalFile(name: candidate.name, path: candidate.path,
+                                                         fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
+            } else {
+                toHash.append(index)
+            }
+        }
+        let hashed = Mutex<[(Int, Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>)]>([])
+        let rootPath = root
+        let hashList = toHash
+        let paths = candidates.map(\.path)
+        DispatchQueue.concurrentPerform(iterations: hashList.count) { slot in
+            let index = hashList[slot]
+            let candidate = (path: paths[index], ())
+            let outcome: Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>
+            do {
+                outcome = .success(try Self.hashStable(rootPath + "/" + candidate.path))
+            } catch let error as NoteSyncError {
+                outcome = .failure(error)
+            } catch {
+                outcome = .failure(NoteSyncError(.io, path: candidate.path, "\(error)"))
+            }
+            hashed.withLock { $0.append((index, outcome)) }
+        }
+        for (index, outcome) in hashed.withLock({ $0 }) {
+            let candidate = candidates[index]
+            switch outcome {
+            case .success(let value?):
+                result.files[candidate.name] = LocalFile(name: candidate.name, path: candidate.path, fingerprint: value.2,
+                                                         digest: value.0, size: value.1)
+                result.hashed += 1
+            case .success(nil):
+                break
+            case .failure(let error):
+                result.unreadable.insert(candidate.name)
+                result.warnings.append("\(error.path ?? candidate.path): cannot be read, left alone: \(error.message)")
+            }
+        }
+        return result
+    }
+
+    /// Hashes a file and returns the fingerprint taken after reading, re-reading if the file changed meanwhile
+    /// (a note being saved while it is scanned). `nil` when it vanished.
+    static func hashStable(_ path: String) throws -> (ContentDigest, Int64, StatFingerprint)? {
+        for _ in 0..<3 {
+            guard let before = FileIO.lstatInfo(path) else { return nil }
+            guard let (digest, size) = try FileDigest.of(path: path) else { return nil }
+            guard let after = FileIO.lstatInfo(path) else { return nil }
+            let fingerprint = StatFingerprint(after)
+            if StatFingerprint(before) == fingerprint && fingerprint.size == size { return (digest, size, fingerprint) }
+        }
+        throw NoteSyncError(.io, path: path, "keeps changing while it is read", fix: "sync again when it is quiet")
+    }
+
+    private func walk(_ relative: String, into result: inout ScanResult,
+                      candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+                      seen: inout [RecordName: String]) throws {
+        let directory = relative.isEmpty ? root : root + "/" + relative
+        let names: [FileIO.DirectoryEntry]
+        do {
+            guard let listed = try FileIO.listEntries(directory) else { return }
+            names = listed
+        } catch let error as NoteSyncError {
+            result.unreadableDirectories.append(relative)
+            result.warnings.append("\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone: \(error.message)")
+            return
+        }
+        for item in names.sorted(by: { $0.name < $1.name }) {
+            let entry = item.name
+            let path = relative.isEmpty ? entry : relative + "/" + entry
+            guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
+            let type = info.st_mode & S_IFMT
+            if rules.isIgnored(path, isDirectory: type == S_IFDIR) { continue }
+            if !item.isValidUTF8 {
+                result.warnings.append("\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it")
+                continue
+            }
+            if type == S_IFDIR {
+                try walk(path, into: &result, candidates: &candidates, seen: &seen)
+                continue
+            }
+            let nfc = path.precomposedStringWithCanonicalMapping
+            let name: RecordName
+            do { name = try RecordName(validating: nfc) } catch {
+                result.warnings.append("\(DisplayName.escape(path)): skipped: \(error.reason); rename it")
+                continue
+            }
+            switch type {
+            case S_IFREG:
+                if let other = seen[name], !other.utf8.elementsEqual(path.utf8) {
+                    result.warnings.append("\(DisplayName.escape(path)): same name as another note in a different Unicode form, skipped; rename one")
+                    continue
+                }
+                if ForeignConflictCopy.detect(entry) != nil { result.foreignConflicts.append(name) }
+                seen[name] = path
+                candidates.append((name, path, StatFingerprint(info)))
+            case S_IFLNK:
+                result.warnings.append("\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)")
+            default:
+                result.warnings.append("\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped")
+                result.unreadable.insert(name)
+            }
+        }
+    }
+}

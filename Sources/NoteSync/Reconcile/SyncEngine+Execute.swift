@@ -1,0 +1,248 @@
+import Foundation
+import Logging
+
+/// How an edit/edit (or create/create) of one record is resolved.
+enum MergeResolution: Equatable {
+    /// The merge equals the server's version: write it locally.
+    case takeServer
+    /// The merge equals the local version: push it.
+    case pushLocal
+    /// A new merged text: write it locally and push it.
+    case writeAndPush(Data)
+    /// The edits overlap (or the note is binary): the later `modified` keeps the name.
+    case conflict(localWins: Bool)
+}
+
+extension SyncEngine {
+    /// A save or delete waiting to be committed.
+    struct Push {
+        var name: RecordName
+        /// The note's path relative to the notes folder (saves only).
+        var path: String?
+        var base: Int64
+        var kind: PlannedChange.Kind
+    }
+
+    /// Applies the plan locally and commits the pushes. Returns false when the commit lost a race and another
+    /// round is needed (the state already has the winner folded in).
+    func execute(_ plan: [Step], scan: ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+                 store: ServerStore, report: inout SyncReport) throws -> Bool {
+        let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
+        var pushes: [Push] = []
+        var baseUpdates: [RecordName: BaseRecord?] = [:]
+        var conflicts: [ConflictRecord] = []
+
+        func setBase(_ name: RecordName, _ head: RecordHead, _ fingerprint: StatFingerprint?) {
+            guard let text = head.text else { return }
+            baseUpdates[name] = BaseRecord(name: name, tag: head.tag, digest: text.sha256, size: text.size,
+                                           modified: head.modified, fingerprint: fingerprint)
+        }
+        func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
+            report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
+        }
+        func write(_ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?) throws -> StatFingerprint? {
+            guard let text = head.text else { return nil }
+            let data = try store.readAsset(text)
+            switch try applier.write(name, path: path, data: data, modified: head.modified, expected: expected) {
+            case .written(let fingerprint):
+                return fingerprint
+            case .writtenKeepingLocalEdit(let fingerprint, let copy):
+                pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
+                conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
+                note(.conflict, name, copy.description)
+                return fingerprint
+            default:
+                return nil
+            }
+        }
+
+        for step in plan {
+            let name = step.name
+            do {
+                switch step.decision {
+                case .nothing:
+                    break
+                case .push(let digest, let base):
+                    if digest == nil {
+                        pushes.append(Push(name: name, path: nil, base: base, kind: .uploadDelete))
+                    } else if let local = step.local {
+                        pushes.append(Push(name: name, path: local.path, base: base, kind: .upload))
+                    }
+                case .resurrectLocal(let base):
+                    if let local = step.local { pushes.append(Push(name: name, path: local.path, base: base, kind: .resurrect)) }
+                case .pull(let head) where head.deleted:
+                    if let local = step.local, let base = step.base {
+                        switch try applier.delete(name, path: local.path, expected: base.digest) {
+                        case .trashed, .alreadyGone:
+                            baseUpdates[name] = .some(nil)
+                            note(.downloadDelete, name)
+                        default:
+                            report.warnings.append("\(name): edited during the sync, not deleted; it syncs next round")
+                        }
+                    } else {
+                        baseUpdates[name] = .some(nil)
+                    }
+                case .pull(let head), .restoreServer(let head):
+                    let fingerprint = try write(name, head, path: step.local?.path ?? name.string, expected: step.local?.digest)
+                    setBase(name, head, fingerprint)
+                    note(step.decision == .restoreServer(head) ? .restore : .download, name)
+                case .adopt(let head):
+                    if let head, !head.deleted {
+                        setBase(name, head, step.local?.fingerprint)
+                    } else {
+                        baseUpdates[name] = .some(nil)
+                    }
+                case .merge(let ancestor, let server):
+                    guard let local = step.local else { break }
+                    let (resolution, _, serverData, _) = try resolveMerge(name, local: local, ancestor: ancestor,
+                                                                          ancestorSize: step.base?.size, server: server, store: store)
+                    switch resolution {
+                    case .takeServer:
+                        setBase(name, server, try write(name, server, path: local.path, expected: local.digest))
+                        note(.merge, name, "the server's version already holds both edits")
+                    case .pushLocal:
+                        pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
+                    case .writeAndPush(let merged):
+                        let outcome = try applier.write(name, path: local.path, data: merged, modified: Clock.nowNanoseconds(),
+                                                        expected: local.digest)
+                        if case .writtenKeepingLocalEdit(_, let copy) = outcome {
+                            pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
+                        }
+                        pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
+                    case .conflict(let localWins):
+                        let date = Date(timeIntervalSince1970: Double((localWins ? server.modified : local.modified)) / 1e9)
+                        if localWins {
+                            let copyName = try conflictName(name, device: deviceName(server.device, store: store), date: date)
+                            _ = try applier.write(copyName, path: copyName.string, data: serverData, modified: server.modified, expected: nil)
+                            pushes.append(Push(name: copyName, path: copyName.string, base: 0, kind: .upload))
+                            pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .conflict))
+                            conflicts.append(ConflictRecord(copy: copyName, original: name, device: deviceName(server.device, store: store),
+                                                            time: Clock.nowNanoseconds()))
+                            note(.conflict, name, copyName.description)
+                        } else {
+                            let copy = try applier.keepAsConflictCopy(name, from: folder.root + "/" + local.path, date: date)
+                            setBase(name, server, try write(name, server, path: local.path, expected: nil))
+                            pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
+                            conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName,
+                                                            time: Clock.nowNanoseconds()))
+                            note(.conflict, name, copy.description)
+                        }
+                    }
+                case .newerVersion:
+                    note(.newerVersion, name, "written by a newer notesync; left alone")
+                case .unreadable:
+                    note(.unreadable, name, "cannot be read; left alone")
+                }
+            } catch let error as NoteSyncError where error.kind != .serverUnreachable {
+                report.warnings.append("\(name): \(error)")
+            }
+        }
+
+        try state.update { batch in
+            for (name, base) in baseUpdates {
+                if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                try batch.dequeue(name)
+            }
+            for conflict in conflicts { try batch.addConflict(conflict) }
+        }
+        for (name, base) in baseUpdates { bases[name] = base }
+        report.conflictCopies += conflicts.map(\.copy.description)
+        return try commit(pushes, bases: &bases, zone: &zone, store: store, report: &report)
+    }
+
+    /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands.
+    private func commit(_ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+                        store: ServerStore, report: inout SyncReport) throws -> Bool {
+        var start = 0
+        let batchSize = 2000
+        while start < pushes.count {
+            let slice = pushes[start..<min(start + batchSize, pushes.count)]
+            start += batchSize
+            var changes: [RecordChange] = []
+            var newBases: [RecordName: BaseRecord?] = [:]
+            var kinds: [RecordName: PlannedChange.Kind] = [:]
+            for push in slice {
+                if let path = push.path {
+                    guard let (data, fingerprint) = try readStable(folder.root + "/" + path) else { continue }
+                    let text = try store.putAsset(data)
+                    changes.append(.save(push.name, base: push.base, text: text, modified: fingerprint.mtime))
+                    newBases[push.name] = BaseRecord(name: push.name, tag: 0, digest: text.sha256, size: text.size,
+                                                     modified: fingerprint.mtime, fingerprint: fingerprint)
+                } else {
+                    changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
+                    newBases[push.name] = .some(nil)
+                }
+                kinds[push.name] = push.kind
+            }
+            guard !changes.isEmpty else { continue }
+            switch try store.commit(changes, into: &zone) {
+            case .committed(let entry):
+                try state.update { batch in
+                    try batch.setZone(token: zone.token, changed: Dictionary(uniqueKeysWithValues: newBases.keys.compactMap { name in
+                        zone.heads[name].map { (name, $0) }
+                    }))
+                    for (name, base) in newBases {
+                        if var base {
+                            base.tag = entry.seq
+                            try batch.setBase(base)
+                            bases[name] = base
+                        } else {
+                            try batch.removeBase(name)
+                            bases[name] = nil
+                        }
+                        try batch.dequeue(name)
+                    }
+                }
+                for change in changes {
+                    guard let name = try? RecordName(validating: change.name), let kind = kinds[name] else { continue }
+                    if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
+                        report.changes.append(PlannedChange(kind: kind, name: name.description, detail: nil))
+                    }
+                }
+            case .conflicts(let conflicts):
+                logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Reads a note and the fingerprint it had while being read (re-reading if it changed meanwhile).
+    func readStable(_ path: String) throws -> (Data, StatFingerprint)? {
+        for _ in 0..<3 {
+            guard let before = FileIO.lstatInfo(path), let data = try FileIO.read(path),
+                  let after = FileIO.lstatInfo(path) else { return nil }
+            if StatFingerprint(before) == StatFingerprint(after) { return (data, StatFingerprint(after)) }
+        }
+        throw NoteSyncError(.io, path: path, "keeps changing while it is read", fix: "sync again when it is quiet")
+    }
+
+    /// Three-way merges a local note with the server head; returns the resolution and the texts involved.
+    func resolveMerge(_ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,
+                      server: RecordHead, store: ServerStore) throws -> (MergeResolution, Data, Data, MergeResult) {
+        guard let localData = try FileIO.read(folder.root + "/" + local.path), let text = server.text else {
+            throw NoteSyncError(.io, path: local.path, "vanished during the sync", fix: "sync again")
+        }
+        let serverData = try store.readAsset(text)
+        var ancestorData = Data()
+        if let ancestor, let ancestorSize {
+            do { ancestorData = try store.readAsset(AssetRef(sha256: ancestor, size: ancestorSize)) } catch {
+                logger.warning("sync.merge.noAncestor", metadata: ["note.path": "\(name)"])
+            }
+        }
+        let result = Diff3Merge.merge(base: ancestorData, ours: localData, theirs: serverData)
+        switch result {
+        case .clean(let merged):
+            if merged == serverData { return (.takeServer, localData, serverData, result) }
+            if merged == localData { return (.pushLocal, localData, serverData, result) }
+            return (.writeAndPush(merged), localData, serverData, result)
+        case .conflict, .binary:
+            let localWins = (local.modified, config.deviceID) > (server.modified, server.device)
+            return (.conflict(localWins: localWins), localData, serverData, result)
+        }
+    }
+
+    func conflictName(_ name: RecordName, device: String, date: Date) throws -> RecordName {
+        try RecordName(validating: ConflictCopyName.notesyncConflictName(for: name.string, device: device, date: date))
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+
+/// One change a sync made, or in a dry run would make.
+public struct PlannedChange: Codable, Sendable, Hashable {
+    public enum Kind: String, Codable, Sendable, Hashable {
+        /// A local save goes to the server.
+        case upload
+        /// A local delete goes to the server.
+        case uploadDelete = "upload-delete"
+        /// A server save is written locally.
+        case download
+        /// A server delete moves the local note to the trash.
+        case downloadDelete = "download-delete"
+        /// Both sides edited; the three-way merge was clean.
+        case merge
+        /// Both sides edited the same lines: one version keeps the name, the other becomes a conflict copy.
+        case conflict
+        /// Edited here, deleted there: the edit wins and is saved again.
+        case resurrect
+        /// Deleted here, edited there: the edit wins and comes back.
+        case restore
+        /// Both sides already agree; only the base moves.
+        case adopt
+        /// The server record is newer than this build understands: left alone.
+        case newerVersion = "newer-version"
+        /// The local note cannot be read: left alone.
+        case unreadable
+    }
+
+    public var kind: Kind
+    /// The note, escaped for display.
+    public var name: String
+    public var detail: String?
+    /// The unified diff of the change (dry runs and `diff`).
+    public var diff: String?
+}
+
+/// What a sync did (or, in a dry run, would do).
+public struct SyncReport: Codable, Sendable {
+    public var dryRun: Bool
+    public var changes: [PlannedChange] = []
+    /// Conflict copies made (or that would be made).
+    public var conflictCopies: [String] = []
+    public var warnings: [String] = []
+    public var offline = false
+    public var offlineReason: String?
+    /// Local changes still waiting for the server.
+    public var pending = 0
+    public var token: Int64 = 0
+    public var rounds = 0
+
+    public init(dryRun: Bool) { self.dryRun = dryRun }
+
+    public func count(_ kind: PlannedChange.Kind) -> Int { changes.filter { $0.kind == kind }.count }
+}

@@ -1,0 +1,41 @@
+import Foundation
+
+/// A device's status file on the server (`devices/<id>.json`): its name, when it was last seen, its token.
+///
+/// Only the device itself writes its file (temp + rename over), so no two writers ever race on it. Other
+/// devices read it to name conflict copies after the device that made the losing edit.
+public struct DeviceInfo: Codable, Sendable, Hashable {
+    public var id: String
+    public var name: String
+    public var lastSeen: Int64
+    public var token: Int64
+
+    public init(id: String, name: String, lastSeen: Int64, token: Int64) {
+        self.id = id
+        self.name = name
+        self.lastSeen = lastSeen
+        self.token = token
+    }
+}
+
+extension ServerStore {
+    public func writeDeviceInfo(_ info: DeviceInfo) throws {
+        try requireWritable()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let temp = layout.tempPath(device: device, suffix: "device")
+        try FileIO.createAndSync(temp, try encoder.encode(info))
+        defer { unlink(temp) }
+        guard rename(temp, layout.devicesDirectory + "/" + info.id + ".json") == 0 else {
+            throw NoteSyncError.posix("rename", path: layout.devicesDirectory + "/" + info.id + ".json", errno: errno)
+        }
+    }
+
+    /// The device's status file, or `nil` when it has none or it cannot be read.
+    public func deviceInfo(_ id: String) -> DeviceInfo? {
+        guard (try? Self.validateDevice(id)) != nil,
+              let data = try? FileIO.read(layout.devicesDirectory + "/" + id + ".json", limit: 1 << 16),
+              let info = try? JSONDecoder().decode(DeviceInfo.self, from: data) else { return nil }
+        return info
+    }
+}

@@ -1,0 +1,101 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NoteSync
+
+/// Every save and delete of a note still in the server's log, oldest first.
+func noteHistory(_ name: RecordName, store: ServerStore) throws -> [(seq: Int64, entry: LogEntry, change: RecordChange)] {
+    var versions: [(Int64, LogEntry, RecordChange)] = []
+    var seq: Int64 = 1
+    while true {
+        switch try store.readSlot(seq) {
+        case .missing:
+            return versions
+        case .damaged:
+            break
+        case .entry(let entry):
+            for change in entry.changes where change.name == name.string { versions.append((seq, entry, change)) }
+        }
+        seq += 1
+    }
+}
+
+struct HistoryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "List every version of a note still in the server's log (restore one with `notesync restore`)."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+    @Argument(help: "The note, relative to the notes folder.") var note: String
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let (folder, state, config) = try folderOptions.open(readOnly: true)
+            let name = try recordName(note, folder: folder)
+            let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+            let versions = try noteHistory(name, store: store)
+            if versions.isEmpty { print("no versions of \(name) on the server") }
+            let current = try state.bases()[name]?.tag
+            for (seq, entry, change) in versions {
+                let device = store.deviceInfo(entry.device)?.name ?? entry.device
+                let what = change.op == .delete ? "deleted" : "saved \(change.text?.size ?? 0) bytes"
+                let mark = seq == current ? "  <- synced here" : ""
+                print("version \(seq)  \(formatTime(change.modified))  \(DisplayName.escape(device))  \(what)\(mark)")
+            }
+            return ExitCodes.ok
+        }
+    }
+}
+
+struct RestoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Bring back an earlier version of a note (see `notesync history`), then sync it.",
+        discussion: "The current text is not lost: it stays in the server's history."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+    @Argument(help: "The note, relative to the notes folder.") var note: String
+    @Option(help: "The version number `notesync history` shows.") var version: Int64
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let (folder, state, config) = try folderOptions.open()
+            let name = try recordName(note, folder: folder)
+            let lock = try FolderLock(folder)
+            defer { withExtendedLifetime(lock) {} }
+            let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+            guard case .entry(let entry) = try store.readSlot(version),
+                  let change = entry.changes.first(where: { $0.name == name.string }) else {
+                throw NoteSyncError(.usage, path: name.string, "has no version \(version)", fix: "pick one from `notesync history \(note)`")
+            }
+            guard change.op == .save, let text = change.text else {
+                throw NoteSyncError(.usage, path: name.string, "version \(version) is a delete", fix: "pick a saved version")
+            }
+            let data = try store.readAsset(text)
+            let path = folder.root + "/" + name.string
+            let current = try FileDigest.of(path: path)
+            let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
+            _ = try applier.write(name, path: name.string, data: data, modified: Clock.nowNanoseconds(), expected: current?.digest)
+            print("restored version \(version) of \(name)")
+            let report = try SyncEngine(folder: folder, state: state, config: config, logger: logger).sync()
+            printReport(report)
+            return report.offline ? ExitCodes.offline : ExitCodes.ok
+        }
+    }
+}
+
+/// Turns a note argument (relative to the notes folder, or a path to the file) into a record name.
+func recordName(_ argument: String, folder: NotesFolder) throws -> RecordName {
+    var path = argument
+    let absolute = NotesFolder(root: argument).root
+    if absolute.hasPrefix(folder.root + "/") { path = String(absolute.dropFirst(folder.root.count + 1)) }
+    do { return try RecordName(validating: path.precomposedStringWithCanonicalMapping) } catch {
+        throw NoteSyncError(.usage, path: argument, error.reason, fix: "give the note's path inside \(folder.root)")
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import NoteSync
+
+struct InitCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Connect a notes folder to a server directory.",
+        discussion: """
+            Keeps the local state in NOTES/.notesync/ (never synced). The server must already be a notesync \
+            server unless --create-server is given.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "The notes folder (created if missing).") var notes: String
+    @Option(help: "The server directory.") var server: String
+    @Option(help: "This device's name in conflict copies (default: the host name).") var deviceName: String?
+    @Flag(help: "Make the server directory a new server if it is not one yet.") var createServer = false
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let folder = NotesFolder(root: notes)
+            let serverRoot = NotesFolder(root: server).root
+            if folder.isInitialized {
+                throw NoteSyncError(.usage, path: folder.root, "is already a notesync notes folder",
+                                    fix: "run `notesync sync` there; to change the server, remove \(folder.stateDirectory) first")
+            }
+            if serverRoot == folder.root || serverRoot.hasPrefix(folder.root + "/") || folder.root.hasPrefix(serverRoot + "/") {
+                throw NoteSyncError(.usage, path: serverRoot, "the server and the notes folder must not contain each other",
+                                    fix: "choose a server folder outside the notes folder")
+            }
+            let id = FileIO.randomToken(bytes: 8)
+            do {
+                _ = try ServerStore(root: serverRoot, device: id, logger: logger)
+            } catch let error as NoteSyncError where error.kind == .notAServer || error.kind == .serverUnreachable {
+                guard createServer else {
+                    throw NoteSyncError(error.kind, path: serverRoot, "is not a notesync server",
+                                        fix: "pass --create-server to make it one, or check that the share is mounted")
+                }
+                try ServerStore.create(root: serverRoot, logger: logger)
+                print("created a new server in \(DisplayName.escape(serverRoot))")
+            }
+            let name = Self.sanitize(deviceName ?? ProcessInfo.processInfo.hostName)
+            try FileIO.makeDirectories(folder.root)
+            try FileIO.makeDirectory(folder.stateDirectory)
+            let state = try LocalState(path: folder.database)
+            try state.setMeta(["device.id": id, "device.name": name, "server.path": serverRoot,
+                               "created": String(Clock.nowNanoseconds())])
+            let store = try ServerStore(root: serverRoot, device: id, logger: logger)
+            try? store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: Clock.nowNanoseconds(), token: 0))
+            print("notes folder \(DisplayName.escape(folder.root)) is now synced with \(DisplayName.escape(serverRoot)) as device \"\(name)\"")
+            print("next: `notesync sync --notes \(folder.root)` (or `notesync diff` to see what it would do)")
+            return ExitCodes.ok
+        }
+    }
+
+    /// Device names go into conflict copy file names: no slashes, no control characters, short.
+    static func sanitize(_ name: String) -> String {
+        let cleaned = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F && $0 != "/" && $0 != "\\" }
+            .map(Character.init)).trimmingCharacters(in: .whitespaces)
+        let short = String(cleaned.prefix(40))
+        return short.isEmpty ? "device" : short
+    }
+}

@@ -1,0 +1,89 @@
+import ArgumentParser
+import Foundation
+import NoteSync
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the server, its reachability, the change token, pending changes, conflicts and the last sync."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+    @Flag(help: "Print as JSON.") var json = false
+
+    struct Status: Codable {
+        var notes: String
+        var server: String
+        var device: String
+        var deviceID: String
+        var reachable: Bool
+        var serverError: String?
+        var token: Int64
+        var serverToken: Int64?
+        var pending: [String]
+        var conflicts: [String]
+        var lastSync: String?
+        var lastError: String?
+    }
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let (folder, state, config) = try folderOptions.open(readOnly: true)
+            var status = Status(notes: folder.root, server: config.server, device: config.deviceName, deviceID: config.deviceID,
+                                reachable: false, token: try state.zoneState().token,
+                                pending: try state.outbox().values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
+                                conflicts: try state.conflicts().filter { FileIO.lstatInfo(folder.root + "/" + $0.copy.string) != nil }
+                                    .map(\.copy.description),
+                                lastSync: try state.meta("last.sync").flatMap(Int64.init).map(formatTime),
+                                lastError: try state.meta("last.error"))
+            do {
+                let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+                var zone = try state.zoneState()
+                try store.fetch(into: &zone)
+                status.reachable = true
+                status.serverToken = zone.token
+            } catch let error as NoteSyncError {
+                status.serverError = error.description
+            }
+            if json {
+                try printJSON(status)
+                return ExitCodes.ok
+            }
+            print("notes:     \(DisplayName.escape(status.notes))  (device \"\(status.device)\", id \(status.deviceID))")
+            print("server:    \(DisplayName.escape(status.server))  " + (status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))
+            let behind = (status.serverToken ?? status.token) - status.token
+            print("token:     \(status.token)" + (behind > 0 ? "  (\(behind) newer entries on the server)" : ""))
+            print("pending:   \(status.pending.count) local change(s) not yet on the server")
+            for item in status.pending.prefix(20) { print("           \(item)") }
+            print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
+            print("last sync: \(status.lastSync ?? "never")")
+            if let error = status.lastError { print("last error: \(error)") }
+            return ExitCodes.ok
+        }
+    }
+}
+
+struct ConflictsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conflicts",
+        abstract: "List conflict copies that still exist: compare each with its original, keep what you want, delete the copy."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+
+    func run() throws {
+        _ = global.makeLogger()
+        try reportingErrors {
+            let (folder, state, _) = try folderOptions.open(readOnly: true)
+            let open = try state.conflicts().filter { FileIO.lstatInfo(folder.root + "/" + $0.copy.string) != nil }
+            if open.isEmpty { print("no conflicts") }
+            for conflict in open {
+                print("\(conflict.copy)\n    the version of \(conflict.original) from \"\(DisplayName.escape(conflict.device))\", kept on \(formatTime(conflict.time))")
+            }
+            return ExitCodes.ok
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import NoteSync
+
+struct SyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Sync the notes folder with its server once, both ways.",
+        discussion: """
+            Scans the notes folder, fetches the server's changes, reconciles every note three ways (local, \
+            last synced, server), applies and pushes. Edits on both sides are merged line by line; overlapping \
+            edits keep both versions (the later edit keeps the name, the other becomes a conflict copy). \
+            Deletes on the server move local notes to NOTES/.notesync/trash/.
+            With --dry-run nothing is written anywhere: it prints what a sync would do, with diffs.
+            Exit code 3 when the server cannot be reached: local changes stay queued for the next sync.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+    @Flag(help: "Show what a sync would do, as diffs; change nothing.") var dryRun = false
+    @Flag(help: "Print the result as JSON.") var json = false
+    @Flag(help: "Allow a sync that deletes more than half of the notes.") var allowMassDelete = false
+
+    func run() throws {
+        try runSync(global: global, folderOptions: folderOptions, dryRun: dryRun, json: json,
+                    allowMassDelete: allowMassDelete)
+    }
+}
+
+struct DiffCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "diff",
+        abstract: "Show what a sync would do, as unified diffs (same as `sync --dry-run`); change nothing."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+    @Flag(help: "Print the plan as JSON.") var json = false
+
+    func run() throws {
+        try runSync(global: global, folderOptions: folderOptions, dryRun: true, json: json, allowMassDelete: false)
+    }
+}
+
+func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, json: Bool, allowMassDelete: Bool) throws {
+    let logger = global.makeLogger()
+    try reportingErrors {
+        let (folder, state, config) = try folderOptions.open(readOnly: dryRun)
+        let lock = dryRun ? nil : try FolderLock(folder)
+        defer { withExtendedLifetime(lock) {} }
+        let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
+        let report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json,
+                                                 allowMassDelete: allowMassDelete))
+        if json {
+            try printJSON(report)
+        } else {
+            printReport(report)
+        }
+        return report.offline ? ExitCodes.offline : ExitCodes.ok
+    }
+}
+
+func printReport(_ report: SyncReport) {
+    for warning in report.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
+    if report.offline {
+        print("server unreachable: \(report.offlineReason ?? "")")
+        print("\(report.pending) local change(s) queued; they are pushed by the next sync that reaches the server")
+        return
+    }
+    for change in report.changes where change.kind != .adopt {
+        var line = "\(change.kind.rawValue.padding(toLength: 16, withPad: " ", startingAt: 0)) \(change.name)"
+        if let detail = change.detail { line += "  (\(detail))" }
+        print(line)
+        if let diff = change.diff, !diff.isEmpty { print(diff, terminator: diff.hasSuffix("\n") ? "" : "\n") }
+    }
+    let counts = Dictionary(grouping: report.changes.filter { $0.kind != .adopt }, by: \.kind).mapValues(\.count)
+    let summary = counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
+    let prefix = report.dryRun ? "dry run, nothing changed — a sync would do: " : "synced: "
+    print(prefix + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")) + " (server at \(report.token))")
+    if !report.conflictCopies.isEmpty {
+        print("conflicts: \(report.conflictCopies.count) — both versions are kept; see `notesync conflicts`")
+    }
+}
