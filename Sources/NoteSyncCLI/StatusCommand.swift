@@ -34,8 +34,7 @@ struct StatusCommand: ParsableCommand {
             var status = Status(notes: folder.root, server: config.server, device: config.deviceName, deviceID: config.deviceID,
                                 reachable: false, token: try state.zoneState().token,
                                 pending: try state.outbox().values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
-                                conflicts: try state.conflicts().filter { FileIO.lstatInfo(folder.root + "/" + $0.copy.string) != nil }
-                                    .map(\.copy.description),
+                                conflicts: try openConflicts(folder, state).map(\.copy.description),
                                 lastSync: try state.meta("last.sync").flatMap(Int64.init).map(formatTime),
                                 lastError: try state.meta("last.error"))
             do {
@@ -78,12 +77,24 @@ struct ConflictsCommand: ParsableCommand {
         _ = global.makeLogger()
         try reportingErrors {
             let (folder, state, _) = try folderOptions.open(readOnly: true)
-            let open = try state.conflicts().filter { FileIO.lstatInfo(folder.root + "/" + $0.copy.string) != nil }
+            let open = try openConflicts(folder, state)
             if open.isEmpty { print("no conflicts") }
-            for conflict in open {
-                print("\(conflict.copy)\n    the version of \(conflict.original) from \"\(DisplayName.escape(conflict.device))\", kept on \(formatTime(conflict.time))")
+            for (copy, record) in open {
+                if let record {
+                    print("\(copy)\n    the version of \(record.original) from \"\(DisplayName.escape(record.device))\", kept on \(formatTime(record.time))")
+                } else {
+                    print("\(copy)")
+                }
             }
             return ExitCodes.ok
         }
     }
+}
+
+/// Conflict copies that still exist in the notes folder: made here (with details) or synced from another device.
+func openConflicts(_ folder: NotesFolder, _ state: LocalState) throws -> [(copy: RecordName, record: ConflictRecord?)] {
+    let records = Dictionary(try state.conflicts().map { ($0.copy, $0) }, uniquingKeysWith: { _, last in last })
+    var names = Set(records.keys)
+    names.formUnion(try state.bases().keys.filter { ConflictCopyName.isNotesyncConflictCopy($0.string) })
+    return names.sorted().filter { FileIO.lstatInfo(folder.root + "/" + $0.string) != nil }.map { ($0, records[$0]) }
 }

@@ -28,7 +28,7 @@ final class NotesyncProcess {
     let outPath: String
     let errPath: String
 
-    init(_ arguments: [String], scratch: String, environment: [String: String] = [:]) throws {
+    init(_ arguments: [String], scratch: String, environment: [String: String] = [:], directory: String? = nil) throws {
         let token = UUID().uuidString
         outPath = scratch + "/proc-\(token).out"
         errPath = scratch + "/proc-\(token).err"
@@ -39,6 +39,7 @@ final class NotesyncProcess {
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         try process.run()
     }
 
@@ -54,8 +55,8 @@ final class NotesyncProcess {
 
 /// Runs `notesync` to completion.
 @discardableResult
-func notesync(_ arguments: [String], scratch: String) throws -> ProcessResult {
-    try NotesyncProcess(arguments, scratch: scratch).wait()
+func notesync(_ arguments: [String], scratch: String, directory: String? = nil) throws -> ProcessResult {
+    try NotesyncProcess(arguments, scratch: scratch, directory: directory).wait()
 }
 
 /// A fresh directory under the system temp folder, removed when the test ends.

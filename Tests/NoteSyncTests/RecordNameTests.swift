@@ -15,7 +15,7 @@ import Testing
         ("bell\u{7}", "control"), ("esc\u{1B}[31mred", "control"), ("del\u{7F}", "control"), ("c1\u{85}", "control"),
         ("new\nline", "control"), (String(repeating: "x", count: 256), "255 bytes"),
         (String(repeating: "é", count: 128), "255 bytes"), ("cafe\u{301}.md", "NFC"),
-        (".notesync/state.db", "state folder"), ("bad\u{FFFD}.md", "UTF-8"),
+        (".notesync/state.db", "state or temp"), ("sub/.notesync-tmp-1", "state or temp"), ("bad\u{FFFD}.md", "UTF-8"),
     ])
     func refusesHostileNames(_ text: String, _ reason: String) {
         #expect(throws: RecordName.NameError.self) { try RecordName(validating: text) }

@@ -36,7 +36,7 @@ public struct NotesFolder: Sendable, Hashable {
             throw NoteSyncError(.usage, path: ignoreFile, "is not valid UTF-8", fix: "save it as UTF-8 text")
         }
         do { return try IgnoreRules(userRules: text, source: ignoreFile) } catch let error as IgnoreRules.InvalidPattern {
-            throw NoteSyncError(.usage, path: ignoreFile, error.description, fix: "correct or remove that line")
+            throw NoteSyncError(.usage, path: ignoreFile, "line \(error.line): invalid pattern: \(error.problem)", fix: error.fix)
         }
     }
 }

@@ -129,13 +129,13 @@ public struct Scanner: Sendable {
         for item in names.sorted(by: { $0.name < $1.name }) {
             let entry = item.name
             let path = relative.isEmpty ? entry : relative + "/" + entry
-            guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
-            let type = info.st_mode & S_IFMT
-            if rules.isIgnored(path, isDirectory: type == S_IFDIR) { continue }
             if !item.isValidUTF8 {
                 result.warnings.append("\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it")
                 continue
             }
+            guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
+            let type = info.st_mode & S_IFMT
+            if rules.isIgnored(path, isDirectory: type == S_IFDIR) { continue }
             if type == S_IFDIR {
                 try walk(path, into: &result, candidates: &candidates, seen: &seen)
                 continue

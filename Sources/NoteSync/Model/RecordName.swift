@@ -57,13 +57,13 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
             }
         }
         let parts = name.split(separator: "/", omittingEmptySubsequences: false)
-        for (index, part) in parts.enumerated() {
+        for part in parts {
             if part.isEmpty { throw refuse("empty path component") }
             if part == "." || part == ".." { throw refuse("contains a \"\(part)\" component") }
             if part.utf8.count > maxComponentBytes {
                 throw refuse("a component is longer than \(maxComponentBytes) bytes")
             }
-            if index == 0 && part == ".notesync" { throw refuse("names notesync's own state folder") }
+            if IgnoreRules.isAgentOwned(String(part)) { throw refuse("names notesync's own state or temp files") }
         }
         // Swift's `==` on String ignores normalization: compare the bytes.
         if !name.precomposedStringWithCanonicalMapping.utf8.elementsEqual(name.utf8) {

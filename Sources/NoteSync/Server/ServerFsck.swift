@@ -192,8 +192,7 @@ public struct ServerFsck {
     }
 
     static func describeForeign(_ name: String) -> String {
-        if name.contains(".sync-conflict-") { return "a Syncthing conflict copy inside the server" }
-        if name.contains("conflicted copy") { return "a Dropbox or Nextcloud conflict copy inside the server" }
+        if let tool = ForeignConflictCopy.detect(name) { return "a \(tool) conflict copy inside the server" }
         if name.hasPrefix(".syncthing.") || name.hasSuffix(".tmp") { return "another tool's temp file" }
         return "not a file notesync writes here"
     }

@@ -1,0 +1,315 @@
+import Foundation
+import NoteSync
+import Testing
+
+/// Two devices (two notes folders) and one server folder, driven through the real `notesync` binary.
+final class TwoDevices {
+    let scratch: Scratch
+    var a: String { scratch.path + "/A" }
+    var b: String { scratch.path + "/B" }
+    var server: String { scratch.path + "/server" }
+
+    init(_ label: String) throws {
+        scratch = try Scratch(label)
+        try expectOK(["init", "--notes", a, "--server", server, "--device-name", "alice", "--create-server"])
+        try expectOK(["init", "--notes", b, "--server", server, "--device-name", "bob"])
+    }
+
+    @discardableResult
+    func run(_ arguments: [String], directory: String? = nil) throws -> ProcessResult {
+        try notesync(arguments, scratch: scratch.path, directory: directory)
+    }
+
+    @discardableResult
+    func expectOK(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessResult {
+        let result = try run(arguments)
+        #expect(result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stdout) \(result.stderr)",
+                sourceLocation: sourceLocation)
+        return result
+    }
+
+    @discardableResult
+    func sync(_ folder: String, _ extra: [String] = []) throws -> ProcessResult {
+        try expectOK(["sync", "--notes", folder] + extra)
+    }
+
+    func write(_ folder: String, _ name: String, _ text: String) throws {
+        let path = folder + "/" + name
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    func read(_ folder: String, _ name: String) -> String? {
+        try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)
+    }
+
+    /// Every note (not `.notesync/`) with its bytes.
+    func notes(_ folder: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        let enumerator = FileManager.default.enumerator(atPath: folder)
+        while let path = enumerator?.nextObject() as? String {
+            if path == ".notesync" { enumerator?.skipDescendants(); continue }
+            let full = folder + "/" + path
+            if let info = FileIO.lstatInfo(full), (info.st_mode & S_IFMT) == S_IFREG {
+                files[path] = try Data(contentsOf: URL(fileURLWithPath: full))
+            }
+        }
+        return files
+    }
+}
+
+/// Every file and directory under `root` with its bytes and mtime: to prove that something changed nothing.
+func treeFingerprint(_ root: String) throws -> [String: String] {
+    var result: [String: String] = [:]
+    let enumerator = FileManager.default.enumerator(atPath: root)
+    while let path = enumerator?.nextObject() as? String {
+        let full = root + "/" + path
+        guard let info = FileIO.lstatInfo(full) else { continue }
+        var value = "mode \(info.st_mode) mtime \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec) size \(info.st_size)"
+        if (info.st_mode & S_IFMT) == S_IFREG {
+            value += " sha " + ContentDigest(of: try Data(contentsOf: URL(fileURLWithPath: full))).hex
+        }
+        result[path] = value
+    }
+    return result
+}
+
+@Suite struct SyncCLITests {
+    @Test func notesTravelBothWaysWithFoldersAndDeletes() throws {
+        let t = try TwoDevices("basic")
+        try t.write(t.a, "one.md", "first\n")
+        try t.write(t.a, "deep/er/two.md", "second\n")
+        try t.write(t.b, "three.md", "third\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.sync(t.a)
+        #expect(try t.notes(t.a) == t.notes(t.b))
+        #expect(try t.notes(t.a).count == 3)
+
+        try FileManager.default.removeItem(atPath: t.a + "/deep/er/two.md")
+        try t.sync(t.a)
+        let pulled = try t.sync(t.b)
+        #expect(pulled.stdout.contains("download-delete"))
+        #expect(t.read(t.b, "deep/er/two.md") == nil)
+        #expect(FileIO.lstatInfo(t.b + "/deep") == nil, "folders left empty by a remote delete are removed")
+        let trash = try FileManager.default.subpathsOfDirectory(atPath: t.b + "/.notesync/trash")
+        #expect(trash.contains { $0.hasSuffix("deep/er/two.md") }, "remote deletes go to the local trash")
+    }
+
+    @Test func syncDefaultsToTheEnclosingNotesFolder() throws {
+        let t = try TwoDevices("enclosing")
+        try t.write(t.a, "sub/x.md", "x\n")
+        let result = try t.run(["sync"], directory: t.a + "/sub")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("upload"))
+        let outside = try t.run(["sync"], directory: t.scratch.path)
+        #expect(outside.status != 0)
+        #expect(outside.stderr.contains("not inside a notesync notes folder") && outside.stderr.contains("fix:"))
+    }
+
+    @Test func touchUploadsNothingAndASecondSyncPlansNothing() throws {
+        let t = try TwoDevices("idempotent")
+        try t.write(t.a, "n.md", "text\n")
+        try t.sync(t.a)
+        let touch = Process()
+        touch.executableURL = URL(fileURLWithPath: "/usr/bin/touch")
+        touch.arguments = ["-d", "2030-01-01", t.a + "/n.md"]
+        try touch.run()
+        touch.waitUntilExit()
+        let again = try t.sync(t.a)
+        #expect(again.stdout.contains("nothing to do"), "\(again.stdout)")
+        #expect(again.stdout.contains("server at 1"))
+    }
+
+    @Test func editsOnBothSidesMergeOrKeepBothVersions() throws {
+        let t = try TwoDevices("conflicts")
+        try t.write(t.a, "n.md", "a\nb\nc\nd\ne\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.write(t.a, "n.md", "A\nb\nc\nd\ne\n")
+        try t.write(t.b, "n.md", "a\nb\nc\nd\nE\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.sync(t.a)
+        #expect(t.read(t.a, "n.md") == "A\nb\nc\nd\nE\n")
+        #expect(try t.notes(t.a) == t.notes(t.b))
+
+        try t.write(t.a, "n.md", "alice wrote this\n")
+        try t.write(t.b, "n.md", "bob wrote this\n")
+        try t.sync(t.a)
+        let result = try t.sync(t.b)
+        #expect(result.stdout.contains("conflict"))
+        try t.sync(t.a)
+        let notes = try t.notes(t.a)
+        #expect(notes == (try t.notes(t.b)))
+        #expect(notes.count == 2)
+        let texts = Set(notes.values.map { String(decoding: $0, as: UTF8.self) })
+        #expect(texts == ["alice wrote this\n", "bob wrote this\n"], "both versions survive")
+        let copy = try #require(notes.keys.first { $0 != "n.md" })
+        #expect(ConflictCopyName.isNotesyncConflictCopy(copy))
+        #expect(try t.run(["conflicts", "--notes", t.a]).stdout.contains(copy))
+    }
+
+    @Test func editBeatsDelete() throws {
+        let t = try TwoDevices("edit-delete")
+        try t.write(t.a, "n.md", "v1\n")
+        try t.write(t.a, "m.md", "m1\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try FileManager.default.removeItem(atPath: t.b + "/n.md")
+        try t.write(t.a, "n.md", "v2\n")
+        try t.write(t.b, "m.md", "m2\n")
+        try FileManager.default.removeItem(atPath: t.a + "/m.md")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.sync(t.a)
+        #expect(t.read(t.a, "n.md") == "v2\n" && t.read(t.b, "n.md") == "v2\n")
+        #expect(t.read(t.a, "m.md") == "m2\n" && t.read(t.b, "m.md") == "m2\n")
+    }
+
+    @Test func dryRunAndDiffChangeNothingAnywhere() throws {
+        let t = try TwoDevices("dry-run")
+        try t.write(t.a, "keep.md", "one\nx\ny\ntwo\n")
+        try t.write(t.a, "gone.md", "bye\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.write(t.a, "keep.md", "one\nx\ny\nTWO\n")
+        try t.write(t.a, "new.md", "fresh\n")
+        try FileManager.default.removeItem(atPath: t.a + "/gone.md")
+        try t.sync(t.a)
+        try t.write(t.b, "keep.md", "ONE\nx\ny\ntwo\n")
+        try t.write(t.b, "local.md", "mine\n")
+
+        let before = [try treeFingerprint(t.a), try treeFingerprint(t.b), try treeFingerprint(t.server)]
+        let dry = try t.expectOK(["sync", "--dry-run", "--notes", t.b])
+        let diff = try t.expectOK(["diff", "--notes", t.b])
+        let json = try t.expectOK(["diff", "--json", "--notes", t.b])
+        let after = [try treeFingerprint(t.a), try treeFingerprint(t.b), try treeFingerprint(t.server)]
+        #expect(before == after, "a dry run writes nothing: not the notes, not the server, not the local state")
+
+        #expect(dry.stdout == diff.stdout)
+        #expect(dry.stdout.contains("+fresh") && dry.stdout.contains("-bye"))
+        #expect(dry.stdout.contains("merged/keep.md") && dry.stdout.contains("-two") && dry.stdout.contains("+TWO"))
+        #expect(!dry.stdout.contains("\u{1B}["), "no colour when not on a terminal")
+        struct Plan: Decodable { struct Change: Decodable { var kind: String; var name: String }; var changes: [Change]; var dryRun: Bool }
+        let plan = try JSONDecoder().decode(Plan.self, from: Data(json.stdout.utf8))
+        #expect(plan.dryRun)
+        let planned = Set(plan.changes.map { "\($0.kind) \($0.name)" })
+        #expect(planned == ["download new.md", "download-delete gone.md", "merge keep.md", "upload local.md"])
+
+        let real = try t.sync(t.b)
+        for line in planned { #expect(real.stdout.contains(line.replacingOccurrences(of: " ", with: String(repeating: " ", count: 17 - line.split(separator: " ")[0].count)))) }
+        #expect(t.read(t.b, "keep.md") == "ONE\nx\ny\nTWO\n")
+    }
+
+    @Test func anUnreachableServerQueuesChangesAndNeverDeletes() throws {
+        let t = try TwoDevices("offline")
+        for index in 0..<6 { try t.write(t.a, "n\(index).md", "note \(index)\n") }
+        try t.sync(t.a)
+        try t.sync(t.b)
+
+        try FileManager.default.moveItem(atPath: t.server, toPath: t.server + ".away")
+        try t.write(t.a, "n0.md", "edited while offline\n")
+        try t.write(t.a, "offline.md", "new while offline\n")
+        let offline = try t.run(["sync", "--notes", t.a])
+        #expect(offline.status == 3, "\(offline.stdout) \(offline.stderr)")
+        #expect(offline.stdout.contains("server unreachable") && offline.stdout.contains("2 local change(s) queued"))
+        let status = try t.run(["status", "--notes", t.a])
+        #expect(status.stdout.contains("UNREACHABLE") && status.stdout.contains("pending:   2"))
+        #expect(try t.notes(t.a).count == 7, "nothing deleted while offline")
+
+        // A folder without the marker (an empty mount point) is not an empty server.
+        try FileManager.default.createDirectory(atPath: t.server, withIntermediateDirectories: false)
+        #expect(try t.run(["sync", "--notes", t.b]).status == 3)
+        #expect(try t.notes(t.b).count == 6)
+        try FileManager.default.removeItem(atPath: t.server)
+
+        try FileManager.default.moveItem(atPath: t.server + ".away", toPath: t.server)
+        let back = try t.sync(t.a)
+        #expect(back.stdout.contains("upload"))
+        try t.sync(t.b)
+        #expect(t.read(t.b, "n0.md") == "edited while offline\n" && t.read(t.b, "offline.md") == "new while offline\n")
+        #expect(try t.run(["status", "--notes", t.a]).stdout.contains("pending:   0"))
+    }
+
+    @Test func massDeleteStopsUnlessAllowed() throws {
+        let t = try TwoDevices("mass-delete")
+        for index in 0..<10 { try t.write(t.a, "n\(index).md", "note \(index)\n") }
+        try t.sync(t.a)
+        for index in 0..<8 { try FileManager.default.removeItem(atPath: t.a + "/n\(index).md") }
+        let stopped = try t.run(["sync", "--notes", t.a])
+        #expect(stopped.status == 1)
+        #expect(stopped.stderr.contains("would delete 8 of 10 notes") && stopped.stderr.contains("--allow-mass-delete"))
+        try t.sync(t.b)
+        #expect(try t.notes(t.b).count == 10, "nothing was deleted on the server")
+        try t.sync(t.a, ["--allow-mass-delete"])
+        try t.sync(t.b, ["--allow-mass-delete"])
+        #expect(try t.notes(t.b).count == 2)
+    }
+
+    @Test func hostileLocalFilesAreSkippedNeverFollowed() throws {
+        let t = try TwoDevices("hostile-local")
+        try Data("secret\n".utf8).write(to: URL(fileURLWithPath: t.scratch.path + "/outside.txt"))
+        try FileManager.default.createSymbolicLink(atPath: t.a + "/link.md", withDestinationPath: t.scratch.path + "/outside.txt")
+        #expect(mkfifo(t.a + "/fifo.md", 0o644) == 0)
+        let bad = t.a + "/bad-\u{FF}.md"
+        #expect(bad.withCString { _ in true })
+        let raw = Array((t.a + "/bad-").utf8) + [0xFF, 0x2E, 0x6D, 0x64, 0]
+        let fd = raw.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: raw.count) { open($0, O_CREAT | O_WRONLY, 0o644) }
+        }
+        #expect(fd >= 0)
+        close(fd)
+        try t.write(t.a, "ok.md", "fine\n")
+        let result = try t.sync(t.a)
+        #expect(result.stderr.contains("link.md: symbolic link, skipped"))
+        #expect(result.stderr.contains("fifo.md: not a regular file"))
+        #expect(result.stderr.contains("not valid UTF-8"))
+        try t.sync(t.b)
+        #expect(try t.notes(t.b).keys.sorted() == ["ok.md"])
+    }
+
+    @Test func aBadIgnoreFileIsNamedWithItsLineAndFix() throws {
+        let t = try TwoDevices("ignore")
+        try t.write(t.a, ".notesyncignore", "*.log\n[broken\n")
+        let result = try t.run(["sync", "--notes", t.a])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains(".notesyncignore") && result.stderr.contains("line 2") && result.stderr.contains("fix:"))
+        try t.write(t.a, ".notesyncignore", "*.log\n")
+        try t.write(t.a, "debug.log", "noise\n")
+        try t.write(t.a, "n.md", "note\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        #expect(try Set(t.notes(t.b).keys) == [".notesyncignore", "n.md"])
+    }
+
+    @Test func oneSyncPerFolderAtATime() throws {
+        let t = try TwoDevices("lock")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = [t.a + "/.notesync/lock", "sleep", "4"]
+        try holder.run()
+        defer { holder.terminate(); holder.waitUntilExit() }
+        let deadline = Date().addingTimeInterval(10)
+        var result = try t.run(["sync", "--notes", t.a])
+        while result.status == 0 && Date() < deadline { result = try t.run(["sync", "--notes", t.a]) }
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("another notesync"))
+    }
+
+    @Test func historyAndRestoreBringBackAnEarlierVersion() throws {
+        let t = try TwoDevices("history")
+        for text in ["first\n", "second\n", "third\n"] {
+            try t.write(t.a, "n.md", text)
+            try t.sync(t.a)
+        }
+        let history = try t.expectOK(["history", "--notes", t.a, "n.md"])
+        let lines = history.stdout.split(separator: "\n")
+        #expect(lines.count == 3 && lines[0].hasPrefix("version 1") && lines[2].contains("synced here"))
+        try t.expectOK(["restore", "--notes", t.a, "n.md", "--version", "1"])
+        #expect(t.read(t.a, "n.md") == "first\n")
+        try t.sync(t.b)
+        #expect(t.read(t.b, "n.md") == "first\n")
+        #expect(try t.run(["restore", "--notes", t.a, "n.md", "--version", "99"]).stderr.contains("has no version 99"))
+    }
+}
