@@ -24,7 +24,7 @@ struct NoteSyncCommand: AsyncParsableCommand {
               64  bad usage
             """,
         version: NoteSyncVersion.string,
-        subcommands: [InitCommand.self, SyncCommand.self, DiffCommand.self, StatusCommand.self, ConflictsCommand.self,
+        subcommands: [InitCommand.self, SyncCommand.self, DiffCommand.self, WatchCommand.self, StatusCommand.self, ConflictsCommand.self,
                       HistoryCommand.self, RestoreCommand.self, ServerCommand.self, DebugCommand.self]
     )
 }

@@ -25,6 +25,7 @@ struct StatusCommand: ParsableCommand {
         var conflicts: [String]
         var lastSync: String?
         var lastError: String?
+        var agent: AgentStatus?
     }
 
     func run() throws {
@@ -37,6 +38,11 @@ struct StatusCommand: ParsableCommand {
                                 conflicts: try openConflicts(folder, state).map(\.copy.description),
                                 lastSync: try state.meta("last.sync").flatMap(Int64.init).map(formatTime),
                                 lastError: try state.meta("last.error"))
+            status.agent = AgentStatus.read(folder)
+            if let agent = status.agent {
+                status.lastSync = agent.lastSync.map(formatTime) ?? status.lastSync
+                status.lastError = agent.lastError
+            }
             do {
                 let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
                 var zone = try state.zoneState()
@@ -57,6 +63,12 @@ struct StatusCommand: ParsableCommand {
             print("pending:   \(status.pending.count) local change(s) not yet on the server")
             for item in status.pending.prefix(20) { print("           \(item)") }
             print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
+            if let agent = status.agent {
+                print("agent:     running (pid \(agent.pid)), " + (agent.online ? "online" : "OFFLINE, retrying")
+                      + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")
+            } else {
+                print("agent:     not running")
+            }
             print("last sync: \(status.lastSync ?? "never")")
             if let error = status.lastError { print("last error: \(error)") }
             return ExitCodes.ok

@@ -27,6 +27,19 @@ public struct ScanResult: Sendable {
     public var warnings: [String] = []
     /// Files hashed because their fingerprint changed (the rest reused their base digest).
     public var hashed = 0
+    /// For a partial scan: every record name it speaks for (present or absent). `nil` for a full scan.
+    public var scope: Set<RecordName>?
+
+    /// Adds a partial scan's findings to this one.
+    public mutating func merge(_ other: ScanResult) {
+        files.merge(other.files) { _, new in new }
+        unreadable.formUnion(other.unreadable)
+        unreadableDirectories += other.unreadableDirectories
+        foreignConflicts += other.foreignConflicts
+        warnings += other.warnings
+        hashed += other.hashed
+        if let otherScope = other.scope { scope = scope.map { $0.union(otherScope) } }
+    }
 
     /// True when `name` could not be examined (itself or a folder above it), so its absence means nothing.
     public func isUnreadable(_ name: RecordName) -> Bool {
@@ -47,7 +60,10 @@ public struct Scanner: Sendable {
         self.rules = rules
     }
 
-    public func scan(bases: [RecordName: BaseRecord]) throws -> ScanResult {
+    /// Scans the whole notes folder, or with `only`, just those paths (relative; files or folders): the agent's
+    /// incremental scan of what inotify reported. A partial scan speaks for every name under the paths given,
+    /// including notes that are gone.
+    public func scan(bases: [RecordName: BaseRecord], only paths: [String]? = nil) throws -> ScanResult {
         var result = ScanResult()
         var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
         guard let rootInfo = FileIO.lstatInfo(root), (rootInfo.st_mode & S_IFMT) == S_IFDIR else {
@@ -55,7 +71,30 @@ public struct Scanner: Sendable {
                                 fix: "mount or restore it; notesync never reads a missing folder as \"all notes deleted\"")
         }
         var seen: [RecordName: String] = [:]
-        try walk("", into: &result, candidates: &candidates, seen: &seen)
+        if let paths {
+            var scope = Set<RecordName>()
+            let sortedBases = bases.keys.sorted()
+            for path in Set(paths).sorted() where !path.isEmpty {
+                if let name = try? RecordName(validating: path.precomposedStringWithCanonicalMapping) { scope.insert(name) }
+                let prefix = path.precomposedStringWithCanonicalMapping + "/"
+                var low = Self.lowerBound(sortedBases, prefix)
+                while low < sortedBases.count, sortedBases[low].string.hasPrefix(prefix) {
+                    scope.insert(sortedBases[low])
+                    low += 1
+                }
+                let parent = (path as NSString).deletingLastPathComponent
+                if rules.isIgnoredPath(path, isDirectory: false) && rules.isIgnoredPath(path, isDirectory: true) { continue }
+                if !parent.isEmpty, rules.isIgnoredPath(parent, isDirectory: true) { continue }
+                guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
+                try visit(FileIO.DirectoryEntry(name: (path as NSString).lastPathComponent, isValidUTF8: true), path: path,
+                          info: info, into: &result, candidates: &candidates, seen: &seen)
+            }
+            scope.formUnion(candidates.map(\.name))
+            scope.formUnion(result.unreadable)
+            result.scope = scope
+        } else {
+            try walk("", into: &result, candidates: &candidates, seen: &seen)
+        }
 
         var toHash: [Int] = []
         for (index, candidate) in candidates.enumerated() {
@@ -127,40 +166,56 @@ public struct Scanner: Sendable {
             return
         }
         for item in names.sorted(by: { $0.name < $1.name }) {
-            let entry = item.name
-            let path = relative.isEmpty ? entry : relative + "/" + entry
+            let path = relative.isEmpty ? item.name : relative + "/" + item.name
             if !item.isValidUTF8 {
                 result.warnings.append("\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it")
                 continue
             }
             guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
-            let type = info.st_mode & S_IFMT
-            if rules.isIgnored(path, isDirectory: type == S_IFDIR) { continue }
-            if type == S_IFDIR {
-                try walk(path, into: &result, candidates: &candidates, seen: &seen)
-                continue
-            }
-            let nfc = path.precomposedStringWithCanonicalMapping
-            let name: RecordName
-            do { name = try RecordName(validating: nfc) } catch {
-                result.warnings.append("\(DisplayName.escape(path)): skipped: \(error.reason); rename it")
-                continue
-            }
-            switch type {
-            case S_IFREG:
-                if let other = seen[name], !other.utf8.elementsEqual(path.utf8) {
-                    result.warnings.append("\(DisplayName.escape(path)): same name as another note in a different Unicode form, skipped; rename one")
-                    continue
-                }
-                if ForeignConflictCopy.detect(entry) != nil { result.foreignConflicts.append(name) }
-                seen[name] = path
-                candidates.append((name, path, StatFingerprint(info)))
-            case S_IFLNK:
-                result.warnings.append("\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)")
-            default:
-                result.warnings.append("\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped")
-                result.unreadable.insert(name)
-            }
+            if rules.isIgnored(path, isDirectory: (info.st_mode & S_IFMT) == S_IFDIR) { continue }
+            try visit(item, path: path, info: info, into: &result, candidates: &candidates, seen: &seen)
         }
+    }
+
+    private func visit(_ item: FileIO.DirectoryEntry, path: String, info: stat, into result: inout ScanResult,
+                       candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+                       seen: inout [RecordName: String]) throws {
+        let entry = item.name
+        let type = info.st_mode & S_IFMT
+        if type == S_IFDIR {
+            try walk(path, into: &result, candidates: &candidates, seen: &seen)
+            return
+        }
+        let nfc = path.precomposedStringWithCanonicalMapping
+        let name: RecordName
+        do { name = try RecordName(validating: nfc) } catch {
+            result.warnings.append("\(DisplayName.escape(path)): skipped: \(error.reason); rename it")
+            return
+        }
+        switch type {
+        case S_IFREG:
+            if let other = seen[name], !other.utf8.elementsEqual(path.utf8) {
+                result.warnings.append("\(DisplayName.escape(path)): same name as another note in a different Unicode form, skipped; rename one")
+                return
+            }
+            if ForeignConflictCopy.detect(entry) != nil { result.foreignConflicts.append(name) }
+            seen[name] = path
+            candidates.append((name, path, StatFingerprint(info)))
+        case S_IFLNK:
+            result.warnings.append("\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)")
+        default:
+            result.warnings.append("\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped")
+            result.unreadable.insert(name)
+        }
+    }
+
+    /// The index of the first name not below `prefix` in sorted `names`.
+    static func lowerBound(_ names: [RecordName], _ prefix: String) -> Int {
+        var low = 0, high = names.count
+        while low < high {
+            let middle = (low + high) / 2
+            if names[middle].string < prefix { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 }

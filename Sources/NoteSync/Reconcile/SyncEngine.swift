@@ -51,6 +51,11 @@ public final class SyncEngine {
     public let config: FolderConfig
     let logger: Logger
     private var deviceNames: [String: String] = [:]
+    /// Bases and server state as of the end of the last sync by this engine: the agent's syncs start from
+    /// memory instead of reloading every record (only this process writes them: it holds the folder lock).
+    private var memo: (bases: [RecordName: BaseRecord], zone: ZoneState)?
+    private var store: ServerStore?
+    private var lastReportedToken: Int64 = -1
 
     public init(folder: NotesFolder, state: LocalState, config: FolderConfig, logger: Logger) {
         self.folder = folder
@@ -59,12 +64,16 @@ public final class SyncEngine {
         self.logger = logger
     }
 
-    public func sync(_ options: SyncOptions = SyncOptions()) throws -> SyncReport {
+    /// Runs one sync. With `only`, a partial sync for the agent: just those paths (relative files or folders),
+    /// plus every record the server changed since the last sync.
+    public func sync(_ options: SyncOptions = SyncOptions(), only paths: [String]? = nil) throws -> SyncReport {
         var report = SyncReport(dryRun: options.dryRun)
         let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
-        var bases = try state.bases()
-        var zone = try state.zoneState()
-        var scan = try scanner.scan(bases: bases)
+        let remembered = memo
+        memo = nil
+        var bases = try remembered?.bases ?? state.bases()
+        var zone = try remembered?.zone ?? state.zoneState()
+        var scan = try scanner.scan(bases: bases, only: paths)
         report.warnings += scan.warnings
         report.warnings += scan.foreignConflicts.map {
             "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it"
@@ -73,8 +82,9 @@ public final class SyncEngine {
 
         let store: ServerStore
         do {
-            store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+            store = try openStore()
         } catch let error as NoteSyncError where error.kind == .serverUnreachable || error.kind == .notAServer {
+            if !options.dryRun { memo = (bases, zone) }
             return try offline(report, error, options)
         }
 
@@ -82,9 +92,14 @@ public final class SyncEngine {
             report.rounds = round
             let before = zone
             do { try store.fetch(into: &zone) } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+                if !options.dryRun { memo = (bases, zone) }
                 return try offline(report, error, options)
             }
             if !options.dryRun { try saveZone(zone, since: before) }
+            if let scope = scan.scope {
+                let changed = Set(zone.heads.keys.filter { before.heads[$0] != zone.heads[$0] }).subtracting(scope)
+                if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
+            }
             let plan = Self.plan(scan: scan, bases: bases, zone: zone)
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {
@@ -102,15 +117,27 @@ public final class SyncEngine {
                 return try offline(report, error, options)
             }
             if finished { break }
-            scan = try scanner.scan(bases: bases)
+            scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.map(\.string) })
         }
         report.token = zone.token
         report.warnings += zone.quarantined.map { "quarantined on the server: \($0)" }
         report.pending = try state.outbox().count
         try state.setMeta(["last.sync": String(Clock.nowNanoseconds()), "last.error": nil])
-        try? store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName,
-                                              lastSeen: Clock.nowNanoseconds(), token: zone.token))
+        if zone.token != lastReportedToken {
+            try? store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName,
+                                                  lastSeen: Clock.nowNanoseconds(), token: zone.token))
+            lastReportedToken = zone.token
+        }
+        memo = (bases, zone)
         return report
+    }
+
+    /// The server, opened once and kept while it stays reachable.
+    private func openStore() throws -> ServerStore {
+        if let store, FileIO.lstatInfo(store.layout.marker) != nil { return store }
+        let opened = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+        store = opened
+        return opened
     }
 
     // MARK: planning
@@ -125,9 +152,14 @@ public final class SyncEngine {
 
     /// Decides every record: the union of local notes, bases and server heads. Pure.
     public static func plan(scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState) -> [Step] {
-        var names = Set(scan.files.keys)
-        names.formUnion(bases.keys)
-        for (name, head) in zone.heads where !head.deleted || bases[name] != nil { names.insert(name) }
+        var names: Set<RecordName>
+        if let scope = scan.scope {
+            names = scope
+        } else {
+            names = Set(scan.files.keys)
+            names.formUnion(bases.keys)
+            for (name, head) in zone.heads where !head.deleted || bases[name] != nil { names.insert(name) }
+        }
         var steps: [Step] = []
         for name in names.sorted() {
             let file = scan.files[name]
@@ -180,7 +212,8 @@ public final class SyncEngine {
                     try batch.queue(OutboxItem(name: name, op: .save, digest: file.digest, size: file.size, queued: now))
                 }
             }
-            for name in bases.keys where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete {
+            let candidates = scan.scope.map { Array($0.filter { bases[$0] != nil }) } ?? Array(bases.keys)
+            for name in candidates where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete {
                 try batch.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now))
             }
         }

@@ -1,0 +1,32 @@
+import Foundation
+
+/// Timing of the agent. Defaults aim at an edit reaching other devices well under a second.
+public struct AgentOptions: Sendable, Hashable {
+    /// A path is acted on once it has been quiet this long.
+    public var settle: Duration = .milliseconds(30)
+    /// A note that is missing must stay missing this long before the delete is committed: vim and emacs move
+    /// a note aside for a few milliseconds while saving.
+    public var deleteSettle: Duration = .milliseconds(400)
+    /// The longest a path that keeps changing (a file still growing) is held back.
+    public var maxSettle: Duration = .seconds(3)
+    /// How often the server is polled; `nil` picks by filesystem: inotify plus a slow safety poll on local
+    /// filesystems, a fast poll on network ones (their remote changes raise no inotify events).
+    public var pollInterval: Duration?
+    /// A full rescan of the notes folder this often, even with inotify (Syncthing does hourly).
+    public var fullScanInterval: Duration = .seconds(3600)
+    /// Retry backoff while the server is unreachable.
+    public var minBackoff: Duration = .milliseconds(500)
+    public var maxBackoff: Duration = .seconds(30)
+
+    public init() {}
+
+    static let localSafetyPoll: Duration = .seconds(15)
+    static let networkPoll: Duration = .seconds(1)
+}
+
+extension Duration {
+    var seconds: Double {
+        let parts = components
+        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,238 @@
+import Dispatch
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The watch agent: keeps a notes folder and its server in sync by itself.
+///
+/// inotify reports local changes (settled: acted on once a path is quiet, deletes only once a note stays
+/// missing) and, when the server is on a local filesystem, other devices' commits; otherwise the server is
+/// polled. Each batch of settled paths is one partial sync through the same engine as `notesync sync`, so the
+/// agent's own writes are recognised by their fingerprint and never echoed back. While the server is
+/// unreachable changes stay queued and the agent retries with backoff, then finishes with a full sync.
+public final class SyncAgent: Service, Sendable {
+    let folder: NotesFolder
+    let config: FolderConfig
+    let options: AgentOptions
+    let logger: Logger
+    private let inbox = Mutex<Inbox>(Inbox())
+    private let wakeup = DispatchSemaphore(value: 0)
+
+    /// Events waiting for the agent thread.
+    struct Inbox {
+        var events: [WatchEvent] = []
+        var stop = false
+    }
+
+    public init(folder: NotesFolder, config: FolderConfig, options: AgentOptions = AgentOptions(), logger: Logger) {
+        self.folder = folder
+        self.config = config
+        self.options = options
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let lock = try FolderLock(folder)
+        defer { withExtendedLifetime(lock) {} }
+        let watcher = InotifyWatcher(logger: logger)
+        let forwarder = Task { [inbox, wakeup] in
+            for await event in watcher.events {
+                inbox.withLock { $0.events.append(event) }
+                wakeup.signal()
+            }
+        }
+        defer { forwarder.cancel() }
+        try await withGracefulShutdownHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let thread = Thread { [self] in
+                    do {
+                        try self.loop(watcher: watcher)
+                        continuation.resume()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+                thread.name = "notesync-agent"
+                thread.start()
+            }
+        } onGracefulShutdown: { [self] in
+            requestStop()
+        }
+        watcher.stop()
+    }
+
+    /// Asks the agent to finish the sync in flight, push what is pending, and return.
+    public func requestStop() {
+        inbox.withLock { $0.stop = true }
+        wakeup.signal()
+    }
+
+    // MARK: the agent thread
+
+    private struct Pending {
+        var first: ContinuousClock.Instant
+        var last: ContinuousClock.Instant
+        var size: Int64?
+    }
+
+    private func loop(watcher: InotifyWatcher) throws {
+        let state = try LocalState(path: folder.database)
+        let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
+        let clock = ContinuousClock()
+        let rules = try folder.ignoreRules()
+
+        let notesRoot = try watcher.addRoot(folder.root, ignore: { path, isDirectory in rules.isIgnored(path, isDirectory: isDirectory) })
+        var serverRoot: Int?
+        let logDirectory = ServerLayout(root: config.server).logDirectory
+        var serverIsLocal = false
+        if let kind = try? FilesystemKind(path: logDirectory), !kind.isNetwork {
+            serverIsLocal = true
+            serverRoot = try? watcher.addRoot(logDirectory, ignore: { _, _ in false })
+        }
+        try watcher.start()
+        let poll = options.pollInterval ?? (serverIsLocal && serverRoot != nil ? AgentOptions.localSafetyPoll : AgentOptions.networkPoll)
+        var status = AgentStatus(pid: getpid(), started: Clock.nowNanoseconds(), online: false, pending: 0, token: 0,
+                                 lastSync: nil, lastError: nil,
+                                 serverWatch: serverRoot != nil ? "inotify" : "polling every \(poll.seconds) s",
+                                 localWatch: "inotify")
+        logger.info("agent.started", metadata: ["notes.root": "\(folder.root)", "server.watch": "\(status.serverWatch)"])
+
+        var pending: [String: Pending] = [:]
+        var needFull = true
+        var serverDirty = false
+        var nextPoll = clock.now
+        var nextFull = clock.now + options.fullScanInterval
+        var retryAt: ContinuousClock.Instant?
+        var backoff = options.minBackoff
+        var stopping = false
+
+        func syncNow(_ paths: [String]?) {
+            do {
+                let report = try engine.sync(SyncOptions(), only: paths)
+                for warning in report.warnings { logger.warning("sync.warning", metadata: ["detail": "\(warning)"]) }
+                for change in report.changes where change.kind != .adopt {
+                    logger.info("sync.change", metadata: ["note.path": "\(change.name)", "sync.kind": "\(change.kind.rawValue)"])
+                }
+                status.pending = report.pending
+                status.token = report.token
+                if report.offline {
+                    if status.online || status.lastError != report.offlineReason {
+                        logger.warning("server.unreachable", metadata: ["detail": "\(report.offlineReason ?? "")"])
+                    }
+                    status.online = false
+                    status.lastError = report.offlineReason
+                    retryAt = clock.now + backoff
+                    backoff = min(backoff * 2, options.maxBackoff)
+                    needFull = true
+                } else {
+                    if !status.online { logger.notice("server.online", metadata: ["server.seq": "\(report.token)"]) }
+                    status.online = true
+                    status.lastSync = Clock.nowNanoseconds()
+                    status.lastError = nil
+                    retryAt = nil
+                    backoff = options.minBackoff
+                }
+            } catch let error as NoteSyncError {
+                logger.error("sync.failed", metadata: ["detail": "\(error)"])
+                status.lastError = error.description
+                retryAt = clock.now + backoff
+                backoff = min(backoff * 2, options.maxBackoff)
+                needFull = true
+            } catch {
+                logger.error("sync.failed", metadata: ["detail": "\(error)"])
+                status.lastError = "\(error)"
+                retryAt = clock.now + backoff
+                needFull = true
+            }
+            try? status.write(to: folder)
+        }
+
+        while true {
+            let now = clock.now
+            if let retryAt, now < retryAt {
+                // Offline or failing: keep collecting events, sync when the backoff expires.
+            } else if needFull || now >= nextFull {
+                needFull = false
+                nextFull = now + options.fullScanInterval
+                pending.removeAll()
+                serverDirty = false
+                nextPoll = now + poll
+                syncNow(nil)
+            } else {
+                var ready: [String] = []
+                for (path, item) in pending {
+                    let quiet = now - item.last
+                    let info = FileIO.lstatInfo(folder.root + "/" + path)
+                    let wait = info == nil ? options.deleteSettle : options.settle
+                    if quiet < wait { continue }
+                    if let info, (info.st_mode & S_IFMT) == S_IFREG, item.size != Int64(info.st_size),
+                       now - item.first < options.maxSettle, !stopping {
+                        // Still growing since we last looked: give it another quiet period.
+                        pending[path]?.size = Int64(info.st_size)
+                        pending[path]?.last = now
+                        continue
+                    }
+                    ready.append(path)
+                }
+                if stopping { ready = Array(pending.keys) }
+                if !ready.isEmpty || serverDirty || now >= nextPoll {
+                    for path in ready { pending[path] = nil }
+                    serverDirty = false
+                    nextPoll = now + poll
+                    syncNow(ready)
+                }
+            }
+            if stopping { break }
+
+            var deadline = min(nextPoll, nextFull)
+            if let retryAt { deadline = min(deadline, retryAt) }
+            for item in pending.values { deadline = min(deadline, item.last + options.settle) }
+            let timeout = max(0, (deadline - clock.now).seconds)
+            _ = wakeup.wait(timeout: .now() + timeout)
+
+            let (events, stop) = inbox.withLock { box -> ([WatchEvent], Bool) in
+                defer { box.events.removeAll(keepingCapacity: true) }
+                return (box.events, box.stop)
+            }
+            if stop {
+                stopping = true
+                retryAt = nil
+            }
+            let arrived = clock.now
+            for event in events {
+                switch event {
+                case .changed(let root, let path), .removed(let root, let path),
+                     .directoryAppeared(let root, let path), .directoryRemoved(let root, let path):
+                    if root == serverRoot {
+                        serverDirty = true
+                    } else if root == notesRoot {
+                        let size = FileIO.lstatInfo(folder.root + "/" + path).map { Int64($0.st_size) }
+                        if var item = pending[path] {
+                            item.last = arrived
+                            item.size = size
+                            pending[path] = item
+                        } else {
+                            pending[path] = Pending(first: arrived, last: arrived, size: size)
+                        }
+                    }
+                case .overflow:
+                    logger.warning("watch.overflow")
+                    needFull = true
+                case .watchLimitReached(let message):
+                    logger.error("watch.limit", metadata: ["detail": "\(message)"])
+                    status.localWatch = "periodic scans (inotify watch limit reached)"
+                    nextFull = min(nextFull, arrived + .seconds(30))
+                    needFull = true
+                case .failed(let message):
+                    logger.error("watch.failed", metadata: ["detail": "\(message)"])
+                    status.localWatch = "periodic scans (inotify failed)"
+                    needFull = true
+                }
+            }
+            if status.localWatch != "inotify" { nextFull = min(nextFull, arrived + .seconds(30)) }
+        }
+        try? status.write(to: folder)
+        logger.info("agent.stopped")
+    }
+}

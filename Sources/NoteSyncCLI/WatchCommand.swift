@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NoteSync
+import ServiceLifecycle
+
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Run the agent: keep the notes folder and the server in sync until stopped.",
+        discussion: """
+            Local edits are seen through inotify and pushed once the file is quiet; other devices' commits \
+            arrive through inotify on the server's log when the server is on a local filesystem, by polling \
+            otherwise (--poll-interval; network filesystems cache attributes, so changes may show a little \
+            later there). While the server is unreachable, changes stay queued and the agent retries by itself. \
+            SIGTERM or SIGINT finishes the sync in flight and exits 0. `notesync status` shows what it is doing.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+    @Option(help: "Seconds between polls of the server (default: 1 on network filesystems, 15 with inotify).")
+    var pollInterval: Double?
+    @Option(help: "Milliseconds a file must be quiet before it is synced.") var settleMs: Int = 30
+    @Option(help: "Milliseconds a note must stay missing before its delete is synced.") var deleteSettleMs: Int = 400
+
+    func run() async throws {
+        var global = global
+        if global.logLevel == .warning { global.logLevel = .info }
+        let logger = global.makeLogger()
+        let (folder, state, config): (NotesFolder, LocalState, FolderConfig)
+        do {
+            (folder, state, config) = try folderOptions.open()
+        } catch let error as NoteSyncError {
+            FileHandle.standardError.write(Data("notesync: \(error)\n".utf8))
+            throw ExitCode(ExitCodes.failure)
+        }
+        _ = state
+        var options = AgentOptions()
+        options.settle = .milliseconds(settleMs)
+        options.deleteSettle = .milliseconds(deleteSettleMs)
+        if let pollInterval { options.pollInterval = .milliseconds(Int(pollInterval * 1000)) }
+        let agent = SyncAgent(folder: folder, config: config, options: options, logger: logger)
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: agent, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        do {
+            try await group.run()
+        } catch let error as NoteSyncError {
+            FileHandle.standardError.write(Data("notesync: \(error)\n".utf8))
+            throw ExitCode(ExitCodes.failure)
+        }
+    }
+}
