@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NoteSync
 import ServiceLifecycle
+import UnixSignals
 
 struct WatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

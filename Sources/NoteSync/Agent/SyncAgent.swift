@@ -36,7 +36,7 @@ public final class SyncAgent: Service, Sendable {
         let lock = try FolderLock(folder)
         defer { withExtendedLifetime(lock) {} }
         let watcher = InotifyWatcher(logger: logger)
-        let forwarder = Task { [inbox, wakeup] in
+        let forwarder = Task { [self] in
             for await event in watcher.events {
                 inbox.withLock { $0.events.append(event) }
                 wakeup.signal()

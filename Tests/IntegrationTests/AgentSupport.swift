@@ -1,0 +1,118 @@
+import Foundation
+import NoteSync
+import Testing
+
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; returns whether it held.
+func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}
+
+/// Two devices with a running agent each.
+final class TwoAgents {
+    let devices: TwoDevices
+    var agentA: NotesyncProcess?
+    var agentB: NotesyncProcess?
+
+    init(_ label: String) throws {
+        devices = try TwoDevices(label)
+        agentA = try start(devices.a)
+        agentB = try start(devices.b)
+    }
+
+    /// Starts an agent and waits until it has done its first sync.
+    func start(_ folder: String, environment: [String: String] = [:]) throws -> NotesyncProcess {
+        try? FileManager.default.removeItem(atPath: folder + "/.notesync/status.json")
+        let agent = try NotesyncProcess(["watch", "--notes", folder, "--log-level", "debug"], scratch: devices.scratch.path,
+                                        environment: environment)
+        let started = eventually(30) { FileManager.default.fileExists(atPath: folder + "/.notesync/status.json") }
+        #expect(started, "the agent did not start: \(agent.stderrText)")
+        return agent
+    }
+
+    /// Stops both agents with SIGTERM and checks they exit 0.
+    func stop() {
+        for agent in [agentA, agentB].compactMap({ $0 }) where agent.process.isRunning {
+            agent.process.terminate()
+            let result = agent.wait()
+            #expect(result.status == 0, "agent exit \(result.status): \(result.stderr.suffix(2000))")
+        }
+    }
+
+    deinit {
+        for agent in [agentA, agentB].compactMap({ $0 }) where agent.process.isRunning {
+            kill(agent.pid, SIGKILL)
+            agent.process.waitUntilExit()
+        }
+    }
+
+    /// Every change the server's log holds for `name`.
+    func serverChanges(_ name: String) throws -> [RecordChange] {
+        let store = try ServerStore(root: devices.server, device: "checker", logger: .init(label: "t"))
+        var changes: [RecordChange] = []
+        var seq: Int64 = 1
+        while case .entry(let entry) = try store.readSlot(seq) {
+            changes += entry.changes.filter { $0.name == name }
+            seq += 1
+        }
+        return changes
+    }
+}
+
+extension NotesyncProcess {
+    var stderrText: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+}
+
+/// Runs a terminal program in a pseudo-terminal and types `keys` into it (nano, emacs -nw, vim need a tty).
+func typeInto(_ command: [String], keys: String, in directory: String) throws -> Int32 {
+    let script = """
+        import os, pty, sys, time, select
+        keys = bytes.fromhex(sys.argv[1]); cmd = sys.argv[2:]
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ["TERM"] = "xterm"
+            os.execvp(cmd[0], cmd)
+        def drain(t):
+            end = time.time() + t
+            while time.time() < end:
+                r, _, _ = select.select([fd], [], [], 0.02)
+                if r:
+                    try: os.read(fd, 65536)
+                    except OSError: return
+        drain(0.7)
+        for k in keys:
+            os.write(fd, bytes([k])); drain(0.01)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            p, status = os.waitpid(pid, os.WNOHANG)
+            if p: sys.exit(os.waitstatus_to_exitcode(status))
+            drain(0.05)
+        os.kill(pid, 9); sys.exit(124)
+        """
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    process.arguments = ["-c", script, Data(keys.utf8).map { String(format: "%02x", $0) }.joined()] + command
+    process.currentDirectoryURL = URL(fileURLWithPath: directory)
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
+/// Runs a shell command line in `directory` and returns its exit status.
+@discardableResult
+func shell(_ command: String, in directory: String) throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/bash")
+    process.arguments = ["-c", command]
+    process.currentDirectoryURL = URL(fileURLWithPath: directory)
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}

@@ -1,0 +1,154 @@
+import Foundation
+import NoteSync
+import Testing
+
+/// Two real agents on one server folder, driven by real editors and by hostile timing.
+@Suite(.serialized) struct AgentTests {
+    enum Editor: String, CaseIterable, CustomStringConvertible {
+        case vim, nano, emacs, sedInPlace, renameOver, truncateAndWrite, gioSave
+        var description: String { rawValue }
+    }
+
+    static func available(_ editor: Editor) -> Bool {
+        let tool: String
+        switch editor {
+        case .vim: tool = "/usr/bin/vim"
+        case .nano: tool = "/usr/bin/nano"
+        case .emacs: tool = "/usr/bin/emacs"
+        case .gioSave: tool = "/usr/bin/gio"
+        default: return true
+        }
+        return FileManager.default.isExecutableFile(atPath: tool)
+    }
+
+    func edit(_ editor: Editor, in directory: String) throws {
+        switch editor {
+        case .vim:
+            #expect(try typeInto(["vim", "--clean", "note.md"], keys: "Goadded by vim\u{1B}:wq\r", in: directory) == 0)
+        case .nano:
+            #expect(try typeInto(["nano", "note.md"], keys: "added by nano \u{0F}\r\u{18}", in: directory) == 0)
+        case .emacs:
+            #expect(try typeInto(["emacs", "-nw", "-Q", "note.md"], keys: "\u{1B}>added by emacs\u{18}\u{13}\u{18}\u{03}", in: directory) == 0)
+        case .sedInPlace:
+            #expect(try shell("sed -i 's/line one/LINE ONE (sed)/' note.md", in: directory) == 0)
+        case .renameOver:
+            #expect(try shell("printf 'replaced by rename\\n' > .note.md.new && mv .note.md.new note.md", in: directory) == 0)
+        case .truncateAndWrite:
+            #expect(try shell("printf 'truncated and rewritten\\n' > note.md", in: directory) == 0)
+        case .gioSave:
+            #expect(try shell("printf 'saved by gio\\n' | gio save note.md", in: directory) == 0)
+        }
+    }
+
+    @Test(arguments: Editor.allCases)
+    func anEditorsSaveArrivesExactlyWithoutLitterOrTransientDelete(_ editor: Editor) throws {
+        try #require(Self.available(editor), "\(editor) is not installed: scripts/test installs it")
+        let agents = try TwoAgents("editor-\(editor)")
+        defer { agents.stop() }
+        let t = agents.devices
+        try t.write(t.a, "note.md", "line one\nline two\n")
+        #expect(eventually { t.read(t.b, "note.md") == "line one\nline two\n" }, "the first version did not arrive")
+
+        try edit(editor, in: t.a)
+        let saved = try Data(contentsOf: URL(fileURLWithPath: t.a + "/note.md"))
+        #expect(saved != Data("line one\nline two\n".utf8), "\(editor) did not save")
+        #expect(eventually { (try? Data(contentsOf: URL(fileURLWithPath: t.b + "/note.md"))) == saved },
+                "B did not receive exactly the saved bytes: \(t.read(t.b, "note.md") ?? "nil")")
+        // Give litter a chance to travel, then check none did.
+        #expect(eventually(2) { false } == false)
+        #expect(try Set(t.notes(t.b).keys) == ["note.md"], "editor litter reached the other device")
+        let changes = try agents.serverChanges("note.md")
+        #expect(!changes.contains { $0.op == .delete }, "a transient delete reached the server")
+        let store = try ServerStore(root: t.server, device: "checker", logger: .init(label: "t"))
+        var zone = ZoneState()
+        try store.fetch(into: &zone)
+        #expect(zone.heads.keys.map(\.string) == ["note.md"], "only the note is a record: \(zone.heads.keys)")
+    }
+
+    @Test func aDeepTreeMadeFasterThanWatchesAreAddedArrivesWhole() throws {
+        let agents = try TwoAgents("deep-tree")
+        defer { agents.stop() }
+        let t = agents.devices
+        try shell("""
+            mkdir -p d1/d2/d3/d4/d5 && for d in d1 d1/d2 d1/d2/d3 d1/d2/d3/d4 d1/d2/d3/d4/d5; do \
+            for i in 1 2 3 4; do echo "$d $i" > $d/n$i.md; done; done
+            """, in: t.a)
+        let expected = try t.notes(t.a)
+        #expect(expected.count == 20)
+        #expect(eventually { (try? t.notes(t.b)) == expected }, "missing on B: \(Set(expected.keys).subtracting((try? t.notes(t.b))?.keys ?? [:].keys))")
+    }
+
+    @Test func anOverflowingEventQueueTriggersARescanAndEverythingArrives() throws {
+        let agents = try TwoAgents("overflow")
+        defer { agents.stop() }
+        let t = agents.devices
+        try t.write(t.a, "x.md", "x\n")
+        try t.write(t.a, "y.md", "y\n")
+        #expect(eventually { t.read(t.b, "y.md") == "y\n" })
+        let agentA = try #require(agents.agentA)
+        kill(agentA.pid, SIGSTOP)
+        let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16384
+        try shell("""
+            python3 -c '
+            import os
+            for i in range(40): open(f"before-{i}.md", "w").write(f"before {i}\\n")
+            for i in range(\(limit / 2 + 500)):
+                os.utime("x.md"); os.utime("y.md")
+            for i in range(40): open(f"after-{i}.md", "w").write(f"after {i}\\n")
+            '
+            """, in: t.a)
+        kill(agentA.pid, SIGCONT)
+        let expected = try t.notes(t.a)
+        #expect(expected.count == 82)
+        #expect(eventually(60) { (try? t.notes(t.b)) == expected }, "not everything arrived after the overflow")
+        #expect(agentA.stderrText.contains("watch.overflow"), "the test must really overflow the queue")
+    }
+
+    @Test func anAgentKilledMidStreamLosesNothingAfterRestart() throws {
+        let agents = try TwoAgents("sigkill")
+        defer { agents.stop() }
+        let t = agents.devices
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/bin/bash")
+        writer.arguments = ["-c", "for i in $(seq 1 120); do echo \"note $i\" > n$i.md; sleep 0.01; done"]
+        writer.currentDirectoryURL = URL(fileURLWithPath: t.a)
+        try writer.run()
+        usleep(useconds_t.random(in: 200_000...900_000))
+        let agentA = try #require(agents.agentA)
+        kill(agentA.pid, SIGKILL)
+        agentA.process.waitUntilExit()
+        writer.waitUntilExit()
+        agents.agentA = try agents.start(t.a)
+        let expected = try t.notes(t.a)
+        #expect(expected.count == 120)
+        #expect(eventually(60) { (try? t.notes(t.b)) == expected }, "after the restart not everything converged")
+        let fsck = try t.run(["server", "fsck", t.server])
+        let unexpected = fsck.stdout.split(separator: "\n").filter { $0.contains(": ") && !$0.hasPrefix("temp file:") }
+        #expect(unexpected.isEmpty, "\(unexpected)")
+    }
+
+    @Test func theServerGoingAwayQueuesEditsAndTheAgentResumesByItself() throws {
+        let agents = try TwoAgents("server-away")
+        defer { agents.stop() }
+        let t = agents.devices
+        try t.write(t.a, "kept.md", "v1\n")
+        #expect(eventually { t.read(t.b, "kept.md") == "v1\n" })
+
+        try FileManager.default.moveItem(atPath: t.server, toPath: t.server + ".away")
+        try t.write(t.a, "kept.md", "v2 while away\n")
+        for index in 0..<5 { try t.write(t.a, "away-\(index).md", "written while the server was away \(index)\n") }
+        #expect(eventually {
+            guard let data = try? Data(contentsOf: URL(fileURLWithPath: t.a + "/.notesync/status.json")),
+                  let status = try? JSONDecoder().decode(AgentStatus.self, from: data) else { return false }
+            return !status.online && status.pending >= 6
+        }, "the agent should report itself offline with the edits pending")
+        let status = try t.run(["status", "--notes", t.a])
+        #expect(status.stdout.contains("OFFLINE"), "\(status.stdout)")
+        #expect(t.read(t.b, "kept.md") == "v1\n", "nothing is deleted or changed on B meanwhile")
+
+        try FileManager.default.moveItem(atPath: t.server + ".away", toPath: t.server)
+        let expected = try t.notes(t.a)
+        #expect(eventually(60) { (try? t.notes(t.b)) == expected }, "the agent did not resume by itself")
+    }
+}

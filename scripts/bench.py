@@ -1,0 +1,652 @@
+#!/usr/bin/env python3
+"""notesync's benchmark: one-shot syncs against Unison and rclone bisync, and the agent's latency.
+
+Run through scripts/bench, which installs Unison and rclone and builds notesync (release) first:
+
+    scripts/bench                 # 10,000 notes, 5 runs of every one-shot scenario, agent latency
+    scripts/bench --quick         # smoke test: 2,000 notes, 2 runs, 50 agent edits, 10 s idle
+    scripts/bench --large         # also the one-shot scenarios at 100,000 notes (notesync and Unison)
+
+Every tool syncs device folder A and device folder B through a shared folder (for notesync, the server).
+Each run starts from fresh folders holding the same deterministic corpus (scripts/gen-corpus.py). After every
+scenario A and B must hold exactly the expected files and bytes; a tool that did not sync is reported as a
+failure (and the exit code is 1). Prints one table and writes it as JSON (bench-results.json by default).
+Standard library only.
+"""
+
+import argparse
+import datetime
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("gen_corpus", os.path.join(HERE, "gen-corpus.py"))
+gen_corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen_corpus)
+
+SCENARIOS = [
+    ("first_a", "1 first sync A ↔ shared"),
+    ("first_b", "2 first sync B"),
+    ("noop", "3 no-op sync A"),
+    ("edit1", "4 1 edit: sync A, then B"),
+    ("edit100", "5 100 edits: sync A, then B"),
+]
+METRICS = [("wall", "wall s"), ("cpu", "CPU s"), ("rss", "peak RSS MB")]
+
+
+class BenchFailure(Exception):
+    pass
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Measuring processes
+
+
+def run_measured(argv, env=None, logfile=None):
+    """Runs argv to completion; wall time, user+sys CPU and peak RSS of the child (os.wait4's rusage)."""
+    with open(logfile or os.devnull, "ab") as out:
+        if logfile:
+            out.write(("$ " + " ".join(argv) + "\n").encode())
+            out.flush()
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024.0,
+            "rc": proc.returncode}
+
+
+def run_step(commands, logfile):
+    """Runs commands one after the other as one measured step: wall and CPU add up, RSS is the largest."""
+    total = {"wall": 0.0, "cpu": 0.0, "rss": 0.0}
+    for argv, env in commands:
+        os.sync()  # nobody else's dirty pages get flushed inside the measured command
+        m = run_measured(argv, env, logfile)
+        if m["rc"] != 0:
+            raise BenchFailure(f"`{' '.join(argv)}` exited {m['rc']}\n{tail(logfile)}")
+        total["wall"] += m["wall"]
+        total["cpu"] += m["cpu"]
+        total["rss"] = max(total["rss"], m["rss"])
+    return total
+
+
+def tail(path, lines=15):
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text.splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tools: each syncs A and B through a shared folder, with its state kept inside the run's folder
+
+
+class NoteSync:
+    name = "notesync"
+    exclude = (".notesync",)
+    checks_shared = False  # the server holds digests, not the notes
+
+    def __init__(self, binary):
+        self.bin = binary
+
+    def first_a(self, ctx):
+        return [([self.bin, "init", "--notes", ctx.a, "--server", ctx.shared, "--create-server",
+                  "--device-name", "A"], None), ([self.bin, "sync", "--notes", ctx.a], None)]
+
+    def first_b(self, ctx):
+        return [([self.bin, "init", "--notes", ctx.b, "--server", ctx.shared, "--device-name", "B"], None),
+                ([self.bin, "sync", "--notes", ctx.b], None)]
+
+    def sync(self, ctx, side):
+        return [([self.bin, "sync", "--notes", side], None)]
+
+    def version(self):
+        return capture([self.bin, "--version"])
+
+
+class Unison:
+    name = "unison"
+    exclude = ()
+    checks_shared = True
+
+    def _env(self, ctx):
+        env = dict(os.environ, UNISON=os.path.join(ctx.root, "unison-state"))
+        os.makedirs(env["UNISON"], exist_ok=True)
+        return env
+
+    def _cmd(self, ctx, side):
+        return [(["unison", side, ctx.shared, "-batch", "-auto", "-silent", "-times"], self._env(ctx))]
+
+    def first_a(self, ctx):
+        return self._cmd(ctx, ctx.a)
+
+    def first_b(self, ctx):
+        return self._cmd(ctx, ctx.b)
+
+    def sync(self, ctx, side):
+        return self._cmd(ctx, side)
+
+    def version(self):
+        return capture(["unison", "-version"])
+
+
+class Rclone:
+    name = "rclone"
+    exclude = ()
+    checks_shared = True
+
+    def _cmd(self, ctx, side, resync):
+        state = os.path.join(ctx.root, "rclone-state")
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(state, "cache"),
+                   XDG_CONFIG_HOME=os.path.join(state, "config"), RCLONE_CONFIG="")
+        argv = ["rclone", "bisync", side, ctx.shared, "--workdir", os.path.join(state, "bisync"),
+                "--cache-dir", os.path.join(state, "cache"), "--config", ""]
+        return [(argv + (["--resync"] if resync else []), env)]
+
+    def first_a(self, ctx):
+        return self._cmd(ctx, ctx.a, True)
+
+    def first_b(self, ctx):
+        return self._cmd(ctx, ctx.b, True)
+
+    def sync(self, ctx, side):
+        return self._cmd(ctx, side, False)
+
+    def version(self):
+        return capture(["rclone", "version"]).splitlines()[0]
+
+
+def capture(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError as error:
+        return f"unavailable ({error})"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Folders, edits and checks
+
+
+class Context:
+    """One run's folders: device A, device B, the shared folder, and the tools' state beside them."""
+
+    def __init__(self, root):
+        self.root = root
+        self.a = os.path.join(root, "A")
+        self.b = os.path.join(root, "B")
+        self.shared = os.path.join(root, "shared")
+        self.log = os.path.join(root, "commands.log")
+
+    @classmethod
+    def fresh(cls, root, template):
+        if os.path.exists(root):
+            shutil.rmtree(root)
+        os.makedirs(root)
+        ctx = cls(root)
+        subprocess.run(["cp", "-a", template, ctx.a], check=True)  # keeps the corpus's mtimes
+        os.makedirs(ctx.b)
+        os.makedirs(ctx.shared)
+        return ctx
+
+
+def read_tree(root, exclude):
+    out = {}
+    for rel in gen_corpus.walk_files(root, exclude):
+        with open(os.path.join(root, rel), "rb") as f:
+            out[rel] = f.read()
+    return out
+
+
+def verify(label, expected, folders):
+    """Every folder must hold exactly `expected` (relative path -> bytes)."""
+    for name, root, exclude in folders:
+        actual = read_tree(root, exclude)
+        missing = sorted(set(expected) - set(actual))
+        extra = sorted(set(actual) - set(expected))
+        differ = sorted(p for p in set(expected) & set(actual) if expected[p] != actual[p])
+        if missing or extra or differ:
+            raise BenchFailure(f"{label}: {name} does not hold what A holds: {len(missing)} missing "
+                               f"{missing[:3]}, {len(extra)} extra {extra[:3]}, {len(differ)} differ {differ[:3]}")
+
+
+def edited_bytes(old, rng, tag):
+    """The note with one line changed in the middle and a line appended: new bytes, new size."""
+    lines = old.split(b"\n")
+    middle = len(lines) // 2
+    word = " ".join(rng.choices(gen_corpus.WORDS, k=rng.randint(4, 12)))
+    lines[middle] = lines[middle] + f" (edited {tag}: {word})".encode()
+    return b"\n".join(lines) + f"\n- follow-up {tag}: {word}\n".encode()
+
+
+def write_in_place(path, data):
+    """Overwrites the note's bytes in the same inode, as an editor that saves in place does."""
+    with open(path, "r+b") as f:
+        f.write(data)
+        f.truncate()
+
+
+def edit_notes(ctx, expected, count, rng, tag):
+    for rel in rng.sample(sorted(expected), count):
+        expected[rel] = edited_bytes(expected[rel], rng, tag)
+        write_in_place(os.path.join(ctx.a, rel), expected[rel])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The one-shot scenarios
+
+
+def one_shot_run(tool, ctx, corpus, seed, run):
+    """The five scenarios on fresh folders; returns {scenario: measurement}."""
+    expected = dict(corpus)
+    rng = random.Random(f"{seed}-{run}")
+    results = {}
+
+    def check(label, with_shared=False):
+        folders = [("A", ctx.a, tool.exclude), ("B", ctx.b, tool.exclude)]
+        if with_shared and tool.checks_shared:
+            folders.append(("shared", ctx.shared, ()))
+        verify(f"{tool.name} run {run + 1} after {label}", expected, folders)
+
+    results["first_a"] = run_step(tool.first_a(ctx), ctx.log)
+    if tool.checks_shared:
+        verify(f"{tool.name} run {run + 1} after first sync A", expected, [("shared", ctx.shared, ())])
+    results["first_b"] = run_step(tool.first_b(ctx), ctx.log)
+    check("first sync B", with_shared=True)
+    results["noop"] = run_step(tool.sync(ctx, ctx.a), ctx.log)
+    check("no-op sync")
+    edit_notes(ctx, expected, 1, rng, f"run{run}-one")
+    results["edit1"] = run_step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b), ctx.log)
+    check("1 edit")
+    edit_notes(ctx, expected, 100, rng, f"run{run}-hundred")
+    results["edit100"] = run_step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b), ctx.log)
+    check("100 edits", with_shared=True)
+    return results
+
+
+def one_shot(tools, template, corpus, runs, work, seed, failures, label):
+    samples = {t.name: {s: [] for s, _ in SCENARIOS} for t in tools}
+    for run in range(runs):
+        order = tools[run % len(tools):] + tools[:run % len(tools)]  # no tool always goes first
+        for tool in order:
+            ctx = Context.fresh(os.path.join(work, f"{label}-{tool.name}"), template)
+            try:
+                results = one_shot_run(tool, ctx, corpus, seed, run)
+            except BenchFailure as error:
+                failures.append(f"{label} {tool.name}: {error}")
+                log(f"FAILED: {label} {tool.name} run {run + 1}: {error}")
+                continue
+            for scenario, m in results.items():
+                samples[tool.name][scenario].append(m)
+            log(f"  {label} run {run + 1}/{runs} {tool.name:8}: " + "  ".join(
+                f"{s} {results[s]['wall']:.2f}s" for s, _ in SCENARIOS))
+            shutil.rmtree(ctx.root)
+    return samples
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The agent
+
+
+def proc_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+
+
+def proc_status_kb(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_for_bytes(path, data, timeout):
+    """Polls `path` (stat, then read when it changed) every ~1 ms until it holds `data`; the seconds it took."""
+    start = time.perf_counter()
+    last = None
+    while True:
+        try:
+            st = os.stat(path)
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if key != last:
+                last = key
+                with open(path, "rb") as f:
+                    if f.read() == data:
+                        return time.perf_counter() - start
+        except FileNotFoundError:
+            last = None
+        if time.perf_counter() - start > timeout:
+            return None
+        time.sleep(0.001)
+
+
+def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, failures):
+    ctx = Context.fresh(os.path.join(work, "agent"), template)
+    tool = NoteSync(binary)
+    expected = dict(corpus)
+    rng = random.Random(f"{seed}-agent")
+    result = {"edits": edits, "lost": 0}
+    agents = []
+    try:
+        run_step(tool.first_a(ctx), ctx.log)
+        run_step(tool.first_b(ctx), ctx.log)
+        verify("agent setup", expected, [("B", ctx.b, tool.exclude)])
+        for side in (ctx.a, ctx.b):
+            out = open(os.path.join(ctx.root, f"agent-{os.path.basename(side)}.log"), "ab")
+            agents.append(subprocess.Popen([binary, "watch", "--notes", side], stdin=subprocess.DEVNULL,
+                                           stdout=out, stderr=out))
+        paths = rng.sample(sorted(expected), edits + 3)
+        for i, rel in enumerate(paths[:3]):  # warm-up: the agents are up and have scanned
+            expected[rel] = edited_bytes(expected[rel], rng, f"warmup{i}")
+            write_in_place(os.path.join(ctx.a, rel), expected[rel])
+            if wait_for_bytes(os.path.join(ctx.b, rel), expected[rel], 120) is None:
+                raise BenchFailure(f"agent: warm-up edit of {rel} never reached B\n"
+                                   f"{tail(os.path.join(ctx.root, 'agent-A.log'))}")
+        time.sleep(gap)
+        latencies = []
+        for i, rel in enumerate(paths[3:]):
+            data = edited_bytes(expected[rel], rng, f"agent{i}")
+            expected[rel] = data
+            start = time.perf_counter()
+            write_in_place(os.path.join(ctx.a, rel), data)
+            took = wait_for_bytes(os.path.join(ctx.b, rel), data, 10)
+            if took is None:
+                result["lost"] += 1
+                failures.append(f"agent: edit {i + 1} of {rel} did not reach B within 10 s")
+                log(f"FAILED: agent edit {i + 1} of {rel} did not reach B within 10 s")
+            else:
+                latencies.append(time.perf_counter() - start)
+            time.sleep(gap)
+        for agent in agents:
+            if agent.poll() is not None:
+                raise BenchFailure(f"agent exited early with {agent.returncode}")
+        time.sleep(2)
+        verify("agent edits", expected, [("A", ctx.a, tool.exclude), ("B", ctx.b, tool.exclude)])
+        if latencies:
+            ms = sorted(x * 1000 for x in latencies)
+            result.update(p50=percentile(ms, 50), p95=percentile(ms, 95), p99=percentile(ms, 99), max=ms[-1],
+                          samples_ms=[round(x * 1000, 2) for x in latencies])
+        log(f"  agent: {len(latencies)} edits, p50 {result.get('p50', 0):.1f} ms, p99 {result.get('p99', 0):.1f} ms;"
+            f" measuring idle CPU for {idle_seconds} s")
+        time.sleep(3)
+        tick = os.sysconf("SC_CLK_TCK")
+        before = [proc_ticks(a.pid) for a in agents]
+        t0 = time.perf_counter()
+        time.sleep(idle_seconds)
+        after = [proc_ticks(a.pid) for a in agents]
+        elapsed = time.perf_counter() - t0
+        cpu = [(y - x) / tick / elapsed * 100 for x, y in zip(before, after)]
+        result.update(idle_cpu_pct=max(cpu), idle_cpu_pct_each=cpu, idle_seconds=idle_seconds,
+                      rss_mb=max(proc_status_kb(a.pid, "VmRSS") for a in agents) / 1024,
+                      hwm_mb=max(proc_status_kb(a.pid, "VmHWM") for a in agents) / 1024)
+    except BenchFailure as error:
+        failures.append(f"agent: {error}")
+        log(f"FAILED: agent: {error}")
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.send_signal(signal.SIGTERM)
+        for agent in agents:
+            try:
+                rc = agent.wait(30)
+                if rc != 0:
+                    failures.append(f"agent: SIGTERM ended it with exit code {rc}")
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+                failures.append("agent: did not exit within 30 s of SIGTERM")
+    if not any(f.startswith("agent") for f in failures):
+        shutil.rmtree(ctx.root)
+    return result
+
+
+def percentile(sorted_values, p):
+    """Nearest-rank percentile of an ascending list."""
+    rank = max(1, -(-len(sorted_values) * p // 100))
+    return sorted_values[int(rank) - 1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Report
+
+
+def summarize(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def summarize_samples(samples):
+    out = {}
+    for tool, scenarios in samples.items():
+        out[tool] = {}
+        for scenario, runs in scenarios.items():
+            if runs:
+                out[tool][scenario] = {m: summarize([r[m] for r in runs]) for m, _ in METRICS}
+    return out
+
+
+def fmt(stat, metric):
+    if stat is None:
+        return "—"
+    digits = 0 if metric == "rss" else (3 if stat["median"] < 10 else 1)
+    return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}–{stat['max']:.{digits}f})"
+
+
+def mark(ok):
+    return "✓" if ok else "✗"
+
+
+def one_shot_rows(summary, tools, prefix, targets):
+    """Rows (scenario, metric, per-tool cells…, ratios, target) for one corpus size."""
+    rows = []
+    for scenario, title in SCENARIOS:
+        for metric, metric_title in METRICS:
+            cells = [fmt(summary.get(t, {}).get(scenario, {}).get(metric), metric) for t in tools]
+            ratios = []
+            med = {t: summary.get(t, {}).get(scenario, {}).get(metric, {}).get("median") for t in tools}
+            for other in ("unison", "rclone"):
+                if metric == "wall" and med.get("notesync") and med.get(other):
+                    ratios.append(f"{med['notesync'] / med[other]:.2f}")
+                else:
+                    ratios.append("")
+            rows.append([prefix + title if metric == "wall" else "", metric_title] + cells + ratios
+                        + [targets(scenario, metric, med)])
+    return rows
+
+
+def targets_10k(scenario, metric, med):
+    if metric != "wall" or not med.get("notesync"):
+        return ""
+    out = []
+    if scenario in ("first_a", "noop", "edit1") and med.get("unison"):
+        out.append(f"≤0.5×unison {mark(med['notesync'] <= 0.5 * med['unison'])}")
+    if med.get("rclone"):
+        out.append(f"<rclone {mark(med['notesync'] < med['rclone'])}")
+    return "; ".join(out)
+
+
+def targets_100k(scenario, metric, med):
+    ns = med.get("notesync")
+    if ns is None:
+        return ""
+    if metric == "wall" and scenario == "first_a":
+        return f"≤15 s {mark(ns <= 15)}"
+    if metric == "wall" and scenario == "noop":
+        return f"≤0.5 s {mark(ns <= 0.5)}"
+    if metric == "rss":
+        return f"≤200 MB {mark(ns <= 200)}"
+    return ""
+
+
+def agent_rows(agent, ntools):
+    blank = [""] * (ntools - 1) + ["", ""]
+    if not agent or "p50" not in agent:
+        return [["agent", "(failed or skipped)", "—"] + blank + [""]]
+    return [
+        [f"agent: edit on A → B has it ({agent['edits']} edits)", "p50 ms", f"{agent['p50']:.1f}"] + blank
+        + [f"≤100 ms {mark(agent['p50'] <= 100)}"],
+        ["", "p95 ms", f"{agent['p95']:.1f}"] + blank + [""],
+        ["", "p99 ms", f"{agent['p99']:.1f}"] + blank + [f"≤300 ms {mark(agent['p99'] <= 300)}"],
+        ["", "max ms", f"{agent['max']:.1f}"] + blank + [""],
+        ["", "lost edits", f"{agent['lost']}"] + blank + [f"0 {mark(agent['lost'] == 0)}"],
+        [f"agent idle ({agent['idle_seconds']:.0f} s)", "CPU %", f"{agent['idle_cpu_pct']:.2f}"] + blank
+        + [f"≤1 % {mark(agent['idle_cpu_pct'] <= 1)}"],
+        ["", "RSS MB", f"{agent['rss_mb']:.1f}"] + blank + [f"≤60 MB {mark(agent['rss_mb'] <= 60)}"],
+        ["", "peak RSS MB", f"{agent['hwm_mb']:.1f}"] + blank + [""],
+    ]
+
+
+def render(rows, header):
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+
+    def line(cells):
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), sep] + [line(r) for r in rows])
+
+
+def machine_info():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def make_corpus(work, notes, seed):
+    template = os.path.join(work, f"corpus-{notes}")
+    log(f"generating {notes} notes (seed {seed}) in {template}")
+    gen_corpus.generate(template, notes, seed)
+    return template, read_tree(template, ())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notesync", default=os.environ.get("NOTESYNC_BIN"), help="the notesync binary")
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="2 runs, 2,000 notes, 50 agent edits, 10 s idle")
+    parser.add_argument("--large", action="store_true", help="also the one-shot scenarios at 100,000 notes")
+    parser.add_argument("--large-notes", type=int, default=100_000)
+    parser.add_argument("--large-runs", type=int, help="runs at the large size (default: --runs)")
+    parser.add_argument("--tools", default="notesync,unison,rclone", help="comma-separated subset")
+    parser.add_argument("--agent-edits", type=int, default=200)
+    parser.add_argument("--agent-gap", type=float, default=0.2, help="seconds between two agent edits")
+    parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--skip-one-shot", action="store_true")
+    parser.add_argument("--skip-agent", action="store_true")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", help="where the folders go (default: a new folder in $TMPDIR, removed after)")
+    parser.add_argument("--json", default="bench-results.json", help="where the results go as JSON")
+    args = parser.parse_args()
+    if args.quick:
+        args.runs, args.notes, args.agent_edits, args.idle_seconds = 2, 2_000, 50, 10
+    if not args.notesync or not os.access(args.notesync, os.X_OK):
+        parser.error("give the notesync binary with --notesync or NOTESYNC_BIN (scripts/bench does)")
+    args.notesync = os.path.abspath(args.notesync)
+
+    available = {"notesync": NoteSync(args.notesync), "unison": Unison(), "rclone": Rclone()}
+    tools = [available[n] for n in args.tools.split(",")]
+    names = [t.name for t in tools]
+    info = machine_info()
+    info["versions"] = {t.name: t.version() for t in tools}
+    work = args.workdir or tempfile.mkdtemp(prefix="notesync-bench-")
+    os.makedirs(work, exist_ok=True)
+    failures = []
+    results = {"machine": info, "config": {k: v for k, v in vars(args).items() if k not in ("json",)},
+               "failures": failures}
+    started = time.perf_counter()
+
+    template, corpus = make_corpus(work, args.notes, args.seed)
+    results["corpus"] = {"notes": len(corpus), "bytes": sum(map(len, corpus.values())),
+                         "digest": gen_corpus.tree_digest(template)}
+    if not args.skip_one_shot:
+        log(f"one-shot syncs, {args.notes} notes, {args.runs} runs: {', '.join(names)}")
+        samples = one_shot(tools, template, corpus, args.runs, work, args.seed, failures, f"{args.notes}")
+        results["one_shot"] = {"notes": args.notes, "summary": summarize_samples(samples), "samples": samples}
+    if not args.skip_agent and "notesync" in names:
+        log(f"agent latency, {args.notes} notes, {args.agent_edits} edits")
+        results["agent"] = agent_bench(args.notesync, template, corpus, work, args.seed, args.agent_edits,
+                                       args.agent_gap, args.idle_seconds, failures)
+    shutil.rmtree(template)
+    corpus = None
+    if args.large:
+        large_tools = [t for t in tools if t.name in ("notesync", "unison")]
+        ltemplate, lcorpus = make_corpus(work, args.large_notes, args.seed)
+        runs = args.large_runs or args.runs
+        log(f"one-shot syncs, {args.large_notes} notes, {runs} runs: {', '.join(t.name for t in large_tools)}")
+        lsamples = one_shot(large_tools, ltemplate, lcorpus, runs, work, args.seed, failures,
+                            f"{args.large_notes}")
+        results["large"] = {"notes": args.large_notes, "summary": summarize_samples(lsamples), "samples": lsamples}
+        shutil.rmtree(ltemplate)
+    results["seconds"] = time.perf_counter() - started
+
+    header = ["scenario", "metric"] + names + ["notesync/unison", "notesync/rclone", "target"]
+    rows = []
+    if "one_shot" in results:
+        prefix = "" if args.notes == 10_000 else f"{args.notes:,}: "
+        rows += one_shot_rows(results["one_shot"]["summary"], names, prefix,
+                              targets_10k if args.notes == 10_000 else (lambda *_: ""))
+    if "agent" in results:
+        rows += agent_rows(results["agent"], len(names))
+    if "large" in results:
+        rows += one_shot_rows(results["large"]["summary"], names, f"{args.large_notes:,}: ",
+                              targets_100k if args.large_notes == 100_000 else (lambda *_: ""))
+    table = render(rows, header)
+    results["table"] = table
+
+    print(f"notesync benchmark — {info['date']}")
+    print(f"machine: {info['nproc']} CPUs, {info['cpu_model']}, Linux {info['kernel']}")
+    for name, version in info["versions"].items():
+        print(f"{name}: {version}")
+    print(f"corpus: {results['corpus']['notes']} notes, {results['corpus']['bytes'] / 1e6:.1f} MB, "
+          f"seed {args.seed}; {args.runs} runs per scenario" + (" (quick mode)" if args.quick else ""))
+    print("cells: median (min–max); wall and CPU add up over the commands of a step (notesync's first syncs"
+          " include `init`); RSS is the largest of them")
+    if args.notes != 10_000:
+        print("targets are for 10,000 notes: not judged at this size")
+    print()
+    print(table)
+    print()
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1, ensure_ascii=False)
+    print(f"results written to {args.json} ({results['seconds']:.0f} s in all)")
+    if not args.workdir and not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print(f"logs kept in {work}", file=sys.stderr)
+        print(f"\n{len(failures)} FAILURE(S):", file=sys.stderr)
+        for failure in failures:
+            print(f"  FAILED: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
