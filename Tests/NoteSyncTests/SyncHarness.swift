@@ -268,7 +268,7 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
             case .edit(.rewrite(let lines)): return "\(who) rewrites \(note) (\(lines) lines)"
             case .edit(.append): return "\(who) appends to \(note)"
             case .edit(.changeLine(let index)): return "\(who) changes line \(index) of \(note)"
-            case .delete: return "\(who) deletes \(note)"
+            case .delete: return "\(who) deletes \(note) (or the next note it has)"
             case .touch: return "\(who) touches \(note)"
             case .sync: return "\(who) syncs"
             case .dryRunThenSync: return "\(who) dry-runs, then syncs"
@@ -303,11 +303,11 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
 
     private static func action(roll: Int, parameter: Int, dryRuns: Bool) -> Action {
         switch roll {
-        case ..<28: return .sync
-        case ..<35: return dryRuns ? .dryRunThenSync : .sync
-        case ..<55: return .edit(.changeLine(parameter))
+        case ..<32: return .sync
+        case ..<40: return dryRuns ? .dryRunThenSync : .sync
+        case ..<57: return .edit(.changeLine(parameter))
         case ..<67: return .edit(.append)
-        case ..<77: return .edit(.rewrite(lines: 1 + parameter))
+        case ..<74: return .edit(.rewrite(lines: 1 + parameter))
         case ..<96: return .delete
         default: return .touch
         }
@@ -511,9 +511,15 @@ struct SyncHistoryRunner {
             try harness.write(device, note, SyncHarness.text(after))
             model.wrote(device: device, note: note, before: before ?? [], after: after)
         case .delete:
-            guard let before = try harness.read(device, note) else { return }
-            try harness.delete(device, note)
-            model.deleted(device: device, note: note, before: SyncHarness.lines(before))
+            // The chosen note, or else the next one in the pool that the device has: deletes that do something.
+            let start = SyncHistory.pool.firstIndex(of: note) ?? 0
+            for offset in SyncHistory.pool.indices {
+                let candidate = SyncHistory.pool[(start + offset) % SyncHistory.pool.count]
+                guard let before = try harness.read(device, candidate) else { continue }
+                try harness.delete(device, candidate)
+                model.deleted(device: device, note: candidate, before: SyncHarness.lines(before))
+                return
+            }
         case .touch:
             if try harness.read(device, note) != nil { try harness.touch(device, note) }
         case .sync:
