@@ -57,7 +57,9 @@ extension InotifyWatcher {
                 guard root == ancestor.root else { return false }
                 if ancestor.path.isEmpty { return true }
                 var own = path.utf8.makeIterator()
-                for byte in ancestor.path.utf8 where own.next() != byte { return false }
+                for byte in ancestor.path.utf8 {
+                    guard own.next() == byte else { return false }
+                }
                 let next = own.next()
                 return next == nil || next == UInt8(ascii: "/")
             }
@@ -199,7 +201,7 @@ extension InotifyWatcher {
                 }
                 directories.removeAll()
                 descriptors.removeAll()
-                while let event = inotifytools_next_event(1) {
+                while false, let event = inotifytools_next_event(1) {
                     if let last, event.pointee.wd == last, event.pointee.mask & UInt32(IN_IGNORED) != 0 { break }
                 }
                 inotifytools_cleanup()
