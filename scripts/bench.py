@@ -533,7 +533,7 @@ def machine_info():
         pass
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "loadavg_start": os.getloadavg()}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -606,6 +606,7 @@ def main():
         results["large"] = {"notes": args.large_notes, "summary": summarize_samples(lsamples), "samples": lsamples}
         shutil.rmtree(ltemplate)
     results["seconds"] = time.perf_counter() - started
+    info["loadavg_end"] = os.getloadavg()
 
     header = ["scenario", "metric"] + names + ["notesync/unison", "notesync/rclone", "target"]
     rows = []
@@ -622,7 +623,9 @@ def main():
     results["table"] = table
 
     print(f"notesync benchmark — {info['date']}")
-    print(f"machine: {info['nproc']} CPUs, {info['cpu_model']}, Linux {info['kernel']}")
+    print(f"machine: {info['nproc']} CPUs, {info['cpu_model']}, Linux {info['kernel']}; load average "
+          f"{info['loadavg_start'][0]:.1f} at start, {info['loadavg_end'][0]:.1f} at end (other work on the machine"
+          f" makes the figures noisy)")
     for name, version in info["versions"].items():
         print(f"{name}: {version}")
     print(f"corpus: {results['corpus']['notes']} notes, {results['corpus']['bytes'] / 1e6:.1f} MB, "

@@ -213,7 +213,7 @@ struct InotifyWatcherTests {
             try writeFile(dir.sub("outside/a/sub/2.md"), Data("2".utf8))
             _ = try await watch.barrier(root: root, directory: notes)
             #expect(watch.events.contains(.directoryRemoved(root: root, path: "a")))
-            #expect(!paths(watch.events).contains { $0.hasSuffix("2.md") })
+            #expect(!paths(watch.events).contains { $0.hasSuffix("sub/2.md") }, "\(watch.events)")
             #expect(await watch.wait { _ in kernelWatchCount(watch.watcher) == 1 }, "watches of the moved-out tree are removed")
         }
     }
@@ -281,6 +281,7 @@ struct InotifyWatcherTests {
         let limit = try #require(Int(limitText.trimmingCharacters(in: .whitespacesAndNewlines)))
         try writeFile(dir.sub("x"), Data())
         try writeFile(dir.sub("y"), Data())
+        try makeDirectories(dir.sub("old/deep"))
         try await withWatcher(roots: [(dir.path, noIgnore)]) { watch, ids in
             let root = ids[0]
             watch.watcher.pause()
@@ -290,10 +291,20 @@ struct InotifyWatcherTests {
                 try #require(fd >= 0)
                 close(fd)
             }
+            // The queue is full: these events are lost, and only the repair after the overflow can catch up.
+            #expect(rename(dir.sub("old"), dir.sub("renamed")) == 0)
+            try makeDirectories(dir.sub("made/while/full"))
             watch.watcher.resume()
             #expect(await watch.wait(timeout: .seconds(15)) { $0.contains(.overflow) })
-            // Still watching afterwards.
-            _ = try await watch.barrier(root: root, directory: dir.path)
+
+            let before = watch.mark
+            try writeFile(dir.sub("renamed/deep/r.md"), Data("r".utf8))
+            try writeFile(dir.sub("made/while/full/m.md"), Data("m".utf8))
+            #expect(await watch.wait(from: before) { events in
+                events.contains(.changed(root: root, path: "renamed/deep/r.md")) && events.contains(.changed(root: root, path: "made/while/full/m.md"))
+            })
+            #expect(!paths(Array(watch.events[before...])).contains { $0.hasPrefix("old/") })
+            #expect(kernelWatchCount(watch.watcher) == 6)
         }
     }
 
@@ -342,30 +353,51 @@ struct InotifyWatcherTests {
     @Test func oneWatcherPerProcessAndNoStaleEventsForTheNext() async throws {
         let first = try TempDirectory()
         let second = try TempDirectory()
-        let watcherA = InotifyWatcher(logger: testLogger)
+        let watcherA = InotifyWatcher(logger: testLogger, watchLimitForTesting: nil, stopAfterEventsForTesting: 1)
         let harnessA = WatchHarness(watcher: watcherA)
         let watcherB = InotifyWatcher(logger: testLogger)
         let harnessB = WatchHarness(watcher: watcherB)
+        try writeFile(first.sub("a-x"), Data())
+        try writeFile(first.sub("a-y"), Data())
         try watcherA.addRoot(first.path)
         try watcherA.start()
         #expect(throws: NoteSyncError.self) { try watcherB.start() }
 
-        // Stop A in the middle of a big batch of events, so libinotifytools' static buffer still holds some.
+        // A stops after the first event of a big batch, so libinotifytools' static buffer still holds the rest.
+        // Alternating two files keeps the kernel from merging the events.
         watcherA.pause()
-        for index in 0..<7_000 {
-            let fd = open(first.sub("a-\(index)"), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        for index in 0..<14_000 {
+            let fd = open(first.sub(index % 2 == 0 ? "a-x" : "a-y"), O_WRONLY | O_CLOEXEC)
             try #require(fd >= 0)
             close(fd)
         }
         watcherA.resume()
-        _ = await harnessA.wait { !$0.isEmpty }
-        await harnessA.stopAndWait()
+        #expect(await harnessA.wait { _ in harnessA.finished })
+        #expect(harnessA.events.count == 1)
 
         let rootB = try watcherB.addRoot(second.path)
         try watcherB.start()
         let marker = try await harnessB.barrier(root: rootB, directory: second.path)
-        #expect(Set(paths(harnessB.events)) == [marker], "no events left over from the first watcher")
+        let leftovers = paths(harnessB.events).filter { $0 != marker }
+        #expect(leftovers.isEmpty, "\(leftovers.count) events left over from the first watcher, e.g. \(leftovers.prefix(3))")
         await harnessB.stopAndWait()
+    }
+
+    @Test func subtreePathsCompareBytes() {
+        typealias Location = InotifyWatcher.Loop.Location
+        let a = Location(root: 0, path: "a")
+        #expect(Location(root: 0, path: "a").isWithin(a))
+        #expect(Location(root: 0, path: "a/b/c").isWithin(a))
+        #expect(!Location(root: 0, path: "ab").isWithin(a))
+        #expect(!Location(root: 1, path: "a/b").isWithin(a))
+        #expect(Location(root: 0, path: "x").isWithin(Location(root: 0, path: "")))
+        // "é" precomposed and decomposed are equal Strings but different directories on Linux.
+        let composed = Location(root: 0, path: "caf\u{E9}")
+        let decomposed = Location(root: 0, path: "cafe\u{301}")
+        #expect(composed != decomposed)
+        #expect(!Location(root: 0, path: "cafe\u{301}/n.md").isWithin(composed))
+        #expect(Location(root: 0, path: "a/b/c").moved(from: a, to: Location(root: 0, path: "z/y")) == Location(root: 0, path: "z/y/b/c"))
+        #expect(a.moved(from: a, to: Location(root: 0, path: "b")) == Location(root: 0, path: "b"))
     }
 
     @Test func addRootRejectsMissingDirectoriesAndStoppedWatchers() async throws {

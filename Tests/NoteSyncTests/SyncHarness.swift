@@ -9,8 +9,9 @@ import Testing
 /// temporary directory and driven in-process through ``SyncEngine`` as `notesync init` and `notesync sync` do.
 ///
 /// Note mtimes come from a logical clock: every write or touch by the harness gives the note a strictly
-/// increasing mtime, one second apart, so "the later `modified` wins" is deterministic, conflict copy names
-/// differ, and two writes never share a stat fingerprint however coarse the filesystem's timestamps are.
+/// increasing mtime (`clockStep` apart), so "the later `modified` wins" is deterministic and two writes never
+/// share a stat fingerprint however coarse the filesystem's timestamps are. With a step of a second conflict
+/// copies made of different versions get different names; with a millisecond they often share one.
 final class SyncHarness {
     struct Device {
         let id: String
@@ -32,6 +33,7 @@ final class SyncHarness {
     let serverRoot: String
     let devices: [Device]
     private(set) var now = SyncHarness.epoch
+    let clockStep: Int64
     /// A reader of the server for the checks, which folds in only the entries it has not read yet.
     private let checker: ServerStore
     private var checkerState = ZoneState()
@@ -39,8 +41,9 @@ final class SyncHarness {
 
     /// `persistentState` keeps each device's local state in `.notesync/state.sqlite` (as the CLI does) rather
     /// than in memory: slower (SQLite fsyncs), needed where the database file itself is compared.
-    init(deviceCount: Int, persistentState: Bool = false) throws {
+    init(deviceCount: Int, persistentState: Bool = false, clockStep: Int64 = 1_000_000_000) throws {
         precondition((1...3).contains(deviceCount))
+        self.clockStep = clockStep
         directory = try TempDirectory("notesync-props")
         serverRoot = directory.sub("server")
         try ServerStore.create(root: serverRoot, logger: testLogger)
@@ -61,7 +64,7 @@ final class SyncHarness {
 
     /// The next logical time, in nanoseconds.
     func tick() -> Int64 {
-        now += 1_000_000_000
+        now += clockStep
         return now
     }
 
@@ -241,6 +244,9 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
     enum Edit: Sendable, Hashable {
         /// Replace the whole text by `lines` new lines (also how a missing note is created).
         case rewrite(lines: Int)
+        /// Replace the whole text by one of two well-known texts, which other devices may write too (so both
+        /// sides of a sync can make the same change).
+        case rewriteShared(Int)
         /// Add one new line at the end.
         case append
         /// Replace one line (index taken modulo the line count) by a new line.
@@ -266,6 +272,7 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
             let who = SyncHarness.deviceNames[device]
             switch action {
             case .edit(.rewrite(let lines)): return "\(who) rewrites \(note) (\(lines) lines)"
+            case .edit(.rewriteShared(let variant)): return "\(who) rewrites \(note) as well-known text \(variant)"
             case .edit(.append): return "\(who) appends to \(note)"
             case .edit(.changeLine(let index)): return "\(who) changes line \(index) of \(note)"
             case .delete: return "\(who) deletes \(note) (or the next note it has)"
@@ -277,28 +284,45 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
     }
 
     var deviceCount: Int
+    /// The logical clock's step, in nanoseconds: a second, or a millisecond (many edits within one second).
+    var clockStep: Int64 = 1_000_000_000
     var steps: [Step]
 
     var testDescription: String {
-        "\(deviceCount) devices: " + steps.map(\.description).joined(separator: "; ")
+        "\(deviceCount) devices, clock step \(clockStep) ns: " + steps.map(\.description).joined(separator: "; ")
     }
 
     /// Histories of 2–3 devices and `length` steps. Integers shrink towards 0, which maps to a sync by alice of
     /// the first note: a shrunk history keeps only the steps that matter.
-    static func generator(length: ClosedRange<Int> = 10...30, dryRuns: Bool = false)
+    static func generator(length: ClosedRange<Int> = 5...30, dryRuns: Bool = false)
         -> Generator<SyncHistory, some Sequence & SendableMetatype>
     {
         let step = zip(Gen.int(in: 0...2), Gen.int(in: 0...(pool.count - 1)), Gen.int(in: 0...99), Gen.int(in: 0...5))
             .map { device, note, roll, parameter in
                 Step(device: device, note: pool[note], action: action(roll: roll, parameter: parameter, dryRuns: dryRuns))
             }
-        return zip(Gen.int(in: 2...3), step.array(of: length)).map { deviceCount, steps in
-            SyncHistory(deviceCount: deviceCount, steps: steps.map { step in
+        return zip(Gen.int(in: 2...3), Gen.bool, step.array(of: length)).map { deviceCount, fineClock, steps in
+            SyncHistory(deviceCount: deviceCount, clockStep: fineClock ? 1_000_000 : 1_000_000_000, steps: steps.map { step in
                 var step = step
                 step.device %= deviceCount
                 return step
             })
         }
+    }
+
+    /// A note synced everywhere; then one device edits it while another deletes it, neither having seen the
+    /// other's change, and they sync in either order. The edit must win (DESIGN.md §3).
+    static let editAgainstDelete = zip(
+        Gen.int(in: 0...(pool.count - 1)), Gen.int(in: 2...3), Gen.int(in: 0...2), Gen.int(in: 0...5), Gen.bool, Gen.bool
+    ).map { note, deviceCount, kind, parameter, bobEdits, editorSyncsFirst in
+        let note = pool[note]
+        let (editor, deleter) = bobEdits ? (1, 0) : (0, 1)
+        let edit: Edit = [.changeLine(parameter), .append, .rewrite(lines: 1 + parameter)][kind]
+        var steps = [Step(device: 0, note: note, action: .edit(.rewrite(lines: 4)))]
+        steps += (0..<deviceCount).map { Step(device: $0, note: note, action: .sync) }
+        steps += [Step(device: editor, note: note, action: .edit(edit)), Step(device: deleter, note: note, action: .delete)]
+        steps += (editorSyncsFirst ? [editor, deleter] : [deleter, editor]).map { Step(device: $0, note: note, action: .sync) }
+        return SyncHistory(deviceCount: deviceCount, steps: steps)
     }
 
     private static func action(roll: Int, parameter: Int, dryRuns: Bool) -> Action {
@@ -307,7 +331,8 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
         case ..<40: return dryRuns ? .dryRunThenSync : .sync
         case ..<57: return .edit(.changeLine(parameter))
         case ..<67: return .edit(.append)
-        case ..<74: return .edit(.rewrite(lines: 1 + parameter))
+        case ..<71: return .edit(.rewrite(lines: 1 + parameter))
+        case ..<74: return .edit(.rewriteShared(parameter % 2))
         case ..<96: return .delete
         default: return .touch
         }
@@ -340,8 +365,8 @@ struct SyncHistoryModel {
     private(set) var events: [Event] = []
     private var knowledge: [Set<Int>]
     private(set) var serverKnowledge: Set<Int> = []
-    /// The event that wrote each line first.
-    private var origin: [String: Int] = [:]
+    /// The events that wrote each line (several only for the well-known texts).
+    private var origins: [String: [Int]] = [:]
     /// Lines some user removed from a note in front of them: these may go.
     private var removed: Set<String> = []
 
@@ -356,7 +381,7 @@ struct SyncHistoryModel {
         let id = record(device: device, note: note, lines: after)
         let kept = Set(after)
         removed.formUnion(before.filter { !kept.contains($0) })
-        for line in after where origin[line] == nil { origin[line] = id }
+        for line in after where origins[line]?.contains(id) != true { origins[line, default: []].append(id) }
     }
 
     mutating func deleted(device: Int, note: String, before: [String]) {
@@ -378,9 +403,10 @@ struct SyncHistoryModel {
         return id
     }
 
-    /// Lines written by events in `known` and never removed by a user: each must be in some note.
+    /// Lines written by events in `known` and never removed by a user, with the first such event: each must be
+    /// in some note.
     func linesThatMustSurvive(known: Set<Int>) -> [String: Int] {
-        origin.filter { known.contains($0.value) && !removed.contains($0.key) }
+        origins.filter { !removed.contains($0.key) }.compactMapValues { $0.first(where: known.contains) }
     }
 
     /// Notes whose end is decided by the history alone, with their expected text (nil: the note is gone).
@@ -422,8 +448,10 @@ struct SyncFindings: CustomStringConvertible {
 
     var description: String {
         [("harness", harness), ("lost writes", lostWrites), ("convergence", convergence), ("idempotence", idempotence),
-         ("dry run", dryRun)].filter { !$0.1.isEmpty }.map { "\($0.0):\n  " + $0.1.joined(separator: "\n  ") }
-            .joined(separator: "\n")
+         ("dry run", dryRun)].filter { !$0.1.isEmpty }.map { label, found in
+            "\(label):\n  " + (found.prefix(8) + (found.count > 8 ? ["… and \(found.count - 8) more"] : []))
+                .joined(separator: "\n  ")
+        }.joined(separator: "\n")
     }
 }
 
@@ -464,7 +492,8 @@ struct SyncHistoryRunner {
     init(history: SyncHistory, checks: SyncChecks) throws {
         self.history = history
         self.checks = checks
-        harness = try SyncHarness(deviceCount: history.deviceCount, persistentState: checks.contains(.dryRun))
+        harness = try SyncHarness(deviceCount: history.deviceCount, persistentState: checks.contains(.dryRun),
+                                  clockStep: history.clockStep)
         model = SyncHistoryModel(deviceCount: history.deviceCount)
     }
 
@@ -500,6 +529,8 @@ struct SyncHistoryRunner {
             switch (edit, before) {
             case (.rewrite(let count), _):
                 after = fresh(count)
+            case (.rewriteShared(let variant), _):
+                after = (0..<4).map { "\(note) well-known \(variant) l\($0)" }
             case (_, nil):
                 after = fresh(4)
             case (.append, let lines?):
@@ -551,14 +582,14 @@ struct SyncHistoryRunner {
         model.synced(device)
         guard checks.contains(.convergence) || checks.contains(.lostWrites) else { return }
         let server = try harness.serverNotes()
-        if checks.contains(.convergence) {
+        if checks.contains(.convergence) && findings.convergence.isEmpty {
             let local = try harness.notes(device)
             for path in Set(local.keys).union(server.keys).sorted() where local[path] != server[path]?.data {
                 findings.convergence.append("\(at): after \(who)'s sync, \(path) is "
                                             + "\(Self.show(local[path])) there and \(Self.show(server[path]?.data)) on the server")
             }
         }
-        if checks.contains(.lostWrites) {
+        if checks.contains(.lostWrites) && findings.lostWrites.isEmpty {
             let held = Set(server.values.flatMap { SyncHarness.lines($0.data) })
             for (line, origin) in model.linesThatMustSurvive(known: model.serverKnowledge).sorted(by: { $0.key < $1.key })
             where !held.contains(line) {

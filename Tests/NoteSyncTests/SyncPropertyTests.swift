@@ -22,6 +22,17 @@ import Testing
         }
     }
 
+    /// Edit beats delete: a note edited on one device and deleted on another, neither having seen the other's
+    /// change, survives everywhere with the edited text (the history decides it: ``SyncHistoryModel/decidedOutcomes()``).
+    @Test func anEditBeatsAConcurrentDelete() async {
+        await propertyCheck(count: 30, input: SyncHistory.editAgainstDelete) { history in
+            let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence])
+            #expect(findings.harness.isEmpty, "\(findings)")
+            #expect(findings.lostWrites.isEmpty, "\(findings)")
+            #expect(findings.convergence.isEmpty, "\(findings)")
+        }
+    }
+
     /// Convergence: after each sync the device holds exactly the server's heads; after healing every notes folder
     /// holds the same files, byte for byte and with the records' mtimes, and they are the server's heads.
     @Test func devicesConvergeOnTheServerHeads() async {

@@ -125,7 +125,7 @@ extension InotifyWatcher {
                 return
             }
             var startError: NoteSyncError?
-            for request in watcher.control.withLock({ state in defer { state.requests.removeAll() }; return state.requests }) {
+            for request in takeQueuedRequests() {
                 let error = addRoot(request)
                 if let reply = request.reply {
                     reply.finish(error)
@@ -194,16 +194,19 @@ extension InotifyWatcher {
         /// instance. So first remove every watch and read until the `IN_IGNORED` of the last one removed (the
         /// last event the kernel can queue), or until a read times out.
         func shutDown() {
-            if initialized {
+            // The drain needs a descriptor select() can take; with none, nothing was read and nothing is buffered.
+            if initialized && descriptor >= 0 {
                 var last: Int32?
                 for wd in directories.keys {
                     if inotify_rm_watch(descriptor, wd) == 0 { last = wd }
                 }
                 directories.removeAll()
                 descriptors.removeAll()
-                while false, let event = inotifytools_next_event(1) {
+                while let event = inotifytools_next_event(1) {
                     if let last, event.pointee.wd == last, event.pointee.mask & UInt32(IN_IGNORED) != 0 { break }
                 }
+            }
+            if initialized {
                 inotifytools_cleanup()
                 initialized = false
             }
@@ -225,6 +228,7 @@ extension InotifyWatcher {
         // MARK: the read loop
 
         func readEvents() {
+            var handled = 0
             while true {
                 guard takeRequests() else { return }
                 guard let event = inotifytools_next_event(1) else {
@@ -241,16 +245,21 @@ extension InotifyWatcher {
                     return
                 }
                 handle(RawEvent(event))
+                handled += 1
+                if let limit = watcher.stopAfterEventsForTesting, handled >= limit { return }
+            }
+        }
+
+        func takeQueuedRequests() -> [RootRequest] {
+            watcher.control.withLock { state in
+                defer { state.requests.removeAll() }
+                return state.requests
             }
         }
 
         /// Handles stop, pause and new roots between reads; false once stop was asked for.
         func takeRequests() -> Bool {
-            let requests = watcher.control.withLock { state in
-                defer { state.requests.removeAll() }
-                return state.requests
-            }
-            for request in requests { request.reply?.finish(addRoot(request)) }
+            for request in takeQueuedRequests() { request.reply?.finish(addRoot(request)) }
             var (stop, pause) = watcher.control.withLock { state in
                 if state.pauseRequested && !state.stopRequested { state.paused = true }
                 return (state.stopRequested, state.pauseRequested)

@@ -19,6 +19,12 @@ import Synchronization
 /// opened; the library only initialises, reads and cleans up. New directories are watched and *then* scanned,
 /// because files written before the watch existed raise no event.
 ///
+/// A directory renamed within a root keeps its watches (the map is rewritten for the whole subtree) and is
+/// reported as `directoryRemoved(old)`, `directoryAppeared(new)` plus a scan of `new`. Whether an
+/// `IN_MOVED_FROM` of a directory was a move out of the tree is decided by the next event (the kernel queues
+/// the matching `IN_MOVED_TO` right after it) or a one-second quiet; a move out drops the subtree's watches.
+/// Entries whose names are not valid UTF-8 are skipped, as the scanner skips them (it warns on its next pass).
+///
 /// One watcher at a time per process: libinotifytools has a single inotify instance, so ``start()`` throws
 /// while another watcher runs. A stopped watcher cannot be restarted; make a new one.
 public final class InotifyWatcher: Sendable {
@@ -31,6 +37,8 @@ public final class InotifyWatcher: Sendable {
     let logger: Logger
     /// Pretends the watch limit is this many watches (tests; nil in production).
     let watchLimitForTesting: Int?
+    /// Stops the thread right after it has handled this many events, mid-batch (tests; nil in production).
+    let stopAfterEventsForTesting: Int?
     /// The hand-off between callers and the watcher thread; everything else lives on that thread.
     let control = Mutex(Control())
 
@@ -45,9 +53,10 @@ public final class InotifyWatcher: Sendable {
         self.init(logger: logger, watchLimitForTesting: nil)
     }
 
-    init(logger: Logger, watchLimitForTesting: Int?) {
+    init(logger: Logger, watchLimitForTesting: Int?, stopAfterEventsForTesting: Int? = nil) {
         self.logger = logger
         self.watchLimitForTesting = watchLimitForTesting
+        self.stopAfterEventsForTesting = stopAfterEventsForTesting
         (events, continuation) = AsyncStream.makeStream(of: WatchEvent.self,
                                                         bufferingPolicy: .bufferingOldest(Self.bufferLimit))
         // A consumer that stops listening stops the watcher.
@@ -62,7 +71,8 @@ public final class InotifyWatcher: Sendable {
     /// Before ``start()`` this only checks that `path` is a directory and queues it: ``start()`` returns once
     /// it is watched. While the watcher runs, this blocks until the watcher thread has added the watches
     /// (up to about a second: the thread picks requests up between reads). Either way, scan the root after the
-    /// watches exist, not before, or a change in between goes unnoticed.
+    /// watches exist, not before, or a change in between goes unnoticed. Roots must not overlap: the kernel
+    /// keeps one watch per directory, so a directory in two roots would report to only one of them.
     ///
     /// - Parameters:
     ///   - ignore: called on the watcher thread with a `/`-separated path relative to `path` whose parent
@@ -152,7 +162,7 @@ public final class InotifyWatcher: Sendable {
     /// Test hook: parks the watcher thread between reads, so the kernel queue fills up; returns once parked.
     func pause() {
         control.withLock { $0.pauseRequested = true }
-        while !control.withLock({ $0.paused || $0.phase == .stopped }) { usleep(2_000) }
+        while !control.withLock({ $0.paused || $0.phase != .running }) { usleep(2_000) }
     }
 
     /// Test hook: lets a paused watcher thread read again.

@@ -131,14 +131,19 @@ public struct NoteApplier: Sendable {
     }
 
     /// Renames `source` to a free conflict-copy name of `name` made on this device (no-replace, so an
-    /// existing file is never replaced: a clash picks the next name).
-    public func keepAsConflictCopy(_ name: RecordName, from source: String,
-                                   date: Date = Date()) throws -> RecordName {
+    /// existing file is never replaced: a clash picks the next name). Names for which `isTaken` is true (a
+    /// record of that name on the server) are passed over too.
+    public func keepAsConflictCopy(_ name: RecordName, from source: String, date: Date = Date(),
+                                   avoiding isTaken: (RecordName) -> Bool = { _ in false }) throws -> RecordName {
         let directory = (source as NSString).deletingLastPathComponent
         var attempt = 1
         while true {
             let copyName = try RecordName(validating: ConflictCopyName.notesyncConflictName(
                 for: name.string, device: deviceName, date: date, attempt: attempt))
+            if isTaken(copyName) && attempt < 100 {
+                attempt += 1
+                continue
+            }
             let target = root + "/" + copyName.string
             if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
                 try FileIO.syncDirectory(directory)

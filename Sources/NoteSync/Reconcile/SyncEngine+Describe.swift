@@ -2,7 +2,7 @@ import Foundation
 
 extension SyncEngine {
     /// Describes one planned step for a dry run, reading (never writing) what it needs for the diff.
-    func describe(_ step: Step, scan: ScanResult, bases: [RecordName: BaseRecord], store: ServerStore,
+    func describe(_ step: Step, scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, store: ServerStore,
                   options: SyncOptions) throws -> PlannedChange {
         let name = step.name
         var change = PlannedChange(kind: .adopt, name: name.description)
@@ -68,7 +68,9 @@ extension SyncEngine {
                 change.kind = .conflict
                 let loserDevice = localWins ? deviceName(head.device, store: store) : config.deviceName
                 let loserDate = Date(timeIntervalSince1970: Double(localWins ? head.modified : file.modified) / 1e9)
-                let copy = try conflictName(name, device: loserDevice, date: loserDate)
+                let copy = try conflictName(name, device: loserDevice, date: loserDate) {
+                    isConflictNameTaken($0, zone: zone, bases: bases)
+                }
                 var detail = (localWins ? "the local version keeps the name; the server's becomes "
                                         : "the server's version keeps the name; the local one becomes ") + copy.description
                 if case .binary = result { detail += " (binary content is never merged)" }

@@ -31,6 +31,8 @@ extension SyncEngine {
         var pushes: [Push] = []
         var baseUpdates: [RecordName: BaseRecord?] = [:]
         var conflicts: [ConflictRecord] = []
+        var copies: Set<RecordName> = []
+        func isTaken(_ copy: RecordName) -> Bool { copies.contains(copy) || isConflictNameTaken(copy, zone: zone, bases: bases) }
 
         func setBase(_ name: RecordName, _ head: RecordHead, _ fingerprint: StatFingerprint?) {
             guard let text = head.text else { return }
@@ -112,7 +114,9 @@ extension SyncEngine {
                     case .conflict(let localWins):
                         let date = Date(timeIntervalSince1970: Double((localWins ? server.modified : local.modified)) / 1e9)
                         if localWins {
-                            let copyName = try conflictName(name, device: deviceName(server.device, store: store), date: date)
+                            let copyName = try conflictName(name, device: deviceName(server.device, store: store), date: date,
+                                                            isTaken: isTaken)
+                            copies.insert(copyName)
                             _ = try applier.write(copyName, path: copyName.string, data: serverData, modified: server.modified, expected: nil)
                             pushes.append(Push(name: copyName, path: copyName.string, base: 0, kind: .upload))
                             pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .conflict))
@@ -120,7 +124,9 @@ extension SyncEngine {
                                                             time: Clock.nowNanoseconds()))
                             note(.conflict, name, copyName.description)
                         } else {
-                            let copy = try applier.keepAsConflictCopy(name, from: folder.root + "/" + local.path, date: date)
+                            let copy = try applier.keepAsConflictCopy(name, from: folder.root + "/" + local.path, date: date,
+                                                                      avoiding: isTaken)
+                            copies.insert(copy)
                             setBase(name, server, try write(name, server, path: local.path, expected: nil))
                             pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
                             conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName,
@@ -242,7 +248,23 @@ extension SyncEngine {
         }
     }
 
-    func conflictName(_ name: RecordName, device: String, date: Date) throws -> RecordName {
-        try RecordName(validating: ConflictCopyName.notesyncConflictName(for: name.string, device: device, date: date))
+    /// The first conflict copy name of `name` (attempt 1, 2 …) that is not taken; the same choice as
+    /// ``NoteApplier/keepAsConflictCopy(_:from:date:avoiding:)`` makes, so a dry run names the copy a sync makes.
+    func conflictName(_ name: RecordName, device: String, date: Date,
+                      isTaken: (RecordName) -> Bool) throws -> RecordName {
+        for attempt in 1...100 {
+            let copy = try RecordName(validating: ConflictCopyName.notesyncConflictName(
+                for: name.string, device: device, date: date, attempt: attempt))
+            if !isTaken(copy) && FileIO.lstatInfo(folder.root + "/" + copy.string) == nil { return copy }
+        }
+        throw NoteSyncError(.conflict, path: name.string, "has 100 conflict copies of the same second already",
+                            fix: "resolve and delete its conflict copies, then sync again")
+    }
+
+    /// Whether a conflict copy may not take `copy`: a record of that name exists on the server (even deleted)
+    /// or was synced here. Saving a copy as new (based on 0) over a record would lose the race for ever, and
+    /// writing it over a note would replace that note.
+    func isConflictNameTaken(_ copy: RecordName, zone: ZoneState, bases: [RecordName: BaseRecord]) -> Bool {
+        zone.heads[copy] != nil || bases[copy] != nil
     }
 }

@@ -103,7 +103,7 @@ public final class SyncEngine {
             let plan = Self.plan(scan: scan, bases: bases, zone: zone)
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {
-                report.changes = try plan.map { try describe($0, scan: scan, bases: bases, store: store, options: options) }
+                report.changes = try plan.map { try describe($0, scan: scan, bases: bases, zone: zone, store: store, options: options) }
                 report.conflictCopies = report.changes.filter { $0.kind == .conflict }.compactMap(\.detail)
                 report.warnings += zone.quarantined.map { "quarantined on the server: \($0)" }
                 report.pending = plan.filter { if case .push = $0.decision { true } else { false } }.count

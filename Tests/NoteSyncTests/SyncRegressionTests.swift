@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+@testable import NoteSync
+
+/// Histories that the property tests of SyncPropertyTests.swift shrank to, kept as deterministic tests once
+/// the engine was fixed. Each replays the history with the harness of SyncHarness.swift and checks every property.
+@Suite struct SyncRegressionTests {
+    private static func step(_ device: Int, _ note: String, _ action: SyncHistory.Action) -> SyncHistory.Step {
+        SyncHistory.Step(device: device, note: note, action: action)
+    }
+
+    /// A conflict copy named like one that already exists (same note, same losing device, same second).
+    ///
+    /// Alice's first sync keeps bob's version as `a/b (conflict bob …).md`; later bob's and alice's next edits
+    /// conflict again, bob's loses again within the same second, and the engine picked the same copy name: it
+    /// wrote over the existing copy (moving that one aside without syncing it), saved the copy as new (base 0)
+    /// against the existing record, lost the race, and in the next round pushed that name twice in one commit:
+    /// "appears twice in one commit", on every sync after, for ever. Copy names must be free locally and on
+    /// the server.
+    @Test func aConflictCopyNameThatIsTakenIsNotReused() {
+        let note = "a/b.md"
+        let history = SyncHistory(deviceCount: 2, clockStep: 1_000_000, steps: [
+            Self.step(1, note, .edit(.changeLine(0))), Self.step(1, note, .sync),
+            Self.step(0, note, .edit(.changeLine(0))), Self.step(0, note, .sync),
+            Self.step(1, note, .edit(.changeLine(0))), Self.step(0, note, .edit(.changeLine(0))),
+            Self.step(1, note, .sync),
+        ])
+        let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .idempotence])
+        #expect(findings.harness.isEmpty, "\(findings)")
+        #expect(findings.lostWrites.isEmpty, "\(findings)")
+        #expect(findings.convergence.isEmpty, "\(findings)")
+        #expect(findings.idempotence.isEmpty, "\(findings)")
+    }
+
+    /// The same with three devices and a dry run: the copy name the dry run announces is the free one the
+    /// sync then uses.
+    @Test func aDryRunAnnouncesTheFreeConflictCopyName() {
+        let note = "note.md"
+        let history = SyncHistory(deviceCount: 3, clockStep: 1_000_000, steps: [
+            Self.step(0, note, .edit(.changeLine(0))), Self.step(0, note, .sync),
+            Self.step(2, note, .edit(.changeLine(0))), Self.step(2, note, .sync),
+            Self.step(0, note, .edit(.changeLine(0))), Self.step(1, note, .edit(.changeLine(0))),
+            Self.step(0, note, .dryRunThenSync), Self.step(1, note, .dryRunThenSync),
+        ])
+        let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .dryRun])
+        #expect(findings.harness.isEmpty, "\(findings)")
+        #expect(findings.lostWrites.isEmpty, "\(findings)")
+        #expect(findings.convergence.isEmpty, "\(findings)")
+        #expect(findings.dryRun.isEmpty, "\(findings)")
+    }
+}
