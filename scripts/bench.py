@@ -58,18 +58,22 @@ def log(msg):
 
 
 def run_measured(argv, env=None, logfile=None):
-    """Runs argv to completion; wall time, user+sys CPU and peak RSS of the child (os.wait4's rusage)."""
-    with open(logfile or os.devnull, "ab") as out:
+    """Runs argv to completion: wall time, user+sys CPU (os.wait4's rusage, which includes the reaped child) and
+    peak RSS. The RSS comes from GNU time, the child's parent: a child forked straight from this Python process
+    would inherit its memory high-water mark (Linux keeps ru_maxrss across exec), inflating every figure."""
+    with tempfile.NamedTemporaryFile("r", prefix="bench-rss-") as rss, open(logfile or os.devnull, "ab") as out:
         if logfile:
             out.write(("$ " + " ".join(argv) + "\n").encode())
             out.flush()
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        proc = subprocess.Popen(["/usr/bin/time", "-q", "-f", "%M", "-o", rss.name] + argv, env=env,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024.0,
-            "rc": proc.returncode}
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        text = rss.read().strip().splitlines()
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+            "rss": int(text[-1]) / 1024.0 if text and text[-1].isdigit() else float("nan"), "rc": proc.returncode}
 
 
 def run_step(commands, logfile):

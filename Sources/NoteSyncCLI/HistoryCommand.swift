@@ -95,7 +95,7 @@ func recordName(_ argument: String, folder: NotesFolder) throws -> RecordName {
     var path = argument
     let absolute = NotesFolder(root: argument).root
     if absolute.hasPrefix(folder.root + "/") { path = String(absolute.dropFirst(folder.root.count + 1)) }
-    do { return try RecordName(validating: path.precomposedStringWithCanonicalMapping) } catch {
+    do { return try RecordName(validating: RecordName.nfc(path)) } catch {
         throw NoteSyncError(.usage, path: argument, error.reason, fix: "give the note's path inside \(folder.root)")
     }
 }

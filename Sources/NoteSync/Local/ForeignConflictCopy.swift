@@ -34,6 +34,9 @@ public struct ForeignConflictCopy: Sendable, Equatable {
     /// Recognises `path` (a relative path or a bare name) as a foreign conflict copy, or returns nil.
     public init?(path: String) {
         let (directory, name) = splitLastComponent(path)
+        // Every conflict name these tools make contains "onflict" (any case): a cheap test first, because the
+        // scanner asks about every note.
+        guard Self.mayBeConflict(name) else { return nil }
         let bytes = Array(name.utf8)
         guard let (tool, original) = Self.syncthing(bytes) ?? Self.nextcloudLegacy(bytes)
             ?? Self.conflictedCopy(bytes) ?? Self.dropboxRename(bytes)
@@ -43,6 +46,23 @@ public struct ForeignConflictCopy: Sendable, Equatable {
     }
 
     /// The tool whose conflict copy `name` (a path or a bare name) is, or nil for any other name.
+    static func mayBeConflict(_ name: String) -> Bool {
+        let pattern: [UInt8] = Array("onflict".utf8)
+        let bytes = name.utf8
+        guard bytes.count >= pattern.count else { return false }
+        var matched = 0
+        for byte in bytes {
+            let lower = (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
+            if lower == pattern[matched] {
+                matched += 1
+                if matched == pattern.count { return true }
+            } else {
+                matched = lower == pattern[0] ? 1 : 0
+            }
+        }
+        return false
+    }
+
     public static func detect(_ name: String) -> Tool? {
         ForeignConflictCopy(path: name)?.tool
     }

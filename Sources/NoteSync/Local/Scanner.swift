@@ -75,10 +75,10 @@ public struct Scanner: Sendable {
             var scope = Set<RecordName>()
             let sortedBases = bases.keys.sorted()
             for path in Set(paths).sorted() where !path.isEmpty {
-                if let name = try? RecordName(validating: path.precomposedStringWithCanonicalMapping) { scope.insert(name) }
-                let prefix = path.precomposedStringWithCanonicalMapping + "/"
+                if let name = try? RecordName(validating: RecordName.nfc(path)) { scope.insert(name) }
+                let prefix = RecordName.nfc(path) + "/"
                 var low = Self.lowerBound(sortedBases, prefix)
-                while low < sortedBases.count, sortedBases[low].string.hasPrefix(prefix) {
+                while low < sortedBases.count, sortedBases[low].string.utf8.starts(with: prefix.utf8) {
                     scope.insert(sortedBases[low])
                     low += 1
                 }
@@ -186,7 +186,7 @@ public struct Scanner: Sendable {
             try walk(path, into: &result, candidates: &candidates, seen: &seen)
             return
         }
-        let nfc = path.precomposedStringWithCanonicalMapping
+        let nfc = RecordName.nfc(path)
         let name: RecordName
         do { name = try RecordName(validating: nfc) } catch {
             result.warnings.append("\(DisplayName.escape(path)): skipped: \(error.reason); rename it")
@@ -214,7 +214,7 @@ public struct Scanner: Sendable {
         var low = 0, high = names.count
         while low < high {
             let middle = (low + high) / 2
-            if names[middle].string < prefix { low = middle + 1 } else { high = middle }
+            if names[middle].string.utf8.lexicographicallyPrecedes(prefix.utf8) { low = middle + 1 } else { high = middle }
         }
         return low
     }

@@ -18,7 +18,8 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     public var description: String { DisplayName.escape(string) }
-    public static func < (a: RecordName, b: RecordName) -> Bool { a.string < b.string }
+    /// Byte order of the UTF-8 names: fast, and the same on every device.
+    public static func < (a: RecordName, b: RecordName) -> Bool { a.string.utf8.lexicographicallyPrecedes(b.string.utf8) }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
@@ -30,6 +31,11 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(string)
+    }
+
+    /// `text` in Unicode NFC; ASCII (the common case) is returned as it is, without Foundation's normaliser.
+    public static func nfc(_ text: String) -> String {
+        text.utf8.allSatisfy { $0 < 0x80 } ? text : text.precomposedStringWithCanonicalMapping
     }
 
     /// The components of the name, e.g. `["work", "plan.md"]`.
@@ -45,29 +51,49 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// The one path validator: every rule a name must pass before it is used as a path.
     public static func validate(_ name: String) throws(NameError) {
         func refuse(_ reason: String) -> NameError { NameError(name: name, reason: reason) }
-        if name.isEmpty { throw refuse("empty name") }
-        if name.utf8.count > maxNameBytes { throw refuse("longer than \(maxNameBytes) bytes") }
-        if name.hasPrefix("/") { throw refuse("absolute path") }
-        for scalar in name.unicodeScalars {
-            switch scalar.value {
-            case 0x00: throw refuse("contains NUL")
-            case 0x01...0x1F, 0x7F...0x9F: throw refuse("contains a control character")
-            case 0xFFFD: throw refuse("contains U+FFFD (the name was not valid UTF-8)")
-            default: break
+        var name = name
+        // One pass over the bytes: this runs for every note of every scan, so no per-character String work.
+        let (isASCII, problem): (Bool, String?) = name.withUTF8 { bytes in
+            if bytes.isEmpty { return (true, "empty name") }
+            if bytes.count > maxNameBytes { return (true, "longer than \(maxNameBytes) bytes") }
+            if bytes[0] == 0x2F { return (true, "absolute path") }
+            var ascii = true
+            var componentStart = 0
+            var index = 0
+            while index <= bytes.count {
+                let byte: UInt8 = index < bytes.count ? bytes[index] : 0x2F
+                switch byte {
+                case 0x00: return (ascii, "contains NUL")
+                case 0x01...0x1F, 0x7F: return (ascii, "contains a control character")
+                case 0xC2 where index + 1 < bytes.count && (0x80...0x9F).contains(bytes[index + 1]):
+                    return (ascii, "contains a control character")
+                case 0xEF where index + 2 < bytes.count && bytes[index + 1] == 0xBF && bytes[index + 2] == 0xBD:
+                    return (ascii, "contains U+FFFD (the name was not valid UTF-8)")
+                case 0x2F:
+                    let length = index - componentStart
+                    if length == 0 { return (ascii, "empty path component") }
+                    if length == 1 && bytes[componentStart] == 0x2E { return (ascii, "contains a \".\" component") }
+                    if length == 2 && bytes[componentStart] == 0x2E && bytes[componentStart + 1] == 0x2E {
+                        return (ascii, "contains a \"..\" component")
+                    }
+                    if length > maxComponentBytes { return (ascii, "a component is longer than \(maxComponentBytes) bytes") }
+                    if bytes[componentStart] == 0x2E,
+                       IgnoreRules.isAgentOwned(String(decoding: UnsafeBufferPointer(rebasing: bytes[componentStart..<index]), as: UTF8.self)) {
+                        return (ascii, "names notesync's own state or temp files")
+                    }
+                    componentStart = index + 1
+                default:
+                    if byte >= 0x80 { ascii = false }
+                }
+                index += 1
             }
+            return (ascii, nil)
         }
-        let parts = name.split(separator: "/", omittingEmptySubsequences: false)
-        for part in parts {
-            if part.isEmpty { throw refuse("empty path component") }
-            if part == "." || part == ".." { throw refuse("contains a \"\(part)\" component") }
-            if part.utf8.count > maxComponentBytes {
-                throw refuse("a component is longer than \(maxComponentBytes) bytes")
-            }
-            if IgnoreRules.isAgentOwned(String(part)) { throw refuse("names notesync's own state or temp files") }
-        }
-        // Swift's `==` on String ignores normalization: compare the bytes.
-        if !name.precomposedStringWithCanonicalMapping.utf8.elementsEqual(name.utf8) {
+        if let problem { throw refuse(problem) }
+        // ASCII is always NFC. Otherwise compare bytes: Swift's `==` on String ignores normalization.
+        if !isASCII && !name.precomposedStringWithCanonicalMapping.utf8.elementsEqual(name.utf8) {
             throw refuse("not in Unicode NFC")
         }
     }
+
 }

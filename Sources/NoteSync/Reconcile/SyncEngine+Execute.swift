@@ -167,18 +167,23 @@ extension SyncEngine {
             var changes: [RecordChange] = []
             var newBases: [RecordName: BaseRecord?] = [:]
             var kinds: [RecordName: PlannedChange.Kind] = [:]
+            var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
             for push in slice {
                 if let path = push.path {
                     guard let (data, fingerprint) = try readStable(folder.root + "/" + path) else { continue }
-                    let text = try store.putAsset(data)
-                    changes.append(.save(push.name, base: push.base, text: text, modified: fingerprint.mtime))
-                    newBases[push.name] = BaseRecord(name: push.name, tag: 0, digest: text.sha256, size: text.size,
-                                                     modified: fingerprint.mtime, fingerprint: fingerprint)
+                    saves.append((push, data, fingerprint))
                 } else {
                     changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
                     newBases[push.name] = .some(nil)
+                    kinds[push.name] = push.kind
                 }
-                kinds[push.name] = push.kind
+            }
+            let texts = try store.putAssets(saves.map(\.data))
+            for (save, text) in zip(saves, texts) {
+                changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
+                newBases[save.push.name] = BaseRecord(name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
+                                                      modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
+                kinds[save.push.name] = save.push.kind
             }
             guard !changes.isEmpty else { continue }
             switch try store.commit(changes, into: &zone) {

@@ -25,6 +25,8 @@ public final class ServerStore: Sendable {
     /// True when the server's format is newer than this build: reading is allowed, writing is not.
     public let isReadOnly: Bool
     let logger: Logger
+    /// The server is on NFS, SMB or FUSE: flush file by file, poll for changes.
+    public let isNetwork: Bool
     private let forcedPrimitive: PublishPrimitive?
     private let probedPrimitive = Mutex<PublishPrimitive?>(nil)
 
@@ -67,6 +69,7 @@ public final class ServerStore: Sendable {
         self.marker = marker
         self.device = device
         self.isReadOnly = marker.format > ServerMarker.currentFormat
+        self.isNetwork = (try? FilesystemKind(path: layout.root))?.isNetwork ?? true
         self.logger = logger
         self.forcedPrimitive = primitive
         if isReadOnly {

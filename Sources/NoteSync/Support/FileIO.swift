@@ -1,3 +1,4 @@
+import CSyscalls
 import Foundation
 
 /// Thin wrappers over the POSIX calls the engine needs, with errors that name the file.
@@ -52,7 +53,7 @@ public enum FileIO {
     }
 
     /// Creates `path` exclusively (`O_CREAT|O_EXCL`), writes `data`, fsyncs and closes it.
-    public static func createAndSync(_ path: String, _ data: Data, mode: mode_t = 0o644) throws {
+    public static func createAndSync(_ path: String, _ data: Data, mode: mode_t = 0o644, sync: Bool = true) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
         var ok = false
@@ -61,7 +62,7 @@ public enum FileIO {
             if !ok { unlink(path) }
         }
         try writeAll(fd: fd, data, path: path)
-        guard fsync(fd) == 0 else { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
+        if sync, fsync(fd) != 0 { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
         ok = true
     }
 
@@ -77,6 +78,14 @@ public enum FileIO {
                 done += wrote
             }
         }
+    }
+
+    /// syncfs(2): flushes every dirty file of the filesystem holding `path`, one call for a whole batch.
+    public static func syncFilesystem(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { throw NoteSyncError.posix("open directory", path: path, errno: errno) }
+        defer { close(fd) }
+        if ns_syncfs(fd) != 0 { throw NoteSyncError.posix("syncfs", path: path, errno: errno) }
     }
 
     /// fsync(2) on a directory, so that a rename or link into it is durable.
