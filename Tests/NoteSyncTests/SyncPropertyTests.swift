@@ -20,7 +20,7 @@ import Testing
     /// are deletes is gone; a note whose one latest write had seen every other write has exactly that text,
     /// whatever concurrent deletes it never saw (edit beats delete).
     @Test func noWriteIsLost() async {
-        await propertyCheck(count: Self.count(60), input: SyncHistory.generator()) { history in
+        await propertyCheck(count: Self.count(50), input: SyncHistory.generator()) { history in
             let findings = SyncHistoryRunner.run(history, checks: [.lostWrites])
             #expect(findings.harness.isEmpty, "\(findings)")
             #expect(findings.lostWrites.isEmpty, "\(findings)")
@@ -30,7 +30,7 @@ import Testing
     /// Edit beats delete: a note edited on one device and deleted on another, neither having seen the other's
     /// change, survives everywhere with the edited text (the history decides it: ``SyncHistoryModel/decidedOutcomes()``).
     @Test func anEditBeatsAConcurrentDelete() async {
-        await propertyCheck(count: Self.count(30), input: SyncHistory.editAgainstDelete) { history in
+        await propertyCheck(count: Self.count(25), input: SyncHistory.editAgainstDelete) { history in
             let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence])
             #expect(findings.harness.isEmpty, "\(findings)")
             #expect(findings.lostWrites.isEmpty, "\(findings)")
@@ -41,7 +41,7 @@ import Testing
     /// Convergence: after each sync the device holds exactly the server's heads; after healing every notes folder
     /// holds the same files, byte for byte and with the records' mtimes, and they are the server's heads.
     @Test func devicesConvergeOnTheServerHeads() async {
-        await propertyCheck(count: Self.count(60), input: SyncHistory.generator()) { history in
+        await propertyCheck(count: Self.count(50), input: SyncHistory.generator()) { history in
             let findings = SyncHistoryRunner.run(history, checks: [.convergence])
             #expect(findings.harness.isEmpty, "\(findings)")
             #expect(findings.convergence.isEmpty, "\(findings)")
@@ -51,7 +51,7 @@ import Testing
     /// Idempotence: once converged, a sync on every device (and a dry run) plans nothing and commits nothing,
     /// and neither does a sync after every note was touched (mtime changed, bytes not).
     @Test func aConvergedSyncDoesNothing() async {
-        await propertyCheck(count: Self.count(40), input: SyncHistory.generator()) { history in
+        await propertyCheck(count: Self.count(30), input: SyncHistory.generator()) { history in
             let findings = SyncHistoryRunner.run(history, checks: [.idempotence])
             #expect(findings.harness.isEmpty, "\(findings)")
             #expect(findings.idempotence.isEmpty, "\(findings)")
@@ -61,7 +61,7 @@ import Testing
     /// Dry-run purity: a dry run at random points changes no byte and no mtime anywhere (notes folders, local
     /// state databases, server), and it plans what the real sync right after it does.
     @Test func dryRunsChangeNothingAndPlanTheSync() async {
-        await propertyCheck(count: Self.count(40), input: SyncHistory.generator(dryRuns: true)) { history in
+        await propertyCheck(count: Self.count(30), input: SyncHistory.generator(dryRuns: true)) { history in
             let findings = SyncHistoryRunner.run(history, checks: [.dryRun])
             #expect(findings.harness.isEmpty, "\(findings)")
             #expect(findings.dryRun.isEmpty, "\(findings)")
@@ -71,7 +71,7 @@ import Testing
     /// Three-way merge: two devices change different lines of a note concurrently (at least one untouched line
     /// between the changes, as diff3 requires); after healing every device has both changes and no conflict copy.
     @Test func editsOfDifferentLinesMergeCleanly() async throws {
-        await propertyCheck(count: Self.count(40), input: DisjointEdits.generator) { scenario in
+        await propertyCheck(count: Self.count(30), input: DisjointEdits.generator) { scenario in
             try scenario.check()
         }
     }

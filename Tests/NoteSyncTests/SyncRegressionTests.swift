@@ -11,12 +11,12 @@ import Testing
 
     /// A conflict copy named like one that already exists (same note, same losing device, same second).
     ///
-    /// Alice's first sync keeps bob's version as `a/b (conflict bob …).md`; later bob's and alice's next edits
+    /// Alice's first sync keeps bob's version as `a/b (conflict bob …).md`; then bob's and alice's next edits
     /// conflict again, bob's loses again within the same second, and the engine picked the same copy name: it
-    /// wrote over the existing copy (moving that one aside without syncing it), saved the copy as new (base 0)
-    /// against the existing record, lost the race, and in the next round pushed that name twice in one commit:
-    /// "appears twice in one commit", on every sync after, for ever. Copy names must be free locally and on
-    /// the server.
+    /// wrote the new copy over the existing one (moving that one aside, unsynced), saved it as a new record
+    /// (base 0) although the record existed, lost the race, and in its next round pushed that name twice in one
+    /// commit. The sync threw "appears twice in one commit", and so did every sync after it. A copy name must be
+    /// free in the notes folder and on the server.
     @Test func aConflictCopyNameThatIsTakenIsNotReused() {
         let note = "a/b.md"
         let history = SyncHistory(deviceCount: 2, clockStep: 1_000_000, steps: [

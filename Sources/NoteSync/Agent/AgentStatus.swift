@@ -31,7 +31,7 @@ public struct AgentStatus: Codable, Sendable, Hashable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let temp = folder.stateDirectory + "/" + IgnoreRules.agentTempPrefix + "status-" + FileIO.randomToken()
-        try FileIO.createAndSync(temp, try encoder.encode(self))
+        try FileIO.createAndSync(temp, try encoder.encode(self), sync: false)
         if rename(temp, folder.statusFile) != 0 {
             unlink(temp)
             throw NoteSyncError.posix("rename", path: folder.statusFile, errno: errno)

@@ -52,8 +52,23 @@ public final class LocalState: Sendable {
         var configuration = Configuration()
         configuration.readonly = readOnly
         configuration.busyMode = .timeout(5)
+        if !readOnly {
+            // WAL with synchronous=NORMAL: a commit costs no fsync (the agent syncs many times a second). A power
+            // cut may drop the last transactions but never corrupts the file, and nothing in it is lost for good:
+            // a base or outbox row that is missing is re-derived by the next scan (same content = adopt).
+            configuration.journalMode = .wal
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        }
         do {
-            queue = try DatabaseQueue(path: path, configuration: configuration)
+            var location = path
+            if readOnly && FileIO.lstatInfo(path + "-wal") == nil,
+               let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) {
+                // A read-only connection to a WAL database would create its -wal and -shm files: a dry run must
+                // write nothing, so with no writer around (no -wal file) open it immutable (a URI; Debian's SQLite
+                // is built with SQLITE_USE_URI).
+                location = "file:" + encoded + "?immutable=1"
+            }
+            queue = try DatabaseQueue(path: location, configuration: configuration)
             if !readOnly { try Self.migrator.migrate(queue) }
         } catch let error as DatabaseError {
             throw NoteSyncError(.io, path: path, "cannot open the local state database: \(error.message ?? "\(error)")",
