@@ -31,13 +31,14 @@ struct NoteSyncCommand: AsyncParsableCommand {
 
 /// Options every subcommand shares.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: Logger.Level = .warning
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical (default: warning; info for watch).")
+    var logLevel: Logger.Level?
 
-    func makeLogger(_ label: String = "notesync") -> Logger {
-        LoggingBootstrap.once(level: logLevel)
+    func makeLogger(_ label: String = "notesync", defaultLevel: Logger.Level = .warning) -> Logger {
+        let level = logLevel ?? defaultLevel
+        LoggingBootstrap.once(level: level)
         var logger = Logger(label: label)
-        logger.logLevel = logLevel
+        logger.logLevel = level
         return logger
     }
 }

@@ -26,9 +26,7 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(help: "Milliseconds a note must stay missing before its delete is synced.") var deleteSettleMs: Int = 400
 
     func run() async throws {
-        var global = global
-        if global.logLevel == .warning { global.logLevel = .info }
-        let logger = global.makeLogger()
+        let logger = global.makeLogger(defaultLevel: .info)
         let (folder, state, config): (NotesFolder, LocalState, FolderConfig)
         do {
             (folder, state, config) = try folderOptions.open()
