@@ -186,9 +186,14 @@ final class SyncHarness {
 
     /// Everything under the test directory (every notes folder with its local state database, and the server):
     /// each folder with its mtime, each file with its bytes and mtime.
+    ///
+    /// SQLite's `-shm` file is left out: it is the shared-memory lock table of a WAL database, holds nothing
+    /// durable, and a reader must register in it while a writer (here the harness's own open state, in real
+    /// life a running agent) has the database open. With no writer, dry runs open the state immutable and the
+    /// CLI test checks that not even `-shm`/`-wal` appear.
     func snapshot() throws -> [String: Entry] {
         var entries: [String: Entry] = [:]
-        for (relative, info) in try Self.walk(directory.path, skipTopLevel: nil) {
+        for (relative, info) in try Self.walk(directory.path, skipTopLevel: nil) where !relative.hasSuffix(".sqlite-shm") {
             let mtime = StatFingerprint(info).mtime
             switch info.st_mode & S_IFMT {
             case S_IFDIR: entries[relative] = .directory(mtime: mtime)
