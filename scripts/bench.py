@@ -458,7 +458,7 @@ def mark(ok):
     return "✓" if ok else "✗"
 
 
-def one_shot_rows(summary, tools, prefix, targets):
+def one_shot_rows(summary, tools, others, prefix, targets):
     """Rows (scenario, metric, per-tool cells…, ratios, target) for one corpus size."""
     rows = []
     for scenario, title in SCENARIOS:
@@ -466,7 +466,7 @@ def one_shot_rows(summary, tools, prefix, targets):
             cells = [fmt(summary.get(t, {}).get(scenario, {}).get(metric), metric) for t in tools]
             ratios = []
             med = {t: summary.get(t, {}).get(scenario, {}).get(metric, {}).get("median") for t in tools}
-            for other in ("unison", "rclone"):
+            for other in others:
                 if metric == "wall" and med.get("notesync") and med.get(other):
                     ratios.append(f"{med['notesync'] / med[other]:.2f}")
                 else:
@@ -501,7 +501,7 @@ def targets_100k(scenario, metric, med):
 
 
 def agent_rows(agent, ntools):
-    blank = [""] * (ntools - 1) + ["", ""]
+    blank = [""] * (ntools - 1)
     if not agent or "p50" not in agent:
         return [["agent", "(failed or skipped)", "—"] + blank + [""]]
     return [
@@ -587,23 +587,32 @@ def main():
                "failures": failures}
     started = time.perf_counter()
 
-    template, corpus = make_corpus(work, args.notes, args.seed)
-    results["corpus"] = {"notes": len(corpus), "bytes": sum(map(len, corpus.values())),
-                         "digest": gen_corpus.tree_digest(template)}
+    results["corpora"] = []
+
+    def corpus_info(template, corpus, runs):
+        results["corpora"].append({"notes": len(corpus), "bytes": sum(map(len, corpus.values())), "runs": runs,
+                                   "digest": gen_corpus.tree_digest(template)})
+
+    measure_agent = not args.skip_agent and "notesync" in names
+    if not args.skip_one_shot or measure_agent:
+        template, corpus = make_corpus(work, args.notes, args.seed)
+        corpus_info(template, corpus, None if args.skip_one_shot else args.runs)
     if not args.skip_one_shot:
         log(f"one-shot syncs, {args.notes} notes, {args.runs} runs: {', '.join(names)}")
         samples = one_shot(tools, template, corpus, args.runs, work, args.seed, failures, f"{args.notes}")
         results["one_shot"] = {"notes": args.notes, "summary": summarize_samples(samples), "samples": samples}
-    if not args.skip_agent and "notesync" in names:
+    if measure_agent:
         log(f"agent latency, {args.notes} notes, {args.agent_edits} edits")
         results["agent"] = agent_bench(args.notesync, template, corpus, work, args.seed, args.agent_edits,
                                        args.agent_gap, args.idle_seconds, failures)
-    shutil.rmtree(template)
-    corpus = None
+    if not args.skip_one_shot or measure_agent:
+        shutil.rmtree(template)
+        corpus = None
     if args.large:
         large_tools = [t for t in tools if t.name in ("notesync", "unison")]
         ltemplate, lcorpus = make_corpus(work, args.large_notes, args.seed)
         runs = args.large_runs or args.runs
+        corpus_info(ltemplate, lcorpus, runs)
         log(f"one-shot syncs, {args.large_notes} notes, {runs} runs: {', '.join(t.name for t in large_tools)}")
         lsamples = one_shot(large_tools, ltemplate, lcorpus, runs, work, args.seed, failures,
                             f"{args.large_notes}")
@@ -612,16 +621,17 @@ def main():
     results["seconds"] = time.perf_counter() - started
     info["loadavg_end"] = os.getloadavg()
 
-    header = ["scenario", "metric"] + names + ["notesync/unison", "notesync/rclone", "target"]
+    others = [n for n in ("unison", "rclone") if n in names and "notesync" in names]
+    header = ["scenario", "metric"] + names + [f"notesync/{n}" for n in others] + ["target"]
     rows = []
     if "one_shot" in results:
         prefix = "" if args.notes == 10_000 else f"{args.notes:,}: "
-        rows += one_shot_rows(results["one_shot"]["summary"], names, prefix,
+        rows += one_shot_rows(results["one_shot"]["summary"], names, others, prefix,
                               targets_10k if args.notes == 10_000 else (lambda *_: ""))
     if "agent" in results:
-        rows += agent_rows(results["agent"], len(names))
+        rows += agent_rows(results["agent"], len(names) + len(others))
     if "large" in results:
-        rows += one_shot_rows(results["large"]["summary"], names, f"{args.large_notes:,}: ",
+        rows += one_shot_rows(results["large"]["summary"], names, others, f"{args.large_notes:,}: ",
                               targets_100k if args.large_notes == 100_000 else (lambda *_: ""))
     table = render(rows, header)
     results["table"] = table
@@ -632,11 +642,13 @@ def main():
           f" makes the figures noisy)")
     for name, version in info["versions"].items():
         print(f"{name}: {version}")
-    print(f"corpus: {results['corpus']['notes']} notes, {results['corpus']['bytes'] / 1e6:.1f} MB, "
-          f"seed {args.seed}; {args.runs} runs per scenario" + (" (quick mode)" if args.quick else ""))
+    for c in results["corpora"]:
+        runs = f"{c['runs']} runs per one-shot scenario" if c["runs"] else "agent only"
+        print(f"corpus: {c['notes']:,} notes, {c['bytes'] / 1e6:.1f} MB, seed {args.seed}; {runs}"
+              + (" (quick mode)" if args.quick else ""))
     print("cells: median (min–max); wall and CPU add up over the commands of a step (notesync's first syncs"
           " include `init`); RSS is the largest of them")
-    if args.notes != 10_000:
+    if args.notes != 10_000 and not (args.skip_one_shot and args.skip_agent):
         print("targets are for 10,000 notes: not judged at this size")
     print()
     print(table)
