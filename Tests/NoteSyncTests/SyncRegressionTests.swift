@@ -48,4 +48,20 @@ import Testing
         #expect(findings.convergence.isEmpty, "\(findings)")
         #expect(findings.dryRun.isEmpty, "\(findings)")
     }
+
+    /// Both devices save the same text at different times; alice syncs first. Bob's sync adopts alice's record
+    /// (same bytes, nothing to move) but kept its own later mtime, so the folders differed in mtime for ever.
+    /// Adopting a record now gives the file the record's `modified`.
+    @Test func theSameTextSavedTwiceEndsWithTheRecordsMtimeEverywhere() {
+        let note = "note.md"
+        let history = SyncHistory(deviceCount: 2, clockStep: 1_000_000_000, steps: [
+            Self.step(0, note, .edit(.rewriteShared(0))), Self.step(1, note, .edit(.rewriteShared(0))),
+            Self.step(0, note, .sync), Self.step(0, note, .sync), Self.step(0, note, .sync),
+        ])
+        let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .idempotence])
+        #expect(findings.harness.isEmpty, "\(findings)")
+        #expect(findings.lostWrites.isEmpty, "\(findings)")
+        #expect(findings.convergence.isEmpty, "\(findings)")
+        #expect(findings.idempotence.isEmpty, "\(findings)")
+    }
 }

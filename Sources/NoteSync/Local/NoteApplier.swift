@@ -106,6 +106,27 @@ public struct NoteApplier: Sendable {
         return copy.map { .writtenKeepingLocalEdit(fp, copy: $0) } ?? print
     }
 
+    /// Gives a note that already holds the record's bytes the record's `modified` as its mtime, so every device
+    /// ends with the same file, mtime included (both sides saved the same text at different times). Only if the
+    /// file is still the one that was scanned (`expected` fingerprint); otherwise it is left alone and the next
+    /// scan sees the change. Returns the new fingerprint, or `nil` when nothing was changed.
+    public func adoptModified(path relative: String, modified: Int64, expected: StatFingerprint) -> StatFingerprint? {
+        guard expected.mtime != modified else { return nil }
+        let path = root + "/" + relative
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, StatFingerprint(info) == expected else { return nil }
+        var times = [Self.timespecOf(modified), Self.timespecOf(modified)]
+        guard futimens(fd, &times) == 0, fstat(fd, &info) == 0 else { return nil }
+        return StatFingerprint(info)
+    }
+
+    static func timespecOf(_ nanoseconds: Int64) -> timespec {
+        timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+    }
+
     /// Moves the note `name` to the trash if it still has the `expected` content; an edited note stays.
     public func delete(_ name: RecordName, path relative: String, expected: ContentDigest) throws -> Outcome {
         let path = root + "/" + relative

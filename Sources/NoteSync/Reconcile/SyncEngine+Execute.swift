@@ -90,7 +90,12 @@ extension SyncEngine {
                     note(step.decision == .restoreServer(head) ? .restore : .download, name)
                 case .adopt(let head):
                     if let head, !head.deleted {
-                        setBase(name, head, step.local?.fingerprint)
+                        var fingerprint = step.local?.fingerprint
+                        if let local = step.local, let adopted = applier.adoptModified(path: local.path, modified: head.modified,
+                                                                                      expected: local.fingerprint) {
+                            fingerprint = adopted
+                        }
+                        setBase(name, head, fingerprint)
                     } else {
                         baseUpdates[name] = .some(nil)
                     }
