@@ -63,6 +63,25 @@ public struct IgnoreRules: Sendable, Equatable {
         return isIgnored(decision(components[...], isDirectory: isDirectory))
     }
 
+    /// Whether the entry `name` (see ``componentScalars(_:)``) in the folder whose path components are `parent`
+    /// (see ``components(of:)``) is ignored, assuming the folder is not: ``isIgnored(_:isDirectory:)`` without
+    /// splitting and normalising the whole path again for every entry of a scan.
+    public func isIgnored(entry name: [Unicode.Scalar], in parent: inout [[Unicode.Scalar]], isDirectory: Bool) -> Bool {
+        parent.append(name)
+        defer { parent.removeLast() }
+        return isIgnored(decision(parent[...], isDirectory: isDirectory))
+    }
+
+    /// One path component as the rules match it (NFC scalars).
+    public static func componentScalars(_ name: String) -> [Unicode.Scalar] {
+        Array((name.utf8.allSatisfy { $0 < 0x80 } ? name : name.precomposedStringWithCanonicalMapping).unicodeScalars)
+    }
+
+    /// A relative path's components as the rules match them (NFC scalars).
+    public static func components(of relativePath: String) -> [[Unicode.Scalar]] {
+        components(relativePath)
+    }
+
     /// Whether the entry at `relativePath` or any of its parent directories is ignored.
     ///
     /// For callers holding a bare path (inotify events, server names): a file inside an ignored

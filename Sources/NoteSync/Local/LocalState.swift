@@ -150,17 +150,19 @@ public final class LocalState: Sendable {
     public func bases() throws -> [RecordName: BaseRecord] {
         try queue.read { db in
             var result: [RecordName: BaseRecord] = [:]
+            result.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM base") ?? 0)
+            // Columns by index and names trusted: this loads every note on every sync (they were validated
+            // before they were stored, and only this process writes this file).
             let rows = try Row.fetchCursor(db, sql: "SELECT name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode FROM base")
             while let row = try rows.next() {
-                guard let name = try? RecordName(validating: row["name"]),
-                      let digest = ContentDigest(hex: row["digest"]) else { continue }
+                guard let name = RecordName(trusted: row[0]), let digest = ContentDigest(hex: row[2] as String) else { continue }
                 var fingerprint: StatFingerprint?
-                if let size = row["fpSize"] as Int64?, let mtime = row["fpMtime"] as Int64?,
-                   let ctime = row["fpCtime"] as Int64?, let inode = row["fpInode"] as Int64? {
+                if let size = row[5] as Int64?, let mtime = row[6] as Int64?,
+                   let ctime = row[7] as Int64?, let inode = row[8] as Int64? {
                     fingerprint = StatFingerprint(size: size, mtime: mtime, ctime: ctime, inode: UInt64(bitPattern: inode))
                 }
-                result[name] = BaseRecord(name: name, tag: row["tag"], digest: digest, size: row["size"],
-                                          modified: row["modified"], fingerprint: fingerprint)
+                result[name] = BaseRecord(name: name, tag: row[1], digest: digest, size: row[3],
+                                          modified: row[4], fingerprint: fingerprint)
             }
             return result
         }
@@ -170,15 +172,16 @@ public final class LocalState: Sendable {
     public func zoneState() throws -> ZoneState {
         try queue.read { db in
             var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0)
+            state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             let rows = try Row.fetchCursor(db, sql: "SELECT name, tag, deleted, digest, size, modified, version, device FROM head")
             while let row = try rows.next() {
-                guard let name = try? RecordName(validating: row["name"]) else { continue }
+                guard let name = RecordName(trusted: row[0]) else { continue }
                 var text: AssetRef?
-                if let hex = row["digest"] as String?, let digest = ContentDigest(hex: hex), let size = row["size"] as Int64? {
+                if let hex = row[3] as String?, let digest = ContentDigest(hex: hex), let size = row[4] as Int64? {
                     text = AssetRef(sha256: digest, size: size)
                 }
-                state.heads[name] = RecordHead(tag: row["tag"], deleted: row["deleted"], text: text, modified: row["modified"],
-                                               version: row["version"], device: row["device"])
+                state.heads[name] = RecordHead(tag: row[1], deleted: row[2], text: text, modified: row[5],
+                                               version: row[6], device: row[7])
             }
             return state
         }
@@ -219,20 +222,20 @@ public final class LocalState: Sendable {
 
         public func setBase(_ base: BaseRecord) throws {
             let fp = base.fingerprint
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT OR REPLACE INTO base(name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+                """).execute(
                 arguments: [base.name.string, base.tag, base.digest.hex, base.size, base.modified,
                             fp?.size, fp?.mtime, fp?.ctime, fp.map { Int64(bitPattern: $0.inode) }])
         }
 
         public func removeBase(_ name: RecordName) throws {
-            try db.execute(sql: "DELETE FROM base WHERE name = ?", arguments: [name.string])
+            try db.cachedStatement(sql: "DELETE FROM base WHERE name = ?").execute(arguments: [name.string])
         }
 
         public func setFingerprint(_ name: RecordName, _ fingerprint: StatFingerprint) throws {
-            try db.execute(sql: "UPDATE base SET fpSize = ?, fpMtime = ?, fpCtime = ?, fpInode = ? WHERE name = ?",
+            try db.cachedStatement(sql: "UPDATE base SET fpSize = ?, fpMtime = ?, fpCtime = ?, fpInode = ? WHERE name = ?").execute(
                            arguments: [fingerprint.size, fingerprint.mtime, fingerprint.ctime,
                                        Int64(bitPattern: fingerprint.inode), name.string])
         }
@@ -251,12 +254,12 @@ public final class LocalState: Sendable {
         }
 
         public func queue(_ item: OutboxItem) throws {
-            try db.execute(sql: "INSERT OR REPLACE INTO outbox(name, op, digest, size, queued) VALUES (?, ?, ?, ?, ?)",
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO outbox(name, op, digest, size, queued) VALUES (?, ?, ?, ?, ?)").execute(
                            arguments: [item.name.string, item.op.rawValue, item.digest?.hex, item.size, item.queued])
         }
 
         public func dequeue(_ name: RecordName) throws {
-            try db.execute(sql: "DELETE FROM outbox WHERE name = ?", arguments: [name.string])
+            try db.cachedStatement(sql: "DELETE FROM outbox WHERE name = ?").execute(arguments: [name.string])
         }
 
         public func addConflict(_ conflict: ConflictRecord) throws {

@@ -93,7 +93,7 @@ public struct Scanner: Sendable {
             scope.formUnion(result.unreadable)
             result.scope = scope
         } else {
-            try walk("", into: &result, candidates: &candidates, seen: &seen)
+            try walkRoot(into: &result, candidates: &candidates, seen: &seen)
         }
 
         var toHash: [Int] = []
@@ -152,27 +152,98 @@ public struct Scanner: Sendable {
         throw NoteSyncError(.io, path: path, "keeps changing while it is read", fix: "sync again when it is quiet")
     }
 
-    private func walk(_ relative: String, into result: inout ScanResult,
+    /// What one walk of a subtree found, before it is merged into the scan's result.
+    private struct Walk {
+        var result = ScanResult()
+        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
+        var seen: [RecordName: String] = [:]
+    }
+
+    /// Walks the whole folder: the root's entries here, its subfolders in parallel (stat and listing cost
+    /// as much as the rest of a no-op sync), merged back in name order so the outcome does not depend on timing.
+    private func walkRoot(into result: inout ScanResult,
+                          candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+                          seen: inout [RecordName: String]) throws {
+        var components: [[Unicode.Scalar]] = []
+        var deferred: [String]? = []
+        try walk("", components: &components, into: &result, candidates: &candidates, seen: &seen,
+                 deferring: &deferred)
+        guard let subfolders = deferred, !subfolders.isEmpty else { return }
+        let walks = Mutex<[Int: Result<Walk, any Error>]>([:])
+        let folders = subfolders
+        DispatchQueue.concurrentPerform(iterations: folders.count) { index in
+            var walk = Walk()
+            var components = IgnoreRules.components(of: folders[index])
+            let outcome = Result<Walk, any Error> {
+                var none: [String]? = nil
+                try self.walk(folders[index], components: &components, into: &walk.result, candidates: &walk.candidates,
+                              seen: &walk.seen, deferring: &none)
+                return walk
+            }
+            walks.withLock { $0[index] = outcome }
+        }
+        let finished = walks.withLock { $0 }
+        for index in folders.indices {
+            guard let outcome = finished[index] else { continue }
+            let walk = try outcome.get()
+            result.merge(walk.result)
+            for candidate in walk.candidates {
+                if let other = seen[candidate.name], !other.utf8.elementsEqual(candidate.path.utf8) {
+                    result.warnings.append("\(DisplayName.escape(candidate.path)): same name as another note in a different Unicode form, skipped; rename one")
+                    continue
+                }
+                seen[candidate.name] = candidate.path
+                candidates.append(candidate)
+            }
+        }
+    }
+
+    private func walk(_ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
                       candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
                       seen: inout [RecordName: String]) throws {
+        var none: [String]? = nil
+        try walk(relative, components: &components, into: &result, candidates: &candidates, seen: &seen, deferring: &none)
+    }
+
+    /// Lists one folder and visits its entries (`fstatat` on the open folder, no path lookups); subfolders are
+    /// walked in turn, or, with `deferring`, collected there for the caller to walk.
+    private func walk(_ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
+                      candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+                      seen: inout [RecordName: String], deferring subfolders: inout [String]?) throws {
         let directory = relative.isEmpty ? root : root + "/" + relative
-        let names: [FileIO.DirectoryEntry]
+        let listed: (entries: [FileIO.DirectoryEntry], infos: [stat?])
         do {
-            guard let listed = try FileIO.listEntries(directory) else { return }
-            names = listed
+            guard let found = try FileIO.listEntriesWithInfo(directory) else { return }
+            listed = found
         } catch let error as NoteSyncError {
             result.unreadableDirectories.append(relative)
             result.warnings.append("\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone: \(error.message)")
             return
         }
-        for item in names.sorted(by: { $0.name < $1.name }) {
+        let order = listed.entries.indices.sorted { listed.entries[$0].name.utf8.lexicographicallyPrecedes(listed.entries[$1].name.utf8) }
+        for index in order {
+            let item = listed.entries[index]
             let path = relative.isEmpty ? item.name : relative + "/" + item.name
             if !item.isValidUTF8 {
                 result.warnings.append("\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it")
                 continue
             }
-            guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
-            if rules.isIgnored(path, isDirectory: (info.st_mode & S_IFMT) == S_IFDIR) { continue }
+            guard let info = listed.infos[index] else { continue }
+            let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+            let scalars = IgnoreRules.componentScalars(item.name)
+            if rules.isIgnored(entry: scalars, in: &components, isDirectory: isDirectory) { continue }
+            if isDirectory {
+                if subfolders != nil {
+                    subfolders?.append(path)
+                } else {
+                    components.append(scalars)
+                    var none: [String]? = nil
+                    try walk(path, components: &components, into: &result, candidates: &candidates, seen: &seen,
+                             deferring: &none)
+                    components.removeLast()
+                }
+                continue
+            }
             try visit(item, path: path, info: info, into: &result, candidates: &candidates, seen: &seen)
         }
     }
@@ -183,7 +254,8 @@ public struct Scanner: Sendable {
         let entry = item.name
         let type = info.st_mode & S_IFMT
         if type == S_IFDIR {
-            try walk(path, into: &result, candidates: &candidates, seen: &seen)
+            var components = IgnoreRules.components(of: path)
+            try walk(path, components: &components, into: &result, candidates: &candidates, seen: &seen)
             return
         }
         let nfc = RecordName.nfc(path)

@@ -17,6 +17,13 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
         self.string = string
     }
 
+    /// A name this process validated before it stored it (the local state): checked only for being non-empty,
+    /// so loading ten thousand bases does not validate ten thousand names again. Never for server data.
+    init?(trusted string: String) {
+        guard !string.isEmpty else { return nil }
+        self.string = string
+    }
+
     public var description: String { DisplayName.escape(string) }
     /// Byte order of the UTF-8 names: fast, and the same on every device.
     public static func < (a: RecordName, b: RecordName) -> Bool { a.string.utf8.lexicographicallyPrecedes(b.string.utf8) }

@@ -151,14 +151,29 @@ public final class SyncEngine {
     }
 
     /// Decides every record: the union of local notes, bases and server heads. Pure.
+    ///
+    /// A note whose file still has its base's digest, and whose server head is still the base's tag, is decided
+    /// `.nothing` by the reconciler: such notes (nearly all of them, on most syncs) are passed over without
+    /// building the union, sorting it or asking the reconciler.
     public static func plan(scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState) -> [Step] {
         var names: Set<RecordName>
         if let scope = scan.scope {
             names = scope
         } else {
-            names = Set(scan.files.keys)
-            names.formUnion(bases.keys)
-            for (name, head) in zone.heads where !head.deleted || bases[name] != nil { names.insert(name) }
+            names = []
+            for (name, file) in scan.files {
+                if let base = bases[name], base.digest == file.digest, let head = zone.heads[name], head.tag == base.tag,
+                   head.version <= RecordChange.currentVersion { continue }
+                names.insert(name)
+            }
+            for name in bases.keys where scan.files[name] == nil { names.insert(name) }
+            for (name, head) in zone.heads {
+                if let base = bases[name] {
+                    if head.tag != base.tag || head.version > RecordChange.currentVersion { names.insert(name) }
+                } else if !head.deleted {
+                    names.insert(name)
+                }
+            }
         }
         var steps: [Step] = []
         for name in names.sorted() {

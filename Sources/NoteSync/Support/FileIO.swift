@@ -154,6 +154,41 @@ public enum FileIO {
         return entries
     }
 
+    /// Entries of a directory (not `.`/`..`), unsorted, each with its `lstat` taken relative to the open
+    /// directory (no path lookup per entry; `nil` for one that vanished meanwhile); `nil` when the directory does
+    /// not exist. The directory itself is opened without following a symlink.
+    public static func listEntriesWithInfo(_ path: String) throws -> (entries: [DirectoryEntry], infos: [stat?])? {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0, let dir = fdopendir(fd) else {
+            let code = errno
+            if fd >= 0 { close(fd) }
+            if code == ENOENT { return nil }
+            throw NoteSyncError.posix("opendir", path: path, errno: code)
+        }
+        defer { closedir(dir) }
+        let descriptor = dirfd(dir)
+        var entries: [DirectoryEntry] = []
+        var infos: [stat?] = []
+        while let entry = readdir(dir) {
+            let decoded = withUnsafeBytes(of: entry.pointee.d_name) { raw -> DirectoryEntry? in
+                let bytes = raw.bindMemory(to: UInt8.self)
+                let length = bytes.firstIndex(of: 0) ?? bytes.count
+                let slice = UnsafeBufferPointer(rebasing: bytes[0..<length])
+                if length == 1 && slice[0] == 46 || length == 2 && slice[0] == 46 && slice[1] == 46 { return nil }
+                if let valid = String(validating: slice, as: UTF8.self) { return DirectoryEntry(name: valid, isValidUTF8: true) }
+                return DirectoryEntry(name: String(decoding: slice, as: UTF8.self), isValidUTF8: false)
+            }
+            guard let decoded else { continue }
+            var info = stat()
+            let found = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                fstatat(descriptor, raw.baseAddress!.assumingMemoryBound(to: CChar.self), &info, AT_SYMLINK_NOFOLLOW) == 0
+            }
+            entries.append(decoded)
+            infos.append(found ? info : nil)
+        }
+        return (entries, infos)
+    }
+
     /// Random lowercase hex, for unique temp names.
     public static func randomToken(bytes: Int = 8) -> String {
         var generator = SystemRandomNumberGenerator()
