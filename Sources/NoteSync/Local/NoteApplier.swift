@@ -63,6 +63,88 @@ public struct NoteApplier: Sendable {
                                    cleanup: &cleanup)
     }
 
+    /// A note to create, for ``writeNew(_:)``.
+    public struct NewNote: Sendable {
+        public var name: RecordName
+        public var path: String
+        public var data: Data
+        public var modified: Int64
+
+        public init(name: RecordName, path: String, data: Data, modified: Int64) {
+            self.name = name
+            self.path = path
+            self.data = data
+            self.modified = modified
+        }
+    }
+
+    /// Writes notes that do not exist here yet, many at once (a first sync downloads thousands): every note
+    /// goes to a temp file beside it with the record's mtime, one `syncfs` makes all of them durable, each is
+    /// published with rename-no-replace, and one more `syncfs` makes the new names durable. The guarantees of
+    /// ``write(_:path:data:modified:expected:)`` note by note — no note appears before its bytes are on disk,
+    /// none replaces a file — for two flushes per batch instead of two per note. A note whose name was taken
+    /// meanwhile, or a filesystem without rename-no-replace, goes through that one-note path.
+    public func writeNew(_ notes: [NewNote]) -> [Result<Outcome, NoteSyncError>] {
+        var results = [Result<Outcome, NoteSyncError>?](repeating: nil, count: notes.count)
+        var temps = [String?](repeating: nil, count: notes.count)
+        func fail(_ index: Int, _ error: any Error) {
+            results[index] = .failure(error as? NoteSyncError ?? NoteSyncError(.io, path: notes[index].path, "\(error)"))
+        }
+        for (index, note) in notes.enumerated() {
+            do {
+                try makeParents(of: note.path)
+                let directory = ((root + "/" + note.path) as NSString).deletingLastPathComponent
+                let temp = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+                try FileIO.createAndSync(temp, note.data, sync: false)
+                temps[index] = temp
+                try setModified(temp, note.modified)
+            } catch {
+                if let temp = temps[index] { unlink(temp) }
+                temps[index] = nil
+                fail(index, error)
+            }
+        }
+        defer { for temp in temps.compactMap({ $0 }) { unlink(temp) } }
+        do {
+            try FileIO.syncFilesystem(root)
+        } catch {
+            for index in notes.indices where results[index] == nil { fail(index, error) }
+            return results.map { $0! }
+        }
+        var published: [Int] = []
+        for (index, note) in notes.enumerated() {
+            guard let temp = temps[index] else { continue }
+            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, root + "/" + note.path) == 0 {
+                temps[index] = nil
+                published.append(index)
+                continue
+            }
+            unlink(temp)
+            temps[index] = nil
+            do {
+                results[index] = .success(try write(note.name, path: note.path, data: note.data, modified: note.modified,
+                                                    expected: nil))
+            } catch {
+                fail(index, error)
+            }
+        }
+        do {
+            try FileIO.syncFilesystem(root)
+        } catch {
+            for index in published { fail(index, error) }
+            return results.map { $0! }
+        }
+        for index in published {
+            let path = root + "/" + notes[index].path
+            if let info = FileIO.lstatInfo(path) {
+                results[index] = .success(.written(StatFingerprint(info)))
+            } else {
+                fail(index, NoteSyncError(.io, path: path, "vanished right after it was written", fix: "sync again"))
+            }
+        }
+        return results.map { $0! }
+    }
+
     private func replaceExisting(_ name: RecordName, path: String, temp: String, directory: String,
                                  expected: ContentDigest?, cleanup: inout Bool) throws -> Outcome {
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {

@@ -27,6 +27,11 @@ public struct ScanResult: Sendable {
     public var warnings: [String] = []
     /// Files hashed because their fingerprint changed (the rest reused their base digest).
     public var hashed = 0
+    /// The notes whose digest was computed by this scan (new, or fingerprint changed): every other file holds
+    /// its base's digest, as the unchanged fingerprint proves.
+    public var changed: [RecordName] = []
+    /// How many files found have a base: fewer than the bases means some synced note is gone or unreadable.
+    public var baseMatches = 0
     /// For a partial scan: every record name it speaks for (present or absent). `nil` for a full scan.
     public var scope: Set<RecordName>?
 
@@ -38,6 +43,8 @@ public struct ScanResult: Sendable {
         foreignConflicts += other.foreignConflicts
         warnings += other.warnings
         hashed += other.hashed
+        changed += other.changed
+        baseMatches += other.baseMatches
         if let otherScope = other.scope { scope = scope.map { $0.union(otherScope) } }
     }
 
@@ -101,6 +108,7 @@ public struct Scanner: Sendable {
             if let base = bases[candidate.name], base.fingerprint == candidate.fingerprint {
                 result.files[candidate.name] = LocalFile(name: candidate.name, path: candidate.path,
                                                          fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
+                result.baseMatches += 1
             } else {
                 toHash.append(index)
             }
@@ -129,6 +137,8 @@ public struct Scanner: Sendable {
                 result.files[candidate.name] = LocalFile(name: candidate.name, path: candidate.path, fingerprint: value.2,
                                                          digest: value.0, size: value.1)
                 result.hashed += 1
+                result.changed.append(candidate.name)
+                if bases[candidate.name] != nil { result.baseMatches += 1 }
             case .success(nil):
                 break
             case .failure(let error):

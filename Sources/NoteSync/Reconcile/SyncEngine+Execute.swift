@@ -58,6 +58,11 @@ extension SyncEngine {
             }
         }
 
+        // Notes new here, when there are many (a first sync): written together, two flushes in all.
+        let downloadsInBulk = plan.lazy.filter { if case .pull(let head) = $0.decision { !head.deleted && $0.local == nil } else { false } }
+            .prefix(Self.bulkDownloadThreshold).count >= Self.bulkDownloadThreshold
+        var newNotes: [(name: RecordName, head: RecordHead)] = []
+
         for step in plan {
             let name = step.name
             do {
@@ -84,6 +89,8 @@ extension SyncEngine {
                     } else {
                         baseUpdates[name] = .some(nil)
                     }
+                case .pull(let head) where step.local == nil && downloadsInBulk:
+                    newNotes.append((name, head))
                 case .pull(let head), .restoreServer(let head):
                     let fingerprint = try write(name, head, path: step.local?.path ?? name.string, expected: step.local?.digest)
                     setBase(name, head, fingerprint)
@@ -149,6 +156,24 @@ extension SyncEngine {
             }
         }
 
+        var bulkWarnings: [String] = []
+        for (name, head, outcome) in try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) {
+            switch outcome {
+            case .written(let fingerprint):
+                setBase(name, head, fingerprint)
+            case .writtenKeepingLocalEdit(let fingerprint, let copy):
+                // A file took the name meanwhile: it is kept as a conflict copy and synced.
+                pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
+                conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
+                note(.conflict, name, copy.description)
+                setBase(name, head, fingerprint)
+            default:
+                continue
+            }
+            note(.download, name)
+        }
+        report.warnings += bulkWarnings
+
         try state.update { batch in
             for (name, base) in baseUpdates {
                 if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
@@ -159,6 +184,43 @@ extension SyncEngine {
         for (name, base) in baseUpdates { bases[name] = base }
         report.conflictCopies += conflicts.map(\.copy.description)
         return try commit(pushes, bases: &bases, zone: &zone, store: store, report: &report)
+    }
+
+    /// From how many new notes a sync downloads them in bulk (``NoteApplier/writeNew(_:)``).
+    static let bulkDownloadThreshold = 16
+
+    /// Writes notes that are new here in batches of up to 1,000 notes or 32 MB.
+    private func writeNewNotes(_ notes: [(name: RecordName, head: RecordHead)], applier: NoteApplier, store: ServerStore,
+                               warnings: inout [String]) throws -> [(RecordName, RecordHead, NoteApplier.Outcome)] {
+        var written: [(RecordName, RecordHead, NoteApplier.Outcome)] = []
+        var start = 0
+        while start < notes.count {
+            var batch: [NoteApplier.NewNote] = []
+            var heads: [RecordHead] = []
+            var bytes: Int64 = 0
+            while start < notes.count && batch.count < 1000 && bytes < 32 << 20 {
+                let (name, head) = notes[start]
+                start += 1
+                guard let text = head.text else { continue }
+                do {
+                    batch.append(NoteApplier.NewNote(name: name, path: name.string, data: try store.readAsset(text),
+                                                     modified: head.modified))
+                    heads.append(head)
+                    bytes += text.size
+                } catch let error as NoteSyncError where error.kind != .serverUnreachable {
+                    warnings.append("\(name): \(error)")
+                }
+            }
+            for (index, outcome) in applier.writeNew(batch).enumerated() {
+                switch outcome {
+                case .success(let outcome):
+                    written.append((batch[index].name, heads[index], outcome))
+                case .failure(let error):
+                    warnings.append("\(batch[index].name): \(error)")
+                }
+            }
+        }
+        return written
     }
 
     /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands.

@@ -68,17 +68,23 @@ public final class SyncEngine {
     /// plus every record the server changed since the last sync.
     public func sync(_ options: SyncOptions = SyncOptions(), only paths: [String]? = nil) throws -> SyncReport {
         var report = SyncReport(dryRun: options.dryRun)
+        var phases = PhaseTimer()
+        defer { logger.debug("sync.phases", metadata: phases.metadata) }
         let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
         let remembered = memo
         memo = nil
         var bases = try remembered?.bases ?? state.bases()
         var zone = try remembered?.zone ?? state.zoneState()
+        phases.lap("load")
         var scan = try scanner.scan(bases: bases, only: paths)
+        phases.lap("scan")
+        report.hashed = scan.hashed
         report.warnings += scan.warnings
         report.warnings += scan.foreignConflicts.map {
             "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it"
         }
         if !options.dryRun { try recordLocalChanges(scan, bases) }
+        phases.lap("outbox")
 
         let store: ServerStore
         do {
@@ -96,11 +102,13 @@ public final class SyncEngine {
                 return try offline(report, error, options)
             }
             if !options.dryRun { try saveZone(zone, since: before) }
+            phases.lap("fetch")
             if let scope = scan.scope {
                 let changed = Set(zone.heads.keys.filter { before.heads[$0] != zone.heads[$0] }).subtracting(scope)
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
             let plan = Self.plan(scan: scan, bases: bases, zone: zone)
+            phases.lap("plan")
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {
                 report.changes = try plan.map { try describe($0, scan: scan, bases: bases, zone: zone, store: store, options: options) }
@@ -116,12 +124,13 @@ public final class SyncEngine {
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 return try offline(report, error, options)
             }
+            phases.lap("execute")
             if finished { break }
             scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.map(\.string) })
         }
         report.token = zone.token
         report.warnings += zone.quarantined.map { "quarantined on the server: \($0)" }
-        report.pending = try state.outbox().count
+        report.pending = try state.outboxCount()
         try state.setMeta(["last.sync": String(Clock.nowNanoseconds()), "last.error": nil])
         if zone.token != lastReportedToken {
             try? store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName,
@@ -129,6 +138,7 @@ public final class SyncEngine {
             lastReportedToken = zone.token
         }
         memo = (bases, zone)
+        phases.lap("finish")
         return report
     }
 
@@ -161,18 +171,25 @@ public final class SyncEngine {
             names = scope
         } else {
             names = []
-            for (name, file) in scan.files {
+            // Files the scan did not hash hold their base's digest: only the hashed ones can differ.
+            for name in scan.changed {
+                guard let file = scan.files[name] else { continue }
                 if let base = bases[name], base.digest == file.digest, let head = zone.heads[name], head.tag == base.tag,
                    head.version <= RecordChange.currentVersion { continue }
                 names.insert(name)
             }
-            for name in bases.keys where scan.files[name] == nil { names.insert(name) }
+            var basesWithHeads = 0
             for (name, head) in zone.heads {
                 if let base = bases[name] {
+                    basesWithHeads += 1
                     if head.tag != base.tag || head.version > RecordChange.currentVersion { names.insert(name) }
                 } else if !head.deleted {
                     names.insert(name)
                 }
+            }
+            // A synced note that is gone or unreadable here, or whose record the server lost.
+            if scan.baseMatches < bases.count || basesWithHeads < bases.count {
+                for name in bases.keys where scan.files[name] == nil || zone.heads[name] == nil { names.insert(name) }
             }
         }
         var steps: [Step] = []
@@ -218,8 +235,11 @@ public final class SyncEngine {
     private func recordLocalChanges(_ scan: ScanResult, _ bases: [RecordName: BaseRecord]) throws {
         let outbox = try state.outbox()
         let now = Clock.nowNanoseconds()
+        // A full scan names the files it hashed: the others have their base's fingerprint and digest.
+        let examined = scan.scope == nil ? scan.changed + outbox.keys.filter { scan.files[$0] != nil } : Array(scan.files.keys)
         try state.update { batch in
-            for (name, file) in scan.files {
+            for name in Set(examined) {
+                guard let file = scan.files[name] else { continue }
                 if let base = bases[name], base.digest == file.digest {
                     if base.fingerprint != file.fingerprint { try batch.setFingerprint(name, file.fingerprint) }
                     if outbox[name] != nil { try batch.dequeue(name) }
@@ -227,7 +247,12 @@ public final class SyncEngine {
                     try batch.queue(OutboxItem(name: name, op: .save, digest: file.digest, size: file.size, queued: now))
                 }
             }
-            let candidates = scan.scope.map { Array($0.filter { bases[$0] != nil }) } ?? Array(bases.keys)
+            let candidates: [RecordName]
+            if let scope = scan.scope {
+                candidates = scope.filter { bases[$0] != nil }
+            } else {
+                candidates = scan.baseMatches < bases.count ? Array(bases.keys) : []
+            }
             for name in candidates where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete {
                 try batch.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now))
             }
@@ -244,7 +269,7 @@ public final class SyncEngine {
         var report = report
         report.offline = true
         report.offlineReason = error.description
-        report.pending = try state.outbox().count
+        report.pending = try state.outboxCount()
         if !options.dryRun { try state.setMeta(["last.error": error.description]) }
         logger.notice("server.unreachable", metadata: ["server.path": "\(config.server)"])
         return report
@@ -256,5 +281,30 @@ public final class SyncEngine {
         let name = store.deviceInfo(id)?.name ?? id
         deviceNames[id] = name
         return name
+    }
+}
+
+/// Wall time per phase of a sync, logged at debug level (`--log-level debug`): where a slow sync spends it.
+struct PhaseTimer {
+    private let clock = ContinuousClock()
+    private var last: ContinuousClock.Instant
+    private var laps: [(String, Duration)] = []
+
+    init() { last = clock.now }
+
+    mutating func lap(_ name: String) {
+        let now = clock.now
+        laps.append((name, now - last))
+        last = now
+    }
+
+    var metadata: Logger.Metadata {
+        var result: Logger.Metadata = [:]
+        for (name, duration) in laps {
+            let milliseconds = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+            let previous = Double(result["ms." + name].map { "\($0)" } ?? "0") ?? 0
+            result["ms." + name] = "\(Int((previous + milliseconds).rounded()))"
+        }
+        return result
     }
 }

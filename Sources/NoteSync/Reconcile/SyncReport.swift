@@ -48,6 +48,8 @@ public struct SyncReport: Codable, Sendable {
     public var pending = 0
     public var token: Int64 = 0
     public var rounds = 0
+    /// Notes whose content was read and hashed by the first scan (the rest were proven unchanged by their stat).
+    public var hashed = 0
 
     public init(dryRun: Bool) { self.dryRun = dryRun }
 
