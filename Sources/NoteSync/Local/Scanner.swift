@@ -80,14 +80,21 @@ public struct Scanner: Sendable {
         var seen: [RecordName: String] = [:]
         if let paths {
             var scope = Set<RecordName>()
-            let sortedBases = bases.keys.sorted()
-            for path in Set(paths).sorted() where !path.isEmpty {
+            let unique = Set(paths).sorted()
+            // The notes under each path (a folder may be gone): a pass over the bases for a few paths (the agent's
+            // usual batch), a binary search of the sorted names for many.
+            let sortedBases = unique.count > 8 ? bases.keys.sorted() : nil
+            for path in unique where !path.isEmpty {
                 if let name = try? RecordName(validating: RecordName.nfc(path)) { scope.insert(name) }
                 let prefix = RecordName.nfc(path) + "/"
-                var low = Self.lowerBound(sortedBases, prefix)
-                while low < sortedBases.count, sortedBases[low].string.utf8.starts(with: prefix.utf8) {
-                    scope.insert(sortedBases[low])
-                    low += 1
+                if let sortedBases {
+                    var low = Self.lowerBound(sortedBases, prefix)
+                    while low < sortedBases.count, sortedBases[low].string.utf8.starts(with: prefix.utf8) {
+                        scope.insert(sortedBases[low])
+                        low += 1
+                    }
+                } else {
+                    for name in bases.keys where name.string.utf8.starts(with: prefix.utf8) { scope.insert(name) }
                 }
                 let parent = (path as NSString).deletingLastPathComponent
                 if rules.isIgnoredPath(path, isDirectory: false) && rules.isIgnoredPath(path, isDirectory: true) { continue }

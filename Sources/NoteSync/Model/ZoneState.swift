@@ -52,11 +52,37 @@ public struct ZoneState: Sendable, Hashable {
     /// produces one; fsck reports them.
     public var casViolations: [QuarantinedChange]
 
+    /// Names whose head changed since the last ``takeUnsaved()``: what the local state must store along with
+    /// the token, so the stored token never runs ahead of the stored heads (an entry folded in while a commit
+    /// lost its race would otherwise be skipped for good by the next process). Not part of equality.
+    public private(set) var unsaved: Set<RecordName> = []
+    /// Names whose head changed since a sync last planned them: a partial (agent) sync plans these along with
+    /// the paths it was given, including records of an entry folded in while a commit lost its race. Not part
+    /// of equality.
+    public var unplanned: Set<RecordName> = []
+
     public init(token: Int64 = 0, heads: [RecordName: RecordHead] = [:]) {
         self.token = token
         self.heads = heads
         self.quarantined = []
         self.casViolations = []
+    }
+
+    public static func == (a: ZoneState, b: ZoneState) -> Bool {
+        a.token == b.token && a.heads == b.heads && a.quarantined == b.quarantined && a.casViolations == b.casViolations
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(token)
+        hasher.combine(heads)
+    }
+
+    /// The heads changed since the last call, to be stored with ``token``; forgets them.
+    public mutating func takeUnsaved() -> [RecordName: RecordHead] {
+        var changed: [RecordName: RecordHead] = [:]
+        for name in unsaved { if let head = heads[name] { changed[name] = head } }
+        unsaved = []
+        return changed
     }
 
     /// The current tag of `name` (0 when the record was never seen).
@@ -83,6 +109,8 @@ public struct ZoneState: Sendable, Hashable {
                     seq: entry.seq, name: name.description,
                     reason: "based on \(change.base) but the head was \(tag(of: name))"))
             }
+            unsaved.insert(name)
+            unplanned.insert(name)
             heads[name] = RecordHead(tag: entry.seq, deleted: change.op == .delete,
                                      text: change.op == .delete ? nil : change.text,
                                      modified: change.modified, version: change.version, device: entry.device)

@@ -255,10 +255,10 @@ extension SyncEngine {
             guard !changes.isEmpty else { continue }
             switch try store.commit(changes, into: &zone) {
             case .committed(let entry):
+                // Every head folded in since the last save: ours, and those of entries that won a slot first.
+                let changedHeads = zone.takeUnsaved()
                 try state.update { batch in
-                    try batch.setZone(token: zone.token, changed: Dictionary(uniqueKeysWithValues: newBases.keys.compactMap { name in
-                        zone.heads[name].map { (name, $0) }
-                    }))
+                    try batch.setZone(token: zone.token, changed: changedHeads)
                     for (name, base) in newBases {
                         if var base {
                             base.tag = entry.seq

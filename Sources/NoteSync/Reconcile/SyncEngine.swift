@@ -71,11 +71,19 @@ public final class SyncEngine {
         var phases = PhaseTimer()
         defer { logger.debug("sync.phases", metadata: phases.metadata) }
         let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
-        let remembered = memo
-        memo = nil
-        var bases = try remembered?.bases ?? state.bases()
-        var zone = try remembered?.zone ?? state.zoneState()
-        phases.lap("load")
+        // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
+        var bases: [RecordName: BaseRecord]
+        var zone: ZoneState
+        if memo != nil {
+            bases = memo!.bases
+            zone = memo!.zone
+            memo = nil
+        } else {
+            bases = try state.bases()
+            phases.lap("bases")
+            zone = try state.zoneState()
+        }
+        phases.lap("heads")
         var scan = try scanner.scan(bases: bases, only: paths)
         phases.lap("scan")
         report.hashed = scan.hashed
@@ -96,17 +104,18 @@ public final class SyncEngine {
 
         for round in 1...options.maxRounds {
             report.rounds = round
-            let before = zone
+            let tokenBefore = zone.token
             do { try store.fetch(into: &zone) } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 if !options.dryRun { memo = (bases, zone) }
                 return try offline(report, error, options)
             }
-            if !options.dryRun { try saveZone(zone, since: before) }
+            if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) { try saveZone(&zone) }
             phases.lap("fetch")
             if let scope = scan.scope {
-                let changed = Set(zone.heads.keys.filter { before.heads[$0] != zone.heads[$0] }).subtracting(scope)
+                let changed = zone.unplanned.subtracting(scope)
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
+            zone.unplanned = []
             let plan = Self.plan(scan: scan, bases: bases, zone: zone)
             phases.lap("plan")
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
@@ -259,9 +268,9 @@ public final class SyncEngine {
         }
     }
 
-    private func saveZone(_ zone: ZoneState, since before: ZoneState) throws {
-        guard zone.token != before.token else { return }
-        let changed = zone.heads.filter { before.heads[$0.key] != $0.value }
+    /// Stores the token with every head changed since the last save, in one transaction.
+    private func saveZone(_ zone: inout ZoneState) throws {
+        let changed = zone.takeUnsaved()
         try state.update { try $0.setZone(token: zone.token, changed: changed) }
     }
 

@@ -192,6 +192,16 @@ public enum FileIO {
     /// Random lowercase hex, for unique temp names.
     public static func randomToken(bytes: Int = 8) -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(bytes * 2)
+        var word: UInt64 = 0
+        for index in 0..<bytes {
+            if index % 8 == 0 { word = generator.next() }
+            let byte = UInt8(truncatingIfNeeded: word >> (8 * UInt64(index % 8)))
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: hex, as: UTF8.self)
     }
 }
