@@ -65,8 +65,14 @@ public struct NoteApplier: Sendable {
 
     private func replaceExisting(_ name: RecordName, path: String, temp: String, directory: String,
                                  expected: ContentDigest?, cleanup: inout Bool) throws -> Outcome {
+        try requireNoteOrNothing(path)
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
-            // `temp` now holds what was at `path`.
+            // `temp` now holds what was at `path`. If a folder or link took the name since the check, swap back:
+            // it must neither be hidden under an ignored temp name nor deleted with the temp.
+            if let swapped = notANote(temp) {
+                ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path)
+                throw Self.notANoteError(path, swapped)
+            }
             let old = try FileDigest.of(path: temp)
             if let old, old.digest != expected {
                 let copy = try keepAsConflictCopy(name, from: temp)
@@ -91,6 +97,10 @@ public struct NoteApplier: Sendable {
         let aside = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
         if rename(path, aside) != 0 {
             if errno != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: errno) }
+        }
+        if let moved = notANote(aside) {
+            if ns_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, path) != 0 { rename(aside, path) }
+            throw Self.notANoteError(path, moved)
         }
         var copy: RecordName?
         if let old = try FileDigest.of(path: aside) {
@@ -177,6 +187,29 @@ public struct NoteApplier: Sendable {
             }
             throw NoteSyncError.posix("rename to conflict copy", path: target, errno: errno)
         }
+    }
+
+    /// What is at `path` when it is something other than a regular file ("a folder", "a symbolic link" …);
+    /// `nil` for a regular file or nothing.
+    private func notANote(_ path: String) -> String? {
+        guard let info = FileIO.lstatInfo(path) else { return nil }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFDIR: return "a folder"
+        case S_IFLNK: return "a symbolic link"
+        default: return "a special file (FIFO, socket or device)"
+        }
+    }
+
+    /// Refuses to replace anything but a note: a server version never takes the place of a folder, a link or
+    /// a FIFO that has the note's name here (replacing would hide the folder or delete the link).
+    private func requireNoteOrNothing(_ path: String) throws {
+        if let what = notANote(path) { throw Self.notANoteError(path, what) }
+    }
+
+    private static func notANoteError(_ path: String, _ what: String) -> NoteSyncError {
+        NoteSyncError(.conflict, path: path, "is \(what), not a note: left alone, the server's version of the note is not written here",
+                      fix: "rename or remove it; the note then syncs into its place")
     }
 
     /// Creates the folders above a note, refusing to go through a symlink (confinement to the notes folder).
