@@ -31,6 +31,13 @@ extension ServerStore {
         }
     }
 
+    /// The name to show for device `id`: its status file's name, else the id. Both come from the server, so
+    /// control characters and path separators are removed (as in conflict copy names): a name never drives the
+    /// terminal nor adds a folder to a conflict copy.
+    public func deviceName(_ id: String) -> String {
+        ConflictCopyName.cleanDevice(deviceInfo(id)?.name ?? id)
+    }
+
     /// The device's status file, or `nil` when it has none or it cannot be read.
     public func deviceInfo(_ id: String) -> DeviceInfo? {
         guard (try? Self.validateDevice(id)) != nil,
