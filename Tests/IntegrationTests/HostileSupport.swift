@@ -98,73 +98,152 @@ func runCommand(_ command: String) -> (status: Int32, output: String) {
     return (process.terminationStatus, String(decoding: output, as: UTF8.self))
 }
 
-/// A filesystem mounted for one test (tmpfs of a given size, or a bind mount), unmounted by `unmount()` or at deinit.
+/// A filesystem mounted for one test: a tmpfs of a given size or a bind mount, read-only if asked.
 ///
-/// Tests run as root in the container; mounting needs CAP_SYS_ADMIN. `available` says whether it works here.
+/// Tests run as root in the container; mounting needs CAP_SYS_ADMIN (`available`). Unmount in a `defer` that
+/// also keeps the test's folders alive, so that a failing test never leaves a mount behind.
 final class TestMount {
     let path: String
     private(set) var mounted = false
 
-    /// Whether this process may mount (root with CAP_SYS_ADMIN, mount(8) present).
+    /// Whether this process may mount here (root with CAP_SYS_ADMIN, mount(8) present).
     static let available: Bool = {
         guard getuid() == 0 else { return false }
         let probe = NSTemporaryDirectory() + "/notesync-mount-probe-\(getpid())"
         try? FileManager.default.createDirectory(atPath: probe, withIntermediateDirectories: true)
         defer { rmdir(probe) }
-        guard runCommand("mount -t tmpfs -o size=64k notesync-probe \(probe)").status == 0 else { return false }
-        return runCommand("umount \(probe)").status == 0
+        guard runCommand("mount -t tmpfs -o size=64k notesync-probe '\(probe)'").status == 0 else { return false }
+        return runCommand("umount '\(probe)'").status == 0
     }()
 
-    /// Mounts a tmpfs of `size` (e.g. "2m") at `path` (created if missing).
+    /// Mounts a tmpfs of `size` (e.g. "1m") at `path` (created if missing).
     init(tmpfs path: String, size: String) throws {
         self.path = path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        let result = runCommand("mount -t tmpfs -o size=\(size),mode=0755 notesync-test \(path)")
-        guard result.status == 0 else {
-            throw NoteSyncError(.io, path: path, "mount tmpfs failed: \(result.output)")
-        }
-        mounted = true
+        try mount("mount -t tmpfs -o size=\(size),mode=0755 notesync-test '\(path)'")
     }
 
-    /// Bind-mounts `path` onto itself read-only.
-    init(readOnlyBind path: String) throws {
+    /// Bind-mounts `source` at `path`; read-only if asked (a second, remounting step).
+    init(bind source: String, at path: String, readOnly: Bool = false) throws {
         self.path = path
-        var result = runCommand("mount --bind \(path) \(path)")
-        guard result.status == 0 else { throw NoteSyncError(.io, path: path, "bind mount failed: \(result.output)") }
-        mounted = true
-        result = runCommand("mount -o remount,bind,ro \(path)")
+        try mount("mount --bind '\(source)' '\(path)'")
+        if readOnly { try mount("mount -o remount,bind,ro '\(path)'") }
+    }
+
+    /// Moves the folder at `path` onto a new tmpfs of `size`, contents and all (a server or notes folder that
+    /// `notesync init` made on the ordinary disk).
+    static func tmpfs(replacing path: String, size: String) throws -> TestMount {
+        let saved = path + ".on-disk"
+        guard rename(path, saved) == 0 else { throw NoteSyncError(.io, path: path, "cannot move aside", errno: errno) }
+        let mounted = try TestMount(tmpfs: path, size: size)
+        let copy = runCommand("cp -a '\(saved)/.' '\(path)/' && rm -rf '\(saved)'")
+        guard copy.status == 0 else { throw NoteSyncError(.io, path: path, "cannot copy onto the tmpfs: \(copy.output)") }
+        return mounted
+    }
+
+    private func mount(_ command: String) throws {
+        let result = runCommand(command)
         guard result.status == 0 else {
             unmount()
-            throw NoteSyncError(.io, path: path, "remount read-only failed: \(result.output)")
+            throw NoteSyncError(.io, path: path, "\(command) failed: \(result.output)")
         }
+        mounted = true
     }
 
     /// Unmounts (lazily if busy); safe to call twice.
     func unmount() {
         guard mounted else { return }
-        if runCommand("umount \(path)").status != 0 { runCommand("umount -l \(path)") }
+        if runCommand("umount '\(path)'").status != 0 { runCommand("umount -l '\(path)'") }
         mounted = false
     }
 
     deinit { unmount() }
 }
 
-/// Fills the filesystem holding `directory` with one file until writes fail with ENOSPC; returns its path.
-func fillFilesystem(_ directory: String) throws -> String {
+/// Fills the filesystem holding `directory` with one file until writes fail with ENOSPC, then gives back
+/// `leaving` bytes; returns the file's path (remove it to make room again).
+func fillFilesystem(_ directory: String, leaving: Int = 0) throws -> String {
     let path = directory + "/filler-\(UUID().uuidString.prefix(8))"
     let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
     guard fd >= 0 else { throw NoteSyncError(.io, path: path, "cannot create filler", errno: errno) }
     defer { close(fd) }
-    let chunk = [UInt8](repeating: 0x66, count: 4096)
+    let chunk = [UInt8](repeating: 0x66, count: 1 << 16)
+    var size = 0
     while true {
         let wrote = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         if wrote < 0 {
-            if errno == ENOSPC { return path }
-            throw NoteSyncError(.io, path: path, "filling failed", errno: errno)
+            guard errno == ENOSPC else { throw NoteSyncError(.io, path: path, "filling failed", errno: errno) }
+            break
         }
-        if wrote < chunk.count {
-            continue
+        size += wrote
+    }
+    guard ftruncate(fd, off_t(max(size - leaving, 0))) == 0 else {
+        throw NoteSyncError(.io, path: path, "ftruncate failed", errno: errno)
+    }
+    return path
+}
+
+/// `notesync` run under strace, which stops it (SIGSTOP) right after its `stopAfter`-th renameat2(2) returns:
+/// every publish to the server (the primitive probe, each asset, the claim of a log slot) is one, so a test can
+/// change the world between two exact steps of a commit, with no timing involved.
+final class TracedNotesync {
+    let strace = Process()
+    let tracePath: String
+    let outPath: String
+    let errPath: String
+
+    static let available = FileManager.default.isExecutableFile(atPath: "/usr/bin/strace")
+        && runCommand("/usr/bin/strace -qq -o /dev/null /bin/true").status == 0
+
+    init(_ arguments: [String], scratch: String, stopAfter renames: Int) throws {
+        let token = UUID().uuidString
+        tracePath = scratch + "/proc-\(token).strace"
+        outPath = scratch + "/proc-\(token).out"
+        errPath = scratch + "/proc-\(token).err"
+        for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        strace.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+        strace.arguments = ["-qq", "-f", "-o", tracePath, "-e", "trace=renameat2",
+                            "-e", "inject=renameat2:signal=SIGSTOP:when=\(renames)", try notesyncBinary()] + arguments
+        strace.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        strace.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        try strace.run()
+    }
+
+    /// Waits until notesync is stopped at the chosen step and returns its pid; nil if it ended first.
+    func stopped(within seconds: Double = 60) -> Int32? {
+        var pid: Int32?
+        let reached = eventually(seconds) {
+            guard strace.isRunning else { return true }
+            let trace = (try? String(contentsOfFile: tracePath, encoding: .utf8)) ?? ""
+            // strace logs the injected signal, then each thread's group-stop; the thread that made the call
+            // stopping is what matters: nothing of the sync runs on after it.
+            guard let signalled = trace.split(separator: "\n").first(where: { $0.contains("--- SIGSTOP {") })?
+                .split(separator: " ").first, trace.contains("\(signalled) --- stopped by SIGSTOP ---") else { return false }
+            let children = (try? String(contentsOfFile: "/proc/\(strace.processIdentifier)/task/\(strace.processIdentifier)/children",
+                                        encoding: .utf8)) ?? ""
+            pid = children.split(separator: " ").first.flatMap { Int32($0) }
+            return pid != nil
         }
+        return reached && strace.isRunning ? pid : nil
+    }
+
+    func resume(_ pid: Int32) { kill(pid, SIGCONT) }
+
+    func wait() -> ProcessResult {
+        strace.waitUntilExit()
+        return ProcessResult(status: strace.terminationStatus,
+                             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+                             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+    }
+
+    deinit {
+        guard strace.isRunning else { return }
+        // A stopped tracee would outlive strace: kill it first.
+        let children = (try? String(contentsOfFile: "/proc/\(strace.processIdentifier)/task/\(strace.processIdentifier)/children",
+                                    encoding: .utf8)) ?? ""
+        for child in children.split(separator: " ").compactMap({ Int32($0) }) { kill(child, SIGKILL) }
+        strace.terminate()
+        strace.waitUntilExit()
     }
 }
 
@@ -237,4 +316,19 @@ func serverHeads(_ server: String) throws -> [String: RecordHead] {
     var zone = ZoneState()
     try store.fetch(into: &zone)
     return Dictionary(uniqueKeysWithValues: zone.heads.map { ($0.key.string, $0.value) })
+}
+
+/// Every change the server's log holds for `name` (each save or delete committed, in order).
+func logChanges(_ server: String, _ name: String) throws -> [RecordChange] {
+    let store = try ServerStore(root: server, device: "checker", logger: .init(label: "t"))
+    var changes: [RecordChange] = []
+    var seq: Int64 = 1
+    while true {
+        switch try store.readSlot(seq) {
+        case .missing: return changes
+        case .damaged: break
+        case .entry(let entry): changes += entry.changes.filter { $0.name == name }
+        }
+        seq += 1
+    }
 }
