@@ -280,6 +280,30 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         #expect(try w.t.run(["server", "fsck", w.forger.layout.root]).status == 0)
     }
 
+    /// A folder of the server's own layout replaced by a link to a folder outside: nothing is written through it,
+    /// not even a temp file (writes name these folders by path); the message names it with the fix; with the
+    /// folder back in place, the queued note is pushed.
+    @Test(arguments: ["zones/notes/tmp", "devices", "zones/notes/assets", "zones/notes/log"])
+    func aServerFolderReplacedByALinkIsNeverWrittenThrough(_ folder: String) throws {
+        let w = try HostileWorld("linked-" + folder.replacingOccurrences(of: "/", with: "-"))
+        let path = w.forger.layout.root + "/" + folder
+        let moved = w.outside + "/moved"
+        #expect(rename(path, moved) == 0 && symlink(moved, path) == 0)
+        let outsideBefore = try w.outsideState()
+        try w.t.write(w.t.a, "new.md", "pushed once the folder is back\n")
+        let refused = try w.t.run(["sync", "--notes", w.t.a])
+        #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains(path) && refused.stderr.contains("symbolic link") && refused.stderr.contains("fix:"),
+                "\(refused.stderr)")
+        expectNoTerminalControls(refused)
+        #expect(try w.outsideState() == outsideBefore, "nothing written through the link")
+
+        #expect(unlink(path) == 0 && rename(moved, path) == 0)
+        try w.t.sync(w.t.a)
+        try w.t.sync(w.t.b)
+        #expect(w.t.read(w.t.b, "new.md") == "pushed once the folder is back\n")
+    }
+
     /// A record version newer than this build: the note is left alone on every side (a local edit too), reported.
     @Test func aNewerRecordVersionIsLeftAloneAndReported() throws {
         let w = try HostileWorld("newer-record")
