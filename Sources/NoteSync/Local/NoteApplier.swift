@@ -70,7 +70,8 @@ public struct NoteApplier: Sendable {
             // `temp` now holds what was at `path`. If a folder or link took the name since the check, swap back:
             // it must neither be hidden under an ignored temp name nor deleted with the temp.
             if let swapped = notANote(temp) {
-                ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path)
+                // Should swapping back fail, both stay as they are: the temp name must then not be unlinked.
+                if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) != 0 { cleanup = false }
                 throw Self.notANoteError(path, swapped)
             }
             let old = try FileDigest.of(path: temp)
@@ -99,7 +100,11 @@ public struct NoteApplier: Sendable {
             if errno != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: errno) }
         }
         if let moved = notANote(aside) {
-            if ns_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, path) != 0 { rename(aside, path) }
+            // Put it back without replacing anything: no-replace rename, else link (a link or FIFO), else rename(2)
+            // for a folder, which it cannot put over anything but an empty folder.
+            if ns_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, path) != 0 {
+                if Glibc.link(aside, path) == 0 { unlink(aside) } else if moved == Self.folder { rename(aside, path) }
+            }
             throw Self.notANoteError(path, moved)
         }
         var copy: RecordName?
@@ -195,11 +200,13 @@ public struct NoteApplier: Sendable {
         guard let info = FileIO.lstatInfo(path) else { return nil }
         switch info.st_mode & S_IFMT {
         case S_IFREG: return nil
-        case S_IFDIR: return "a folder"
+        case S_IFDIR: return Self.folder
         case S_IFLNK: return "a symbolic link"
         default: return "a special file (FIFO, socket or device)"
         }
     }
+
+    private static let folder = "a folder"
 
     /// Refuses to replace anything but a note: a server version never takes the place of a folder, a link or
     /// a FIFO that has the note's name here (replacing would hide the folder or delete the link).
