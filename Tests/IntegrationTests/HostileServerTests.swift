@@ -109,15 +109,11 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
             reason = "checksum mismatch"
         case .malformedJSON:
             let body = Data("{\"seq\": \(seq), \"changes\": [{\"name\": \"\u{1B}[2Jx.md\"".utf8)
-            var data = Data("notesync-entry 1 \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
-            data.append(body)
-            try w.forger.plantBytes(data, seq: seq)
+            try w.forger.plantBytes(ServerForger.seal(rawBody: body), seq: seq)
             reason = "malformed content"
         case .wrongShapeJSON:
             let body = Data("{\"seq\":\(seq),\"commit\":\"c\",\"device\":\"evil\",\"time\":0,\"changes\":[{\"name\":\"x.md\",\"base\":\"\u{1B}[2J\"}]}".utf8)
-            var data = Data("notesync-entry 1 \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
-            data.append(body)
-            try w.forger.plantBytes(data, seq: seq)
+            try w.forger.plantBytes(ServerForger.seal(rawBody: body), seq: seq)
             reason = "malformed content"
         case .dotDot:
             try w.forger.plantBytes(try entry(try named(["../escape.md", "sub/../../../escape.md", "..", "./x.md"])), seq: seq)

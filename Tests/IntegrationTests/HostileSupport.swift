@@ -23,6 +23,11 @@ struct ServerForger {
         try FileIO.createAndSync(layout.entryPath(seq), data)
     }
 
+    /// `body` (any bytes) under a valid header: passes the length and checksum, so the JSON layer judges it.
+    static func seal(rawBody body: Data) -> Data {
+        Data("notesync-entry 1 \(body.count) \(ContentDigest(of: body).hex)\n".utf8) + body
+    }
+
     /// A correctly sealed entry: it passes the checksum, so whatever is wrong with it is found by the layers after.
     func plant(_ changes: [RecordChange], seq: Int64, device: String = "evil") throws {
         let entry = LogEntry(seq: seq, commit: UUID().uuidString.lowercased(), device: device, time: Clock.nowNanoseconds(),
