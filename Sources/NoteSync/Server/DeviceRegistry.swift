@@ -32,10 +32,9 @@ extension ServerStore {
     }
 
     /// The name to show for device `id`: its status file's name, else the id. Both come from the server, so
-    /// control characters and path separators are removed (as in conflict copy names): a name never drives the
-    /// terminal nor adds a folder to a conflict copy.
+    /// control characters are escaped: a name never drives the terminal (conflict copy names clean it further).
     public func deviceName(_ id: String) -> String {
-        ConflictCopyName.cleanDevice(deviceInfo(id)?.name ?? id)
+        DisplayName.escape(deviceInfo(id)?.name ?? id)
     }
 
     /// The device's status file, or `nil` when it has none or it cannot be read.
