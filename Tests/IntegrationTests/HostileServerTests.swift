@@ -416,3 +416,28 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         expectNoTerminalControls(history)
     }
 }
+
+/// The agent meets hostile entries like a one-shot sync does: reported once, when read, not at every later sync.
+@Suite(.serialized) struct HostileServerAgentTests {
+    @Test func anAgentReportsADamagedEntryOnceAndKeepsSyncing() throws {
+        let agents = try TwoAgents("hostile-agent")
+        defer { agents.stop() }
+        let t = agents.devices
+        try t.write(t.a, "first.md", "first\n")
+        #expect(eventually { t.read(t.b, "first.md") == "first\n" })
+        let forger = ServerForger(t.server)
+        let seq = forger.nextSlot()
+        var torn = try SealedFile.seal(LogEntry(seq: seq, commit: "torn", device: "evil", time: 0,
+                                                changes: [try forger.save("torn.md", "never applied\n")]), kind: "entry")
+        torn.removeLast(3)
+        try forger.plantBytes(torn, seq: seq)
+        for index in 0..<3 {
+            try t.write(t.a, "later-\(index).md", "later \(index)\n")
+            #expect(eventually { t.read(t.b, "later-\(index).md") == "later \(index)\n" }, "the agent keeps syncing past it")
+        }
+        let logB = try #require(agents.agentB).stderrText
+        #expect(logB.components(separatedBy: "every device skips this entry").count - 1 == 1,
+                "reported once, not at every sync: \(logB.suffix(3000))")
+        #expect(t.read(t.b, "torn.md") == nil)
+    }
+}

@@ -128,6 +128,9 @@ public final class SyncEngine {
         }
         report.token = zone.token
         report.warnings += zone.problems
+        // Reported once, when read (as a one-shot sync does): the agent's next syncs start from this zone.
+        zone.quarantined.removeAll()
+        zone.damaged.removeAll()
         report.pending = try state.outbox().count
         try state.setMeta(["last.sync": String(Clock.nowNanoseconds()), "last.error": nil])
         if zone.token != lastReportedToken {
