@@ -40,10 +40,10 @@ struct HistoryCommand: ParsableCommand {
             if versions.isEmpty { print("no versions of \(name) on the server") }
             let current = try state.bases()[name]?.tag
             for (seq, entry, change) in versions {
-                let device = store.deviceInfo(entry.device)?.name ?? entry.device
+                let device = store.deviceName(entry.device)
                 let what = change.op == .delete ? "deleted" : "saved \(change.text?.size ?? 0) bytes"
                 let mark = seq == current ? "  <- synced here" : ""
-                print("version \(seq)  \(formatTime(change.modified))  \(DisplayName.escape(device))  \(what)\(mark)")
+                print("version \(seq)  \(formatTime(change.modified))  \(device)  \(what)\(mark)")
             }
             return ExitCodes.ok
         }

@@ -50,8 +50,11 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         let lock = dryRun ? nil : try FolderLock(folder)
         defer { withExtendedLifetime(lock) {} }
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
-        let report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json,
+        var report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json,
                                                  allowMassDelete: allowMassDelete))
+        if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
+            report.warnings += ServerFsck.conflictCopies(in: store, near: report.token)
+        }
         if json {
             try printJSON(report)
         } else {

@@ -19,8 +19,13 @@ final class TwoAgents {
     var agentA: NotesyncProcess?
     var agentB: NotesyncProcess?
 
-    init(_ label: String) throws {
-        devices = try TwoDevices(label)
+    convenience init(_ label: String) throws {
+        try self.init(devices: TwoDevices(label))
+    }
+
+    /// Agents on devices the caller prepared (e.g. with the server moved onto a filesystem the test mounted).
+    init(devices: TwoDevices) throws {
+        self.devices = devices
         agentA = try start(devices.a)
         agentB = try start(devices.b)
     }
@@ -53,14 +58,7 @@ final class TwoAgents {
 
     /// Every change the server's log holds for `name`.
     func serverChanges(_ name: String) throws -> [RecordChange] {
-        let store = try ServerStore(root: devices.server, device: "checker", logger: .init(label: "t"))
-        var changes: [RecordChange] = []
-        var seq: Int64 = 1
-        while case .entry(let entry) = try store.readSlot(seq) {
-            changes += entry.changes.filter { $0.name == name }
-            seq += 1
-        }
-        return changes
+        try logChanges(devices.server, name)
     }
 }
 

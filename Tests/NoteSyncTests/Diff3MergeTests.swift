@@ -203,7 +203,7 @@ private let conflictCases: [Diff3MergeCase] = [
         #expect(Diff3Merge.merge(base: other, ours: binary, theirs: other) == .clean(binary))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test
     func largeNoteWithDistantEditsMerges() throws {
         let base = (0..<10_000).map { "line \($0) of a long note, with some words to make it realistic" }
         var ours = base

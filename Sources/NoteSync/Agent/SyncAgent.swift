@@ -136,6 +136,8 @@ public final class SyncAgent: Service, Sendable {
             } catch let error as NoteSyncError {
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
                 status.lastError = error.description
+                // The changes recorded before the failure (a full server, say) are pending: say so.
+                status.pending = (try? engine.state.outbox().count) ?? status.pending
                 retryAt = clock.now + backoff
                 backoff = min(backoff * 2, options.maxBackoff)
                 needFull = true

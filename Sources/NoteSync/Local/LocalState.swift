@@ -72,9 +72,24 @@ public final class LocalState: Sendable {
             queue = try DatabaseQueue(path: location, configuration: configuration)
             if !readOnly { try Self.migrator.migrate(queue) }
         } catch let error as DatabaseError {
-            throw NoteSyncError(.io, path: path, "cannot open the local state database: \(error.message ?? "\(error)")",
-                                fix: "check the file's permissions; if it is damaged, move it away and run `notesync init` again")
+            throw Self.failure(error, path: path, doing: "open")
         }
+    }
+
+    /// A database error as the user reads it. A full disk is said to be one (SQLite reports it as "disk is full",
+    /// or as an I/O error when its shared-memory file cannot grow), with a fix that keeps the state: moving the
+    /// database away is advice for a damaged file only.
+    static func failure(_ error: DatabaseError, path: String, doing: String) -> NoteSyncError {
+        var info = statvfs()
+        let nearlyFull = statvfs((path as NSString).deletingLastPathComponent, &info) == 0
+            && UInt64(info.f_bavail) * UInt64(info.f_frsize) < 1 << 20
+        if error.resultCode == .SQLITE_FULL || (error.resultCode == .SQLITE_IOERR && nearlyFull) {
+            return NoteSyncError(.io, path: path, "cannot \(doing) the local state database: the filesystem holding it is full",
+                                 fix: "free space there, then sync again; nothing is lost (what was not recorded is found again by the next scan)",
+                                 errno: ENOSPC)
+        }
+        return NoteSyncError(.io, path: path, "cannot \(doing) the local state database: \(error.message ?? "\(error)")",
+                             fix: "check the file's permissions; if it is damaged, move it away and run `notesync init` again")
     }
 
     /// An in-memory database, for tests and dry runs of a folder that was never initialised.
@@ -135,14 +150,8 @@ public final class LocalState: Sendable {
     }
 
     public func setMeta(_ values: [String: String?]) throws {
-        try queue.write { db in
-            for (key, value) in values {
-                if let value {
-                    try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
-                } else {
-                    try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
-                }
-            }
+        try update { batch in
+            for (key, value) in values { try batch.setMeta(key, value) }
         }
     }
 
@@ -246,7 +255,11 @@ public final class LocalState: Sendable {
 
     /// Applies a batch of changes to the local state in one transaction.
     public func update(_ body: (Batch) throws -> Void) throws {
-        try queue.write { db in try body(Batch(db: db)) }
+        do {
+            try queue.write { db in try body(Batch(db: db)) }
+        } catch let error as DatabaseError {
+            throw Self.failure(error, path: queue.path, doing: "update")
+        }
     }
 
     /// One write transaction's worth of changes.

@@ -147,8 +147,15 @@ public struct NoteApplier: Sendable {
 
     private func replaceExisting(_ name: RecordName, path: String, temp: String, directory: String,
                                  expected: ContentDigest?, cleanup: inout Bool) throws -> Outcome {
+        try requireNoteOrNothing(path)
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
-            // `temp` now holds what was at `path`.
+            // `temp` now holds what was at `path`. If a folder or link took the name since the check, swap back:
+            // it must neither be hidden under an ignored temp name nor deleted with the temp.
+            if let swapped = notANote(temp) {
+                // Should swapping back fail, both stay as they are: the temp name must then not be unlinked.
+                if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) != 0 { cleanup = false }
+                throw Self.notANoteError(path, swapped)
+            }
             let old = try FileDigest.of(path: temp)
             if let old, old.digest != expected {
                 let copy = try keepAsConflictCopy(name, from: temp)
@@ -173,6 +180,14 @@ public struct NoteApplier: Sendable {
         let aside = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
         if rename(path, aside) != 0 {
             if errno != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: errno) }
+        }
+        if let moved = notANote(aside) {
+            // Put it back without replacing anything: no-replace rename, else link (a link or FIFO), else rename(2)
+            // for a folder, which it cannot put over anything but an empty folder.
+            if ns_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, path) != 0 {
+                if Glibc.link(aside, path) == 0 { unlink(aside) } else if moved == Self.folder { rename(aside, path) }
+            }
+            throw Self.notANoteError(path, moved)
         }
         var copy: RecordName?
         if let old = try FileDigest.of(path: aside) {
@@ -259,6 +274,31 @@ public struct NoteApplier: Sendable {
             }
             throw NoteSyncError.posix("rename to conflict copy", path: target, errno: errno)
         }
+    }
+
+    /// What is at `path` when it is something other than a regular file ("a folder", "a symbolic link" …);
+    /// `nil` for a regular file or nothing.
+    private func notANote(_ path: String) -> String? {
+        guard let info = FileIO.lstatInfo(path) else { return nil }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFDIR: return Self.folder
+        case S_IFLNK: return "a symbolic link"
+        default: return "a special file (FIFO, socket or device)"
+        }
+    }
+
+    private static let folder = "a folder"
+
+    /// Refuses to replace anything but a note: a server version never takes the place of a folder, a link or
+    /// a FIFO that has the note's name here (replacing would hide the folder or delete the link).
+    private func requireNoteOrNothing(_ path: String) throws {
+        if let what = notANote(path) { throw Self.notANoteError(path, what) }
+    }
+
+    private static func notANoteError(_ path: String, _ what: String) -> NoteSyncError {
+        NoteSyncError(.conflict, path: path, "is \(what), not a note: left alone, the server's version of the note is not written here",
+                      fix: "rename or remove it; the note then syncs into its place")
     }
 
     /// Creates the folders above a note, refusing to go through a symlink (confinement to the notes folder).

@@ -150,9 +150,28 @@ public struct Scanner: Sendable {
                 break
             case .failure(let error):
                 result.unreadable.insert(candidate.name)
-                result.warnings.append("\(error.path ?? candidate.path): cannot be read, left alone: \(error.message)")
+                let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
+                result.warnings.append("\(error.path ?? candidate.path): cannot be read, left alone (not taken as deleted): \(reason)\n"
+                                       + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again"))
             }
         }
+        // A synced note whose name now holds a folder or a link is not deleted: a safety filter skips, it never
+        // turns what it skips into a delete. It stays unreadable until the user renames one of them.
+        let missing: [RecordName]
+        if let scope = result.scope {
+            missing = scope.filter { bases[$0] != nil && result.files[$0] == nil }
+        } else {
+            missing = result.baseMatches < bases.count ? bases.keys.filter { result.files[$0] == nil } : []
+        }
+        for name in missing where !result.unreadable.contains(name) {
+            guard let info = FileIO.lstatInfo(root + "/" + name.string), (info.st_mode & S_IFMT) != S_IFREG else { continue }
+            result.unreadable.insert(name)
+            if (info.st_mode & S_IFMT) == S_IFDIR {
+                result.warnings.append("\(name): a folder now has the name of this synced note; the note is left alone, not deleted\n"
+                                       + "  fix: rename the folder (or delete the note on another device)")
+            }
+        }
+
         return result
     }
 
@@ -234,7 +253,9 @@ public struct Scanner: Sendable {
             listed = found
         } catch let error as NoteSyncError {
             result.unreadableDirectories.append(relative)
-            result.warnings.append("\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone: \(error.message)")
+            let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
+            result.warnings.append("\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone "
+                                   + "(not taken as deleted): \(reason)\n  fix: let notesync's user read the folder (chmod, chown), then sync again")
             return
         }
         let order = listed.entries.indices.sorted { listed.entries[$0].name.utf8.lexicographicallyPrecedes(listed.entries[$1].name.utf8) }

@@ -28,6 +28,12 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
     public var reason: String
 
     public var description: String { "entry \(seq): \(name): \(reason)" }
+
+    /// The name as it is shown: escaped, and cut short (a hostile name may be kilobytes long).
+    static func displayName(_ raw: String) -> String {
+        let escaped = DisplayName.escape(raw)
+        return escaped.count > 120 ? escaped.prefix(120) + "… (\(raw.utf8.count) bytes)" : escaped
+    }
 }
 
 /// A log entry that could not be read (torn, damaged, misplaced): its slot is skipped, never applied.
@@ -37,6 +43,9 @@ public struct DamagedEntry: Hashable, Sendable, CustomStringConvertible {
     public var reason: String
 
     public var description: String { "\(path): \(reason)" }
+
+    /// Whether the entry was sealed in a format newer than this build's: it may be valid, only unreadable here.
+    public var isNewerFormat = false
 }
 
 /// The heads of every record in a zone as of one log position (the change token).
@@ -51,6 +60,8 @@ public struct ZoneState: Sendable, Hashable {
     /// Changes whose `base` was not the head when their entry claimed its slot. A correct writer never
     /// produces one; fsck reports them.
     public var casViolations: [QuarantinedChange]
+    /// Log slots passed over because their entry could not be read (torn, damaged, misplaced, a link).
+    public var damaged: [DamagedEntry]
 
     /// Names whose head changed since the last ``takeUnsaved()``: what the local state must store along with
     /// the token, so the stored token never runs ahead of the stored heads (an entry folded in while a commit
@@ -66,10 +77,24 @@ public struct ZoneState: Sendable, Hashable {
         self.heads = heads
         self.quarantined = []
         self.casViolations = []
+        self.damaged = []
+    }
+
+    /// What a sync reports about the server: every change quarantined and every entry skipped, each with the
+    /// file or entry it is about and the fix.
+    public var problems: [String] {
+        quarantined.map {
+            "quarantined on the server: \($0); this change is skipped, no note is written for it\n"
+                + "  fix: rename the note on the device that saved it; `notesync server fsck` lists every bad entry"
+        } + damaged.map {
+            "\($0); every device skips this entry, what it held is not applied\n"
+                + "  fix: run `notesync server fsck` on the server folder; the device that wrote it must save those notes again"
+        }
     }
 
     public static func == (a: ZoneState, b: ZoneState) -> Bool {
         a.token == b.token && a.heads == b.heads && a.quarantined == b.quarantined && a.casViolations == b.casViolations
+            && a.damaged == b.damaged
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -95,7 +120,7 @@ public struct ZoneState: Sendable, Hashable {
         for change in entry.changes {
             let name: RecordName
             do { name = try RecordName(validating: change.name) } catch {
-                quarantined.append(QuarantinedChange(seq: entry.seq, name: DisplayName.escape(change.name),
+                quarantined.append(QuarantinedChange(seq: entry.seq, name: QuarantinedChange.displayName(change.name),
                                                      reason: error.reason))
                 continue
             }

@@ -120,9 +120,16 @@ public final class SyncEngine {
             phases.lap("plan")
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {
-                report.changes = try plan.map { try describe($0, scan: scan, bases: bases, zone: zone, store: store, options: options) }
+                for step in plan {
+                    // As in a real sync, a note whose server text cannot be read is reported and left out.
+                    do {
+                        report.changes.append(try describe(step, scan: scan, bases: bases, zone: zone, store: store, options: options))
+                    } catch let error as NoteSyncError where error.kind != .serverUnreachable {
+                        report.warnings.append("\(step.name): \(error)")
+                    }
+                }
                 report.conflictCopies = report.changes.filter { $0.kind == .conflict }.compactMap(\.detail)
-                report.warnings += zone.quarantined.map { "quarantined on the server: \($0)" }
+                report.warnings += zone.problems
                 report.pending = plan.filter { if case .push = $0.decision { true } else { false } }.count
                 report.token = zone.token
                 return report
@@ -138,7 +145,10 @@ public final class SyncEngine {
             scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.map(\.string) })
         }
         report.token = zone.token
-        report.warnings += zone.quarantined.map { "quarantined on the server: \($0)" }
+        report.warnings += zone.problems
+        // Reported once, when read (as a one-shot sync does): the agent's next syncs start from this zone.
+        zone.quarantined.removeAll()
+        zone.damaged.removeAll()
         report.pending = try state.outboxCount()
         try state.setMeta(["last.sync": String(Clock.nowNanoseconds()), "last.error": nil])
         if zone.token != lastReportedToken {
@@ -287,7 +297,7 @@ public final class SyncEngine {
     func deviceName(_ id: String, store: ServerStore) -> String {
         if id == config.deviceID { return config.deviceName }
         if let known = deviceNames[id] { return known }
-        let name = store.deviceInfo(id)?.name ?? id
+        let name = store.deviceName(id)
         deviceNames[id] = name
         return name
     }

@@ -31,6 +31,12 @@ extension ServerStore {
         }
     }
 
+    /// The name to show for device `id`: its status file's name, else the id. Both come from the server, so
+    /// control characters are escaped: a name never drives the terminal (conflict copy names clean it further).
+    public func deviceName(_ id: String) -> String {
+        DisplayName.escape(deviceInfo(id)?.name ?? id)
+    }
+
     /// The device's status file, or `nil` when it has none or it cannot be read.
     public func deviceInfo(_ id: String) -> DeviceInfo? {
         guard (try? Self.validateDevice(id)) != nil,

@@ -56,6 +56,12 @@ public struct ServerFsck {
     public init(store: ServerStore) { self.store = store }
 
     public func run(repair: Bool, tempGraceSeconds: Double = 3600) throws -> FsckReport {
+        if store.isReadOnly {
+            // Its files may be valid in a format this build cannot read: judging (or quarantining) them would be wrong.
+            throw NoteSyncError(.serverNewerFormat, path: layout.marker,
+                                "uses server format \(store.marker.format); this build checks format \(ServerMarker.currentFormat) only",
+                                fix: "run `notesync server fsck` from an updated notesync")
+        }
         var report = FsckReport()
         var referenced: [ContentDigest: String] = [:]
         let quarantine = layout.root + "/quarantine/" + String(Clock.nowNanoseconds())
@@ -189,6 +195,31 @@ public struct ServerFsck {
             add(.tempFile, path, "left by an interrupted writer, \(Int(age)) s old", repaired: repaired)
         }
         return report
+    }
+
+    /// Conflict copies that Dropbox, Syncthing or Nextcloud made inside the server where they matter: next to
+    /// the marker, in the zone and log folders, and in the log shard holding entry `seq` (the newest a sync has
+    /// read). Cheap enough for every sync, unlike a full check; each comes with its path and the fix.
+    public static func conflictCopies(in store: ServerStore, near seq: Int64) -> [String] {
+        let layout = store.layout
+        var directories = [layout.root, layout.zoneDirectory, layout.logDirectory, layout.snapshotsDirectory]
+        directories.append(layout.shardDirectory(of: max(seq, 1)))
+        directories.append(layout.shardDirectory(of: seq + 1))
+        var seen = Set<String>()
+        var found: [String] = []
+        for directory in directories where seen.insert(directory).inserted {
+            for name in ((try? FileIO.list(directory)) ?? []).sorted() {
+                guard let tool = ForeignConflictCopy.detect(name) else { continue }
+                let lost = directory.hasPrefix(layout.logDirectory + "/")
+                    ? "; the commit in the copy is not applied: the device that made it must save those notes again"
+                    : ""
+                found.append("\(DisplayName.escape(directory + "/" + name)): a \(tool) conflict copy inside the server: "
+                             + "two devices wrote this file at once through \(tool)\(lost)\n"
+                             + "  fix: `notesync server fsck --repair \(DisplayName.escape(layout.root))` moves it to quarantine/; "
+                             + "a real share (NFS, SMB, sshfs) avoids this for devices writing at once")
+            }
+        }
+        return found
     }
 
     static func describeForeign(_ name: String) -> String {

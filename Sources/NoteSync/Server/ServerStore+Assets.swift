@@ -60,12 +60,14 @@ extension ServerStore {
     public func readAsset(_ ref: AssetRef) throws -> Data {
         let path = layout.assetPath(ref.sha256)
         guard let data = try FileIO.read(path, limit: Int(clamping: max(ref.size, 0)) + 1) else {
-            throw NoteSyncError(.corrupt, path: path, "asset is missing from the server",
-                                fix: "run `notesync server fsck`; the device that wrote it can sync again to restore it")
+            throw NoteSyncError(.corrupt, path: path, "asset is missing from the server; the note is left as it is here",
+                                fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
+                                    + "`notesync server fsck` lists every missing asset")
         }
         guard Int64(data.count) == ref.size, ContentDigest(of: data) == ref.sha256 else {
-            throw NoteSyncError(.corrupt, path: path, "asset content does not match its digest",
-                                fix: "run `notesync server fsck --repair` to quarantine it")
+            throw NoteSyncError(.corrupt, path: path, "asset content does not match its digest; the note is left as it is here",
+                                fix: "run `notesync server fsck --repair` to quarantine it, then edit and save the note on a "
+                                    + "device that has it, so that its text is uploaded again")
         }
         return data
     }

@@ -46,7 +46,9 @@ extension ServerStore {
             }
             return .entry(entry)
         } catch {
-            return .damaged(DamagedEntry(seq: seq, path: path, reason: error.description))
+            var damage = DamagedEntry(seq: seq, path: path, reason: error.description)
+            if case .newerFormat = error { damage.isNewerFormat = true }
+            return .damaged(damage)
         }
     }
 
@@ -63,10 +65,18 @@ extension ServerStore {
             case .entry(let entry):
                 state.apply(entry)
             case .damaged(let damage):
-                logger.error("server.entry.damaged", metadata: ["server.seq": "\(damage.seq)",
-                                                                 "server.path": "\(damage.path)",
-                                                                 "reason": "\(damage.reason)"])
+                if damage.isNewerFormat && isReadOnly {
+                    // The server says it is newer: this entry is likely valid, only not for this build. Skipping it
+                    // would pass over it for good (the token moves on), so stop here instead.
+                    throw NoteSyncError(.serverNewerFormat, path: damage.path,
+                                        "\(damage.reason); this build reads the log only up to the entry before it",
+                                        fix: "update notesync on this device; local changes stay queued meanwhile")
+                }
+                logger.notice("server.entry.damaged", metadata: ["server.seq": "\(damage.seq)",
+                                                                  "server.path": "\(damage.path)",
+                                                                  "reason": "\(damage.reason)"])
                 state.skip(seq: damage.seq)
+                state.damaged.append(damage)
             }
             read.append(slot)
         }

@@ -136,6 +136,18 @@ public final class ServerStore: Sendable {
                                     + "\(ServerMarker.currentFormat) only, so it will not write to it",
                                 fix: "update notesync on this device")
         }
+        // Writes name these folders by path: a link planted in place of one would carry them out of the server
+        // (O_NOFOLLOW guards only the last component). A missing one is left to the write (an unmounted share).
+        for directory in [layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
+                          layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory] {
+            if let info = FileIO.lstatInfo(directory), (info.st_mode & S_IFMT) != S_IFDIR {
+                throw NoteSyncError(.corrupt, path: directory,
+                                    (info.st_mode & S_IFMT) == S_IFLNK
+                                        ? "is a symbolic link; notesync never writes through links, so it writes nothing to this server"
+                                        : "is not a folder; notesync writes nothing to this server",
+                                    fix: "put the server's own folder back in its place (`notesync server fsck` lists what is wrong)")
+            }
+        }
     }
 
     /// Writes `data` to a fresh temp file (fsynced) and publishes it as `destination` if that name is free.

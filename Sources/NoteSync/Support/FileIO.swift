@@ -102,8 +102,15 @@ public enum FileIO {
     public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws {
         if mkdir(path, mode) == 0 { return }
         let code = errno
-        if code == EEXIST, let info = lstatInfo(path), (info.st_mode & S_IFMT) == S_IFDIR { return }
-        throw NoteSyncError.posix("mkdir", path: path, errno: code == EEXIST ? ENOTDIR : code)
+        if code == EEXIST, let info = lstatInfo(path) {
+            if (info.st_mode & S_IFMT) == S_IFDIR { return }
+            throw NoteSyncError(.corrupt, path: path,
+                                (info.st_mode & S_IFMT) == S_IFLNK
+                                    ? "is a symbolic link where notesync needs a folder; links are never followed"
+                                    : "is a file where notesync needs a folder",
+                                fix: "move it out of the way (in a server folder, `notesync server fsck --repair` does that)")
+        }
+        throw NoteSyncError.posix("mkdir", path: path, errno: code)
     }
 
     /// Creates `path` and its missing parents.

@@ -49,7 +49,19 @@ public struct NoteSyncError: Error, Sendable, CustomStringConvertible, Equatable
     /// An error for a failed system call on `path`, classifying errno.
     static func posix(_ call: String, path: String, errno code: Int32, fix: String? = nil) -> NoteSyncError {
         let kind: Kind = Errno.isUnreachable(code) ? .serverUnreachable : .io
-        return NoteSyncError(kind, path: path, "\(call) failed", fix: fix, errno: code)
+        return NoteSyncError(kind, path: path, "\(call) failed", fix: fix ?? defaultFix(code), errno: code)
+    }
+
+    /// The fix for errors that say the same whatever the call: a full or read-only filesystem.
+    private static func defaultFix(_ code: Int32) -> String? {
+        switch code {
+        case ENOSPC, EDQUOT:
+            return "free space on that filesystem (or raise the quota), then sync again; nothing is lost, changes wait until then"
+        case EROFS:
+            return "the filesystem is mounted read-only: remount it read-write; changes wait until then"
+        default:
+            return nil
+        }
     }
 }
 
