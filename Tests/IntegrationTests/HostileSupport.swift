@@ -232,10 +232,34 @@ final class TracedNotesync {
         return reached && strace.isRunning ? pid : nil
     }
 
-    func resume(_ pid: Int32) { kill(pid, SIGCONT) }
+    private var resumed: Int32?
 
-    func wait() -> ProcessResult {
-        strace.waitUntilExit()
+    func resume(_ pid: Int32) {
+        resumed = pid
+        kill(pid, SIGCONT)
+    }
+
+    /// Waits for the traced sync to end. A SIGCONT that lands while some of its threads are still entering the
+    /// group-stop leaves those stopped, so it is sent again every half second; after `seconds` the sync is killed
+    /// and the result says so, rather than the test waiting for ever.
+    func wait(seconds: Double = 120) -> ProcessResult {
+        let deadline = Date().addingTimeInterval(seconds)
+        var lastNudge = Date()
+        while strace.isRunning && Date() < deadline {
+            if let resumed, Date().timeIntervalSince(lastNudge) > 0.5 {
+                kill(resumed, SIGCONT)
+                lastNudge = Date()
+            }
+            usleep(20_000)
+        }
+        if strace.isRunning {
+            let children = (try? String(contentsOfFile: "/proc/\(strace.processIdentifier)/task/\(strace.processIdentifier)/children",
+                                        encoding: .utf8)) ?? ""
+            for child in children.split(separator: " ").compactMap({ Int32($0) }) { kill(child, SIGKILL) }
+            strace.terminate()
+            strace.waitUntilExit()
+            return ProcessResult(status: -1, stdout: "", stderr: "the traced sync did not end within \(Int(seconds)) s; killed")
+        }
         return ProcessResult(status: strace.terminationStatus,
                              stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
                              stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
