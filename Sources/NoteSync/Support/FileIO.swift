@@ -139,6 +139,18 @@ public enum FileIO {
         public var isValidUTF8: Bool
     }
 
+    /// A `readdir` entry's name (`nil` for `.` and `..`), and whether it is valid UTF-8.
+    private static func decode(_ entry: UnsafeMutablePointer<dirent>) -> DirectoryEntry? {
+        withUnsafeBytes(of: entry.pointee.d_name) { raw -> DirectoryEntry? in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            let length = bytes.firstIndex(of: 0) ?? bytes.count
+            let slice = UnsafeBufferPointer(rebasing: bytes[0..<length])
+            if length == 1 && slice[0] == 46 || length == 2 && slice[0] == 46 && slice[1] == 46 { return nil }
+            if let valid = String(validating: slice, as: UTF8.self) { return DirectoryEntry(name: valid, isValidUTF8: true) }
+            return DirectoryEntry(name: String(decoding: slice, as: UTF8.self), isValidUTF8: false)
+        }
+    }
+
     /// Entries of a directory (not `.`/`..`), unsorted; `nil` when it does not exist.
     public static func listEntries(_ path: String) throws -> [DirectoryEntry]? {
         guard let dir = opendir(path) else {
@@ -148,14 +160,7 @@ public enum FileIO {
         defer { closedir(dir) }
         var entries: [DirectoryEntry] = []
         while let entry = readdir(dir) {
-            let decoded = withUnsafeBytes(of: entry.pointee.d_name) { raw -> DirectoryEntry? in
-                let bytes = raw.bindMemory(to: UInt8.self)
-                let length = bytes.firstIndex(of: 0) ?? bytes.count
-                let slice = UnsafeBufferPointer(rebasing: bytes[0..<length])
-                if length == 1 && slice[0] == 46 || length == 2 && slice[0] == 46 && slice[1] == 46 { return nil }
-                if let valid = String(validating: slice, as: UTF8.self) { return DirectoryEntry(name: valid, isValidUTF8: true) }
-                return DirectoryEntry(name: String(decoding: slice, as: UTF8.self), isValidUTF8: false)
-            }
+            let decoded = decode(entry)
             if let decoded { entries.append(decoded) }
         }
         return entries
@@ -177,14 +182,7 @@ public enum FileIO {
         var entries: [DirectoryEntry] = []
         var infos: [stat?] = []
         while let entry = readdir(dir) {
-            let decoded = withUnsafeBytes(of: entry.pointee.d_name) { raw -> DirectoryEntry? in
-                let bytes = raw.bindMemory(to: UInt8.self)
-                let length = bytes.firstIndex(of: 0) ?? bytes.count
-                let slice = UnsafeBufferPointer(rebasing: bytes[0..<length])
-                if length == 1 && slice[0] == 46 || length == 2 && slice[0] == 46 && slice[1] == 46 { return nil }
-                if let valid = String(validating: slice, as: UTF8.self) { return DirectoryEntry(name: valid, isValidUTF8: true) }
-                return DirectoryEntry(name: String(decoding: slice, as: UTF8.self), isValidUTF8: false)
-            }
+            let decoded = decode(entry)
             guard let decoded else { continue }
             var info = stat()
             let found = withUnsafeBytes(of: entry.pointee.d_name) { raw in
