@@ -51,10 +51,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The fuzz targets' checking functions: a normal library, so the unit tests replay the fuzz corpus.
+        .target(
+            name: "NoteSyncFuzz",
+            dependencies: ["NoteSync"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "NoteSyncTests",
             dependencies: [
                 "NoteSync",
+                "NoteSyncFuzz",
                 "CSyscalls",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Logging", package: "swift-log"),
@@ -68,3 +75,17 @@ let package = Package(
         ),
     ]
 )
+
+// scripts/fuzz sets NOTESYNC_FUZZ=1 and builds with --sanitize=fuzzer --sanitize=address. The libFuzzer executable
+// defines LLVMFuzzerTestOneInput and no main, so it links only in that build and is left out of all others.
+if Context.environment["NOTESYNC_FUZZ"] == "1" {
+    package.products.append(.executable(name: "notesync-fuzz", targets: ["NoteSyncFuzzer"]))
+    package.targets.append(
+        .executableTarget(
+            name: "NoteSyncFuzzer",
+            dependencies: ["NoteSyncFuzz"],
+            path: "Fuzz/NoteSyncFuzzer",
+            swiftSettings: swiftSettings
+        )
+    )
+}
