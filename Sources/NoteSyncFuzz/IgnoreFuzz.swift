@@ -51,8 +51,10 @@ enum IgnoreFuzz {
         } catch let error as IgnoreRules.InvalidPattern {
             try FuzzViolation.require(error.source == source && error.line >= 1 && error.line <= lineCount,
                                       "an invalid pattern is reported at line \(error.line) of \(lineCount)")
-            try FuzzViolation.require(FuzzViolation.isPrintable(error.description),
-                                      "the report prints a control character: \(error.description)")
+            try FuzzViolation.require(
+                FuzzViolation.isPrintable(error.description) && FuzzViolation.isPrintable(error.problem)
+                    && FuzzViolation.isPrintable(error.fix),
+                "the report prints a control character: \(error.description)")
             return nil
         } catch let error as FuzzViolation {
             throw error

@@ -260,8 +260,10 @@ extension IgnoreRules {
                     matcher: .glob(glob, directoryOnly: directoryOnly)
                 ))
             } catch {
+                // The problem and fix quote the pattern, which came from a synced file: escape them too.
                 throw InvalidPattern(
-                    source: source, line: index + 1, pattern: written, problem: error.message, fix: error.fix
+                    source: source, line: index + 1, pattern: written, problem: printable(error.message),
+                    fix: printable(error.fix)
                 )
             }
         }
