@@ -9,7 +9,9 @@ let target: FuzzTarget? = ProcessInfo.processInfo.environment["NOTESYNC_FUZZ_TAR
 
 /// Called once before fuzzing: stops with a usage message unless a valid target is selected.
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> CInt {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<CInt>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?
+) -> CInt {
     if target == nil {
         let names = FuzzTarget.allCases.map(\.rawValue).joined(separator: ", ")
         FileHandle.standardError.write(Data("set NOTESYNC_FUZZ_TARGET to one of: \(names)\n".utf8))

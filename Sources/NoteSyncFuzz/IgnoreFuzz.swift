@@ -92,9 +92,11 @@ enum IgnoreFuzz {
     /// A path written as an escaped literal matches itself: as a name at any depth, and anchored from the root.
     static func checkLiteral(_ path: String) throws(FuzzViolation) {
         let components = path.precomposedStringWithCanonicalMapping.split(separator: "/").map(String.init)
-        guard let name = components.last,
-              !components.contains(where: { $0 == "." || $0 == ".." || $0.contains("\r") || $0.contains("\n") })
-        else { return }
+        // (Scalars, not `String.contains`: Foundation's does not find "\n" before a combining mark.)
+        let unwritable = { (component: String) in
+            component == "." || component == ".." || component.unicodeScalars.contains { $0 == "\r" || $0 == "\n" }
+        }
+        guard let name = components.last, !components.contains(where: unwritable) else { return }
         let anchored = "/" + components.map(escape).joined(separator: "/")
         for pattern in [escape(name), anchored] {
             let rules: IgnoreRules

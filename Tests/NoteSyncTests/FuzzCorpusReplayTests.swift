@@ -13,7 +13,8 @@ import Testing
         let folder = Self.corpus.appendingPathComponent(target.rawValue)
         var files: [URL] = []
         if let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey]) {
-            for case let file as URL in walker where try file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true {
+            for case let file as URL in walker
+            where try file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true {
                 files.append(file)
             }
         }
