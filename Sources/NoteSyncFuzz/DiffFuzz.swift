@@ -95,7 +95,7 @@ enum DiffFuzz {
         var lines = output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         lines.removeLast()
         for line in lines {
-            try FuzzViolation.require(FuzzViolation.isPrintable(line.replacingOccurrences(of: "\t", with: "")),
+            try FuzzViolation.require(FuzzViolation.isPrintable(line, allowing: ["\t"]),
                                       "the diff prints a control character: \(FuzzViolation.show(line))")
         }
         guard MergeFuzz.isText(old), MergeFuzz.isText(new) else {

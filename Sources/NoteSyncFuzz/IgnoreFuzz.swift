@@ -19,8 +19,10 @@ enum IgnoreFuzz {
         for path in paths {
             try checkPath(path, rules)
         }
-        if !text.contains("\r") {
-            let crlf = try parse(text.replacingOccurrences(of: "\n", with: "\r\n"))
+        if !text.unicodeScalars.contains("\r") {
+            let crlf = try parse(String(String.UnicodeScalarView(text.unicodeScalars.flatMap {
+                $0 == "\n" ? ["\r", "\n"] : [$0]
+            })))
             try FuzzViolation.require(crlf?.rules == rules.rules, "CRLF line endings change the rules")
         }
         for path in paths.prefix(2) {

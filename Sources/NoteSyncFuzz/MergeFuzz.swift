@@ -75,10 +75,8 @@ enum MergeFuzz {
             }
             let marked = info.markedText(oursLabel: "ours\u{1B}[2J", theirsLabel: "theirs\r", baseLabel: "base\u{85}")
             try FuzzViolation.require(marked.hasSuffix("\n"), "the marked text does not end with a newline")
-            try FuzzViolation.require(
-                FuzzViolation.isPrintable(marked.replacingOccurrences(of: "\n", with: "").replacingOccurrences(
-                    of: "\t", with: "")),
-                "the marked text prints a control character")
+            try FuzzViolation.require(FuzzViolation.isPrintable(marked, allowing: ["\n", "\t"]),
+                                      "the marked text prints a control character")
         }
     }
 
