@@ -136,10 +136,11 @@ enum DiffFuzz {
             var unchangedRun = 0
             var changed = false
             while index < lines.endIndex, !lines[index].hasPrefix("@@") {
+                // The prefix is one scalar; as a Character it would take a combining mark that starts the line.
                 let line = lines[index]
-                let body = String(line.dropFirst())
+                let body = String(line.unicodeScalars.dropFirst())
                 let terminated: Bool
-                switch line.first {
+                switch line.unicodeScalars.first {
                 case " ":
                     try FuzzViolation.require(oldIndex < old.count && newIndex < new.count
                                                   && oldRaw[oldIndex] == newRaw[newIndex] && old[oldIndex].body == body,

@@ -40,6 +40,13 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         return 0
     }
 
+    /// The components of a `/`-separated path, split at the byte `/` as the kernel does: the checks' own
+    /// reference, independent of `RecordName.components(of:)`.
+    static func components(_ path: String, omittingEmpty: Bool) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: omittingEmpty)
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
+
     /// Splits an input at its first `count - 1` NUL bytes into `count` parts; missing parts are empty.
     ///
     /// NUL is the separator because it never occurs in text, so the parts are texts unless the last one has a NUL.

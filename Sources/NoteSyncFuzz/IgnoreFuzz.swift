@@ -66,8 +66,7 @@ enum IgnoreFuzz {
     }
 
     static func checkPath(_ path: String, _ rules: IgnoreRules) throws(FuzzViolation) {
-        let components = path.split(separator: "/")
-        let agentOwned = components.contains { IgnoreRules.isAgentOwned(String($0)) }
+        let agentOwned = FuzzTarget.components(path, omittingEmpty: true).contains(where: IgnoreRules.isAgentOwned)
         for isDirectory in [false, true] {
             let shown = FuzzViolation.show(path)
             let ignoredPath = rules.isIgnoredPath(path, isDirectory: isDirectory)
@@ -93,7 +92,7 @@ enum IgnoreFuzz {
 
     /// A path written as an escaped literal matches itself: as a name at any depth, and anchored from the root.
     static func checkLiteral(_ path: String) throws(FuzzViolation) {
-        let components = path.precomposedStringWithCanonicalMapping.split(separator: "/").map(String.init)
+        let components = FuzzTarget.components(path.precomposedStringWithCanonicalMapping, omittingEmpty: true)
         // (Scalars, not `String.contains`: Foundation's does not find "\n" before a combining mark.)
         let unwritable = { (component: String) in
             component == "." || component == ".." || component.unicodeScalars.contains { $0 == "\r" || $0 == "\n" }

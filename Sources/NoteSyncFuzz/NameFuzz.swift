@@ -56,9 +56,11 @@ enum NameFuzz {
         try FuzzViolation.require(
             string.utf8.count <= RecordName.maxNameBytes, "\(shown) is longer than \(RecordName.maxNameBytes) bytes")
         try FuzzViolation.require(string.utf8.first != UInt8(ascii: "/"), "absolute \(shown) was accepted")
-        let components = string.split(separator: "/", omittingEmptySubsequences: false)
-        try FuzzViolation.require(components.map(String.init) == name.components.map(String.init),
-                                  "components of \(shown) differ")
+        let components = FuzzTarget.components(string, omittingEmpty: false)
+        try FuzzViolation.require(
+            components.count == name.components.count
+                && zip(components, name.components).allSatisfy { $0.utf8.elementsEqual($1.utf8) },
+            "RecordName.components splits \(shown) into \(name.components), not at each / byte")
         for component in components {
             try FuzzViolation.require(!component.isEmpty, "\(shown) has an empty component")
             try FuzzViolation.require(component != "." && component != "..", "\(shown) has a . or .. component")
@@ -66,7 +68,7 @@ enum NameFuzz {
                 component.utf8.count <= RecordName.maxComponentBytes,
                 "\(shown) has a component longer than \(RecordName.maxComponentBytes) bytes")
             try FuzzViolation.require(
-                !IgnoreRules.isAgentOwned(String(component)), "\(shown) names the agent's own state or temp files")
+                !IgnoreRules.isAgentOwned(component), "\(shown) names the agent's own state or temp files")
         }
         for scalar in string.unicodeScalars {
             try FuzzViolation.require(
