@@ -53,7 +53,15 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     /// The components of the name, e.g. `["work", "plan.md"]`.
-    public var components: [Substring] { string.split(separator: "/", omittingEmptySubsequences: false) }
+    public var components: [Substring] { Self.components(of: string) }
+
+    /// The components of a `/`-separated relative path, split at every `/` as the kernel splits it.
+    ///
+    /// Not `String.split(separator: "/")`: that compares Characters, and a `/` followed by a combining mark is
+    /// one Character, so `a/\u{301}b` would be one component where the kernel walks through the folder `a`.
+    public static func components(of path: String) -> [Substring] {
+        path.unicodeScalars.split(separator: "/", omittingEmptySubsequences: false).map(Substring.init)
+    }
 
     /// Why a name was refused.
     public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
