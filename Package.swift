@@ -52,10 +52,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The fuzz targets' checking functions: a normal library, so the unit tests replay the fuzz corpus.
+        .target(
+            name: "NoteSyncFuzz",
+            dependencies: ["NoteSync"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "NoteSyncTests",
             dependencies: [
                 "NoteSync",
+                "NoteSyncFuzz",
                 "CSyscalls",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Logging", package: "swift-log"),
@@ -69,3 +76,22 @@ let package = Package(
         ),
     ]
 )
+
+// scripts/fuzz sets NOTESYNC_FUZZ=1 and builds with --sanitize=fuzzer --sanitize=address. The libFuzzer executable
+// defines LLVMFuzzerTestOneInput and no main, so it links only in that build and is left out of all others.
+// The code under test is optimized there (-O in a debug build: 10-20x the executions of -Onone, while
+// `-c release` lost the coverage feedback).
+if Context.environment["NOTESYNC_FUZZ"] == "1" {
+    for target in package.targets where target.name == "NoteSync" || target.name == "NoteSyncFuzz" {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"])]
+    }
+    package.products.append(.executable(name: "notesync-fuzz", targets: ["NoteSyncFuzzer"]))
+    package.targets.append(
+        .executableTarget(
+            name: "NoteSyncFuzzer",
+            dependencies: ["NoteSyncFuzz"],
+            path: "Fuzz/NoteSyncFuzzer",
+            swiftSettings: swiftSettings
+        )
+    )
+}

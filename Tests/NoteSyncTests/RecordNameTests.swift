@@ -27,6 +27,16 @@ import Testing
         }
     }
 
+    /// Foundation on Linux normalizes with older Unicode tables than `String ==` uses: both spellings of these
+    /// Unicode 16 letters passed its NFC check, yet were one `RecordName`.
+    @Test(arguments: [("\u{16D67}\u{16D67}.md", "\u{16D68}.md"), ("\u{105D2}\u{307}/x.md", "\u{105C9}/x.md"),
+                      ("cafe\u{301}.md", "caf\u{E9}.md")])
+    func oneSpellingPerName(_ decomposed: String, _ composed: String) throws {
+        #expect(throws: RecordName.NameError.self) { try RecordName(validating: decomposed) }
+        #expect(try RecordName(validating: composed).string.utf8.elementsEqual(composed.utf8))
+        #expect(RecordName.nfc(decomposed).utf8.elementsEqual(composed.utf8))
+    }
+
     @Test func displayEscapesControlCharacters() {
         #expect(DisplayName.escape("a\u{1B}[2Jb\n") == "a\\u{1b}[2Jb\\u{a}")
         #expect(DisplayName.escape("plain/ok.md") == "plain/ok.md")

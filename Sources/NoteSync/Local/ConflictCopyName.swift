@@ -76,7 +76,7 @@ public enum ConflictCopyName {
     /// characters, no parentheses, NFC, at most 64 bytes.
     static func cleanDevice(_ device: String) -> String {
         var cleaned = String.UnicodeScalarView()
-        for scalar in device.precomposedStringWithCanonicalMapping.unicodeScalars {
+        for scalar in RecordName.nfc(device).unicodeScalars {
             switch scalar.properties.generalCategory {
             case .control, .format, .surrogate, .privateUse, .unassigned:
                 continue

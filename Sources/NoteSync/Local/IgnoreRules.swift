@@ -130,8 +130,7 @@ public struct IgnoreRules: Sendable, Equatable {
 
     /// The path's components as NFC scalars; rules are NFC, and names on disk may be NFD.
     private static func components(_ path: String) -> [[Unicode.Scalar]] {
-        let nfc = path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
-        return nfc.unicodeScalars.split(separator: "/").map(Array.init)
+        RecordName.nfc(path).unicodeScalars.split(separator: "/").map(Array.init)
     }
 
     private static let stateDirectoryScalars = Array(stateDirectoryName.unicodeScalars)
@@ -241,7 +240,7 @@ extension IgnoreRules {
     /// Parses gitignore text into rules; line numbers are 1-based, CRLF and a UTF-8 BOM are accepted.
     static func parse(_ text: String, source: String) throws -> [Rule] {
         var rules: [Rule] = []
-        let lines = text.precomposedStringWithCanonicalMapping.unicodeScalars
+        let lines = RecordName.nfc(text).unicodeScalars
             .split(separator: "\n", omittingEmptySubsequences: false)
         for (index, rawLine) in lines.enumerated() {
             var line = Array(rawLine)
@@ -279,8 +278,10 @@ extension IgnoreRules {
                     matcher: .glob(glob, directoryOnly: directoryOnly)
                 ))
             } catch {
+                // The problem and fix quote the pattern, which came from a synced file: escape them too.
                 throw InvalidPattern(
-                    source: source, line: index + 1, pattern: written, problem: error.message, fix: error.fix
+                    source: source, line: index + 1, pattern: written, problem: printable(error.message),
+                    fix: printable(error.fix)
                 )
             }
         }

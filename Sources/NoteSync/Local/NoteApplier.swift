@@ -304,7 +304,7 @@ public struct NoteApplier: Sendable {
     /// Creates the folders above a note, refusing to go through a symlink (confinement to the notes folder).
     func makeParents(of relative: String) throws {
         var current = root
-        for component in relative.split(separator: "/").dropLast() {
+        for component in RecordName.components(of: relative).dropLast() {
             current += "/" + component
             if let info = FileIO.lstatInfo(current) {
                 guard (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -319,7 +319,7 @@ public struct NoteApplier: Sendable {
 
     /// Removes folders left empty by a delete, up to the notes folder.
     func removeEmptyParents(of relative: String) {
-        var components = relative.split(separator: "/").dropLast()
+        var components = RecordName.components(of: relative).dropLast()
         while !components.isEmpty {
             if rmdir(root + "/" + components.joined(separator: "/")) != 0 { return }
             components = components.dropLast()

@@ -40,13 +40,35 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
         try container.encode(string)
     }
 
-    /// `text` in Unicode NFC; ASCII (the common case) is returned as it is, without Foundation's normaliser.
+    /// `text` in Unicode NFC; ASCII (the common case) is returned as it is.
+    ///
+    /// The standard library's NFC (`_nfcCodeUnits`), the form `String ==` and so `RecordName ==` compare, not
+    /// Foundation's: on Linux its tables are older and leave apart what Swift composes (U+16D67 U+16D67 and
+    /// U+16D68), so two names it calls NFC could be one record.
     public static func nfc(_ text: String) -> String {
-        text.utf8.allSatisfy { $0 < 0x80 } ? text : text.precomposedStringWithCanonicalMapping
+        text.utf8.allSatisfy { $0 < 0x80 } ? text : String(decoding: text._nfcCodeUnits, as: UTF8.self)
+    }
+
+    /// Whether `text` is in the standard library's NFC (see `nfc(_:)`), compared byte by byte without copying.
+    static func isNFC(_ text: String) -> Bool {
+        var bytes = text.utf8.makeIterator()
+        var same = true
+        text._withNFCCodeUnits { unit in
+            if same, bytes.next() != unit { same = false }
+        }
+        return same && bytes.next() == nil
     }
 
     /// The components of the name, e.g. `["work", "plan.md"]`.
-    public var components: [Substring] { string.split(separator: "/", omittingEmptySubsequences: false) }
+    public var components: [Substring] { Self.components(of: string) }
+
+    /// The components of a `/`-separated relative path, split at every `/` as the kernel splits it.
+    ///
+    /// Not `String.split(separator: "/")`: that compares Characters, and a `/` followed by a combining mark is
+    /// one Character, so `a/\u{301}b` would be one component where the kernel walks through the folder `a`.
+    public static func components(of path: String) -> [Substring] {
+        path.unicodeScalars.split(separator: "/", omittingEmptySubsequences: false).map(Substring.init)
+    }
 
     /// Why a name was refused.
     public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -98,7 +120,7 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
         }
         if let problem { throw refuse(problem) }
         // ASCII is always NFC. Otherwise compare bytes: Swift's `==` on String ignores normalization.
-        if !isASCII && !name.precomposedStringWithCanonicalMapping.utf8.elementsEqual(name.utf8) {
+        if !isASCII && !isNFC(name) {
             throw refuse("not in Unicode NFC")
         }
     }
