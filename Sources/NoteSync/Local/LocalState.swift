@@ -210,7 +210,9 @@ public final class LocalState: Sendable {
 
     /// Applies a batch of changes to the local state in one transaction.
     public func update(_ body: (Batch) throws -> Void) throws {
+        try FaultPoint.hit("state.beforeUpdate")
         try queue.write { db in try body(Batch(db: db)) }
+        try FaultPoint.hit("state.afterUpdate")
     }
 
     /// One write transaction's worth of changes.

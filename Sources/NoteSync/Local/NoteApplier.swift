@@ -37,6 +37,7 @@ public struct NoteApplier: Sendable {
     /// (its base), or `nil` when the note must not exist yet.
     public func write(_ name: RecordName, path relative: String, data: Data, modified: Int64,
                       expected: ContentDigest?) throws -> Outcome {
+        try FaultPoint.hit("apply.begin")
         let path = root + "/" + relative
         let directory = (path as NSString).deletingLastPathComponent
         try makeParents(of: relative)
@@ -45,10 +46,12 @@ public struct NoteApplier: Sendable {
         var cleanup = true
         defer { if cleanup { unlink(temp) } }
         try setModified(temp, modified)
+        try FaultPoint.hit("apply.tempWritten")
 
         if expected == nil {
             if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
                 cleanup = false
+                try FaultPoint.hit("apply.renamedIn")
                 return try finish(path, directory)
             }
             guard errno == EEXIST || AtomicPublish.isUnsupported(renameErrno: errno) else {
@@ -67,10 +70,13 @@ public struct NoteApplier: Sendable {
                                  expected: ContentDigest?, cleanup: inout Bool) throws -> Outcome {
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
             // `temp` now holds what was at `path`.
+            try FaultPoint.hit("apply.exchanged")
             let old = try FileDigest.of(path: temp)
+            try FaultPoint.hit("apply.checked")
             if let old, old.digest != expected {
                 let copy = try keepAsConflictCopy(name, from: temp)
                 cleanup = false
+                try FaultPoint.hit("apply.copyKept")
                 return .writtenKeepingLocalEdit(try fingerprint(path, directory), copy: copy)
             }
             return try finish(path, directory)
@@ -80,6 +86,7 @@ public struct NoteApplier: Sendable {
             // The note vanished (deleted by the user meanwhile): put the new version in place, no-replace.
             if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 || Glibc.link(temp, path) == 0 {
                 cleanup = false
+                try FaultPoint.hit("apply.renamedIn")
                 return try finish(path, directory)
             }
             throw NoteSyncError.posix("rename", path: path, errno: errno)
@@ -138,6 +145,7 @@ public struct NoteApplier: Sendable {
             if errno == ENOENT { return .alreadyGone }
             throw NoteSyncError.posix("rename to trash", path: path, errno: errno)
         }
+        try FaultPoint.hit("delete.trashed")
         if let moved = try FileDigest.of(path: target), moved.digest != expected {
             // Edited while we synced: the edit wins, put it back (no-replace, in case a new note took the name).
             if ns_rename_noreplace(AT_FDCWD, target, AT_FDCWD, path) != 0 && Glibc.link(target, path) != 0 {
