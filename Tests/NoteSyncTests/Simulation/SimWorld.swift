@@ -1,0 +1,251 @@
+import Foundation
+import Synchronization
+@testable import NoteSync
+
+// MARK: - Time and faults
+
+/// Thrown at a fault point: the process dies there.
+struct SimulatedCrash: Error, CustomStringConvertible {
+    var point: String
+    var description: String { "simulated crash at \(point)" }
+}
+
+/// The logical clock the users (note mtimes) and the engines (``Clock/nowNanoseconds()``) share: a run never
+/// reads the wall clock, so the same schedule makes the same decisions ("the later `modified` wins") every time.
+final class SimClock: Sendable {
+    private let value: Mutex<Int64>
+
+    init(start: Int64) { value = Mutex(start) }
+
+    func advance(by step: Int64) -> Int64 {
+        value.withLock { now in
+            now += step
+            return now
+        }
+    }
+}
+
+/// The fault the current sync is armed with, and the crash's aftermath: what a real crash would have left.
+///
+/// A simulated crash is a thrown error, and unwinding runs the `defer`s that remove temp files; a killed process
+/// runs none. So at the crash the injector hard-links every temp file of the device and of the server aside,
+/// and ``restoreAfterCrash()`` puts back the ones the unwinding removed: the disk is as the crash left it.
+final class SimFaultInjector: Sendable {
+    enum Firing { case crash, partition }
+
+    private struct State {
+        var fault: SimSchedule.Fault?
+        var hits = 0
+        var fired: String?
+        var notesRoot = ""
+        var stashed: [(original: String, stash: String)] = []
+        var stashCount = 0
+    }
+
+    private let state = Mutex(State())
+    let serverRoot: String
+    let awayRoot: String
+    let stashDirectory: String
+
+    init(serverRoot: String, awayRoot: String, stashDirectory: String) {
+        self.serverRoot = serverRoot
+        self.awayRoot = awayRoot
+        self.stashDirectory = stashDirectory
+    }
+
+    /// Arms `fault` for the next sync of the device whose notes folder is `notesRoot`.
+    func arm(_ fault: SimSchedule.Fault?, notesRoot: String) {
+        state.withLock { state in
+            state.fault = fault
+            state.hits = 0
+            state.fired = nil
+            state.notesRoot = notesRoot
+        }
+    }
+
+    /// Disarms; returns the point where the fault fired, if it did, and the number of points passed.
+    func disarm() -> (fired: String?, hits: Int) {
+        state.withLock { state in
+            defer { state.fault = nil }
+            return (state.fired, state.hits)
+        }
+    }
+
+    /// The hook: counts the point and fires the armed fault at its index.
+    func hit(_ name: StaticString) throws {
+        let firing: (Firing, String)? = state.withLock { state in
+            defer { state.hits += 1 }
+            guard let fault = state.fault, state.fired == nil else { return nil }
+            switch fault {
+            case .crash(let at) where at == state.hits:
+                state.fired = "\(name)"
+                return (.crash, state.notesRoot)
+            case .partition(let at) where at == state.hits:
+                state.fired = "\(name)"
+                return (.partition, state.notesRoot)
+            default:
+                return nil
+            }
+        }
+        guard let (kind, notesRoot) = firing else { return }
+        switch kind {
+        case .crash:
+            stashTemps(notesRoot: notesRoot)
+            throw SimulatedCrash(point: "\(name)")
+        case .partition:
+            if rename(serverRoot, awayRoot) != 0 { fatalError("cannot take the server away: \(errno)") }
+        }
+    }
+
+    private func stashTemps(notesRoot: String) {
+        var temps: [String] = []
+        func visit(_ directory: String) {
+            for entry in (try? FileIO.list(directory)) ?? [] {
+                let path = directory + "/" + entry
+                guard let info = FileIO.lstatInfo(path) else { continue }
+                if (info.st_mode & S_IFMT) == S_IFDIR {
+                    if directory != notesRoot || entry != IgnoreRules.stateDirectoryName { visit(path) }
+                } else if entry.hasPrefix(IgnoreRules.agentTempPrefix) {
+                    temps.append(path)
+                }
+            }
+        }
+        visit(notesRoot)
+        let serverTemp = ServerLayout(root: serverRoot).tmpDirectory
+        temps += ((try? FileIO.list(serverTemp)) ?? []).map { serverTemp + "/" + $0 }
+        state.withLock { state in
+            for temp in temps {
+                state.stashCount += 1
+                let stash = stashDirectory + "/\(state.stashCount)"
+                if link(temp, stash) == 0 { state.stashed.append((temp, stash)) }
+            }
+        }
+    }
+
+    /// Puts back the temp files that existed at the crash and that the unwinding removed.
+    func restoreAfterCrash() {
+        let stashed = state.withLock { state in
+            defer { state.stashed = [] }
+            return state.stashed
+        }
+        for (original, stash) in stashed {
+            if FileIO.lstatInfo(original) == nil {
+                if rename(stash, original) != 0 { fatalError("cannot restore \(original) after a simulated crash: \(errno)") }
+            } else {
+                unlink(stash)
+            }
+        }
+    }
+}
+
+// MARK: - Devices
+
+/// One device of the simulation: a notes folder with its persistent local state, and the engine of its process.
+final class SimDevice {
+    let index: Int
+    let id: String
+    let name: String
+    let folder: NotesFolder
+    let serverRoot: String
+    let unreachableServer: String
+    private(set) var state: LocalState
+    private(set) var engine: SyncEngine
+    /// The device's server path points to a missing folder.
+    var offline = false
+    /// The process just started (or restarted, or failed): its next sync scans everything, as the agent does.
+    var needFull = true
+    /// Paths the user touched since the device's last finished sync: a partial sync's scope.
+    var dirty: Set<String> = []
+
+    init(index: Int, root: String, serverRoot: String) throws {
+        self.index = index
+        id = SimDevice.ids[index]
+        name = SimDevice.names[index]
+        folder = NotesFolder(root: root + "/" + name)
+        self.serverRoot = serverRoot
+        unreachableServer = root + "/unreachable-" + name
+        try FileIO.makeDirectories(folder.root)
+        try FileIO.makeDirectory(folder.stateDirectory)
+        state = try LocalState(path: folder.database)
+        engine = SyncEngine(folder: folder, state: state, config: FolderConfig(deviceID: id, deviceName: name, server: serverRoot),
+                            logger: testLogger)
+        let store = try ServerStore(root: serverRoot, device: id, logger: testLogger)
+        try store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: 0, token: 0))
+    }
+
+    static let ids = SyncHarness.deviceIDs
+    static let names = SyncHarness.deviceNames
+
+    /// A new process: the local state reopened from its file, a new engine (its server path as connectivity says).
+    func restart() throws {
+        state = try LocalState(path: folder.database)
+        let server = offline ? unreachableServer : serverRoot
+        engine = SyncEngine(folder: folder, state: state, config: FolderConfig(deviceID: id, deviceName: name, server: server),
+                            logger: testLogger)
+        needFull = true
+    }
+}
+
+// MARK: - Findings and figures
+
+/// What a simulation run found wrong, by invariant (research/reliability.md §1.10). Every entry names the step.
+struct SimFindings: CustomStringConvertible {
+    var harness: [String] = []
+    var lostWrites: [String] = []
+    var unrequestedDeletes: [String] = []
+    var convergence: [String] = []
+    var termination: [String] = []
+    var idempotence: [String] = []
+    var selfEcho: [String] = []
+    var confinement: [String] = []
+    var offline: [String] = []
+    var dryRun: [String] = []
+
+    var all: [(String, [String])] {
+        [("harness", harness), ("lost writes", lostWrites), ("unrequested deletes", unrequestedDeletes),
+         ("convergence", convergence), ("termination", termination), ("idempotence", idempotence),
+         ("self-echo", selfEcho), ("confinement", confinement), ("offline", offline), ("dry run", dryRun)]
+    }
+
+    var isEmpty: Bool { all.allSatisfy { $0.1.isEmpty } }
+    var count: Int { all.reduce(0) { $0 + $1.1.count } }
+
+    var description: String {
+        all.filter { !$0.1.isEmpty }.map { label, found in
+            "\(label):\n  " + (found.prefix(8) + (found.count > 8 ? ["… and \(found.count - 8) more"] : []))
+                .joined(separator: "\n  ")
+        }.joined(separator: "\n")
+    }
+}
+
+/// Counts over one or many runs, for scripts/soak.
+struct SimFigures {
+    var schedules = 0
+    var steps = 0
+    /// User operations: edits, deletes, moves, folder deletes, touches.
+    var operations = 0
+    var syncs = 0
+    var crashes = 0
+    /// Offline periods: a device cut off, the server gone for everyone, the server lost in the middle of a sync.
+    var partitions = 0
+    var midSyncPartitions = 0
+    var healingRounds = 0
+    /// Schedules with at least one invariant violated, and the violations found.
+    var failedSchedules = 0
+    var violations = 0
+    var crashPoints: [String: Int] = [:]
+
+    mutating func add(_ other: SimFigures) {
+        schedules += other.schedules
+        steps += other.steps
+        operations += other.operations
+        syncs += other.syncs
+        crashes += other.crashes
+        partitions += other.partitions
+        midSyncPartitions += other.midSyncPartitions
+        healingRounds += other.healingRounds
+        failedSchedules += other.failedSchedules
+        violations += other.violations
+        crashPoints.merge(other.crashPoints, uniquingKeysWith: +)
+    }
+}
