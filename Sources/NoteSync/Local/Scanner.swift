@@ -82,7 +82,8 @@ public struct Scanner: Sendable {
                     scope.insert(sortedBases[low])
                     low += 1
                 }
-                let parent = (path as NSString).deletingLastPathComponent
+                // Not NSString.deletingLastPathComponent: Foundation (Swift 6.3.1) traps on a one-character relative path.
+                let parent = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
                 if rules.isIgnoredPath(path, isDirectory: false) && rules.isIgnoredPath(path, isDirectory: true) { continue }
                 if !parent.isEmpty, rules.isIgnoredPath(parent, isDirectory: true) { continue }
                 guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
