@@ -216,6 +216,11 @@ public final class SyncEngine {
             for name in candidates where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete {
                 try batch.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now))
             }
+            // A note queued and then deleted or moved away before it reached the server: nothing left to push.
+            for name in outbox.keys where scan.files[name] == nil && bases[name] == nil && !scan.isUnreadable(name)
+                && (scan.scope?.contains(name) ?? true) {
+                try batch.dequeue(name)
+            }
         }
     }
 

@@ -22,6 +22,18 @@ import Testing
         ]))
     }
 
+    /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
+    /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
+    /// A queued note that is gone and was never synced is dequeued: there is nothing to push.
+    @Test func aNoteQueuedOfflineThenMovedAwayIsNotPendingForEver() {
+        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
+            .init(2, .serverDown),
+            .init(0, .edit(.pool(1), .rewrite(lines: 6), .inPlace)),
+            .init(0, .sync(nil, full: false)),
+            .init(0, .move(.pool(1), to: 4)),
+        ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
