@@ -41,7 +41,7 @@ public struct NoteApplier: Sendable {
         let path = root + "/" + relative
         let directory = (path as NSString).deletingLastPathComponent
         try makeParents(of: relative)
-        let temp = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+        let temp = directory + "/" + AgentTempName.make(for: relative.split(separator: "/").last ?? "")
         try FileIO.createAndSync(temp, data)
         var cleanup = true
         defer { if cleanup { unlink(temp) } }
@@ -95,7 +95,7 @@ public struct NoteApplier: Sendable {
             throw NoteSyncError.posix("renameat2(RENAME_EXCHANGE)", path: path, errno: code)
         }
         // No exchange here: move the note aside, check it, then rename the new version in.
-        let aside = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+        let aside = directory + "/" + AgentTempName.make(for: path.split(separator: "/").last ?? "")
         if rename(path, aside) != 0 {
             if errno != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: errno) }
         }

@@ -27,6 +27,8 @@ public struct ScanResult: Sendable {
     public var warnings: [String] = []
     /// Files hashed because their fingerprint changed (the rest reused their base digest).
     public var hashed = 0
+    /// Temp files an interrupted apply left in the notes folder (full scans only), relative paths.
+    public var leftoverTemps: [String] = []
     /// For a partial scan: every record name it speaks for (present or absent). `nil` for a full scan.
     public var scope: Set<RecordName>?
 
@@ -173,7 +175,10 @@ public struct Scanner: Sendable {
                 continue
             }
             guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
-            if rules.isIgnored(path, isDirectory: (info.st_mode & S_IFMT) == S_IFDIR) { continue }
+            if rules.isIgnored(path, isDirectory: (info.st_mode & S_IFMT) == S_IFDIR) {
+                if item.name.hasPrefix(IgnoreRules.agentTempPrefix) && (info.st_mode & S_IFMT) == S_IFREG { result.leftoverTemps.append(path) }
+                continue
+            }
             try visit(item, path: path, info: info, into: &result, candidates: &candidates, seen: &seen)
         }
     }
