@@ -92,16 +92,19 @@ public final class SyncEngine {
         for round in 1...options.maxRounds {
             report.rounds = round
             let before = zone
-            do { try store.fetch(into: &zone) } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+            let fetched: [SlotContent]
+            do { fetched = try store.fetch(into: &zone) } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 if !options.dryRun { memo = (bases, zone) }
                 return try offline(report, error, options)
             }
-            if !options.dryRun { try saveZone(zone, since: before) }
+            let recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
+            for (name, base) in recovered { bases[name] = base }
+            if !options.dryRun { try saveZone(zone, since: before, recovered: recovered, scan: scan) }
             if let scope = scan.scope {
                 let changed = Set(zone.heads.keys.filter { before.heads[$0] != zone.heads[$0] }).subtracting(scope)
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
-            let plan = Self.plan(scan: scan, bases: bases, zone: zone)
+            let plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store)
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {
                 report.changes = try plan.map { try describe($0, scan: scan, bases: bases, zone: zone, store: store, options: options) }
@@ -227,10 +230,21 @@ public final class SyncEngine {
         }
     }
 
-    private func saveZone(_ zone: ZoneState, since before: ZoneState) throws {
+    /// Saves the fetched heads and token, and the bases of our own commits found among them (dequeued where the
+    /// note is still as committed), in one transaction: once the token is past them they are never fetched again.
+    private func saveZone(_ zone: ZoneState, since before: ZoneState, recovered: [RecordName: BaseRecord?],
+                          scan: ScanResult) throws {
         guard zone.token != before.token else { return }
         let changed = zone.heads.filter { before.heads[$0.key] != $0.value }
-        try state.update { try $0.setZone(token: zone.token, changed: changed) }
+        try state.update { batch in
+            try batch.setZone(token: zone.token, changed: changed)
+            for (name, base) in recovered {
+                if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                if base?.digest == scan.files[name]?.digest && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true) {
+                    try batch.dequeue(name)
+                }
+            }
+        }
     }
 
     private func offline(_ report: SyncReport, _ error: NoteSyncError, _ options: SyncOptions) throws -> SyncReport {

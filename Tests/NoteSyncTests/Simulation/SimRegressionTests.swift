@@ -34,6 +34,53 @@ import Testing
         ]))
     }
 
+    /// Carol's conflict copy of a/b.md is committed, and carol is killed before recording its base; alice pulls
+    /// the copy and deletes it (she resolved the conflict). Carol came back with the copy on disk, no base, and a
+    /// tombstone on the server: a note new on both sides, so it pushed the copy again on top of the delete.
+    /// The copy holds exactly the version the delete removed: that version is its base, and the delete applies.
+    @Test func aCommitNotRecordedBeforeACrashDoesNotUndoALaterDelete() {
+        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
+            .init(2, .edit(.pool(1), .append, .inPlace)),
+            .init(0, .edit(.existing(1), .append, .inPlace)),
+            .init(0, .sync(nil, full: false)),
+            .init(2, .sync(.crash(at: 12), full: false)),
+            .init(0, .sync(nil, full: false)),
+            .init(0, .delete(.existing(4))),
+        ]))
+    }
+
+    /// Dave pulls note.md and is killed after renaming it into place, before recording its base; carol deletes
+    /// it. Dave came back with a note but no base, saw a tombstone, and pushed the note again: the delete was
+    /// undone. Same cause, same cure as above, for a pull.
+    @Test func aPullNotRecordedBeforeACrashDoesNotUndoALaterDelete() {
+        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000_000, steps: [
+            .init(2, .edit(.existing(6), .append, .inPlace)),
+            .init(0, .edit(.pool(3), .append, .inPlace)),
+            .init(2, .sync(nil, full: false)),
+            .init(2, .delete(.pool(0))),
+            .init(0, .sync(nil, full: false)),
+            .init(3, .sync(.crash(at: 9), full: false)),
+        ]))
+    }
+
+    /// Alice's sync commits a/x/y/deep.txt and she is killed before recording its base; then she deletes the
+    /// folder. Back, with no base and the file gone, her engine took the record for one it had never seen and
+    /// pulled it again: her own change echoed back, her delete undone. Our own entries found on fetch are
+    /// unrecorded commits: their bases are restored with the token, so the delete is pushed.
+    @Test func anOwnCommitNotRecordedBeforeACrashIsNotPulledBackOverALaterDelete() {
+        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
+            .init(0, .edit(.pool(3), .append, .inPlace)),
+            .init(0, .sync(.crash(at: 8), full: false)),
+            .init(0, .deleteFolder(.pool(3))),
+        ]))
+        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000, steps: [
+            .init(0, .edit(.pool(3), .changeLine(5), .inPlace)),
+            .init(0, .edit(.pool(4), .rewrite(lines: 1), .inPlace)),
+            .init(0, .sync(.crash(at: 10), full: false)),
+            .init(0, .delete(.existing(5))),
+        ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
