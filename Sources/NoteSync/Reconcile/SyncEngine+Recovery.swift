@@ -30,7 +30,7 @@ extension SyncEngine {
     }
 
     /// Replans, against a base found in the server's history, each record whose note looks changed on both sides
-    /// although it holds exactly a version the record had since its recorded base (or ever, with no base).
+    /// although it is exactly a version the record had since its recorded base (or ever, with no base).
     ///
     /// That is what a process killed between writing and recording leaves: a note it pulled, or committed, without
     /// the new base. Taken as edited, such a note undid a delete made meanwhile by another device (pushed again
@@ -55,14 +55,17 @@ extension SyncEngine {
         }
     }
 
-    /// The latest version of `name` older than `head` and newer than `floor` whose text is the note's, as a base.
+    /// The latest version of `name` older than `head` and newer than `floor` that the note is, as a base: the same
+    /// text and the same mtime (a pull gives the note the record's `modified`, a commit records the note's mtime).
+    /// The same text alone is not enough: a note the user wrote anew with a deleted version's text is a new note.
     private func historyBase(_ name: RecordName, holding local: LocalFile, head: RecordHead, floor: Int64,
                              store: ServerStore) -> BaseRecord? {
         var seq = head.tag
         for _ in 0..<64 {
             guard seq > floor, case .entry(let entry)? = try? store.readSlot(seq),
                   let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
-            if seq != head.tag, change.op == .save, let text = change.text, text.sha256 == local.digest {
+            if seq != head.tag, change.op == .save, let text = change.text, text.sha256 == local.digest,
+               change.modified == local.modified {
                 return BaseRecord(name: name, tag: seq, digest: text.sha256, size: text.size, modified: change.modified,
                                   fingerprint: local.fingerprint)
             }
