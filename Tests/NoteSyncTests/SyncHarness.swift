@@ -389,7 +389,10 @@ struct SyncHistoryModel {
     /// The id the next event gets; new lines carry it, which keeps them unique.
     var nextID: Int { events.count }
 
+    /// A user's save. Saving the very text the note had is no edit (the engine compares contents, as it should:
+    /// it is a touch), so it is no event either.
     mutating func wrote(device: Int, note: String, before: [String], after: [String]) {
+        guard before != after else { return }
         let id = record(device: device, note: note, lines: after)
         let kept = Set(after)
         removed.formUnion(before.filter { !kept.contains($0) })
@@ -437,13 +440,18 @@ struct SyncHistoryModel {
     /// of the note, the other latest events are deletes it never heard of (edit beats delete): the note must
     /// have exactly that text. Anything else (concurrent writes) merges or makes conflict copies and is left
     /// to ``linesThatMustSurvive(known:)``. So is a note whose order of events is uncertain (an event on it
-    /// may have heard of another one on it through a sync that did not finish).
+    /// may have heard of another one on it through a sync that did not finish), or that was given a text it had
+    /// before.
     func decidedOutcomes() -> [String: [String]?] {
         var outcomes: [String: [String]?] = [:]
         for note in Set(events.map(\.note)) {
             let onNote = events.filter { $0.note == note }
             let ids = Set(onNote.map(\.id))
             guard onNote.allSatisfy({ $0.knows.intersection(ids) == $0.mayKnow.intersection(ids) }) else { continue }
+            // A text saved again after the note had it (deleted and written anew, or changed back) is no change
+            // for an engine that compares contents with the base; whether it beats a delete is not for the model.
+            let texts = onNote.compactMap(\.lines)
+            guard Set(texts).count == texts.count else { continue }
             let latest = onNote.filter { event in !onNote.contains { $0.knows.contains(event.id) } }
             let latestWrites = latest.filter { $0.lines != nil }
             if latestWrites.isEmpty {

@@ -33,6 +33,7 @@ final class SimRunner {
     private var everSeen: Set<String> = []
     private var userDeleted: Set<String> = []
     private var touched: Set<String> = []
+    private var textsSaved: [String: Set<[String]>] = [:]
     private var at = "setup"
     /// `NOTESYNC_SIM_TRACE=1` prints every step and what each sync did.
     private static let tracing = ProcessInfo.processInfo.environment["NOTESYNC_SIM_TRACE"] != nil
@@ -73,7 +74,8 @@ final class SimRunner {
         stashDirectory = world.sub("stash")
         try FileIO.makeDirectory(stashDirectory)
         try ServerStore.create(root: serverRoot, logger: testLogger)
-        injector = SimFaultInjector(serverRoot: serverRoot, awayRoot: awayRoot, stashDirectory: stashDirectory)
+        injector = SimFaultInjector(serverRoot: serverRoot, awayRoot: awayRoot, stashDirectory: stashDirectory, clock: clock,
+                                    clockStep: schedule.clockStep)
         model = SyncHistoryModel(deviceCount: schedule.deviceCount)
         rules = try IgnoreRules(userRules: nil)
         checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger)
@@ -214,6 +216,8 @@ final class SimRunner {
             if lines.isEmpty { after = fresh(1) } else { after[index % lines.count] = fresh(1)[0] }
         }
         try save(device, note, SyncHarness.text(after), style: before == nil ? .inPlace : style)
+        // A text the note had before: perhaps its base again, which is a touch (the mtime stays local).
+        if !textsSaved[note, default: []].insert(after).inserted { touched.insert(note) }
         model.wrote(device: device.index, note: note, before: before ?? [], after: after)
         everSeen.insert(note)
         device.dirty.insert(note)
@@ -259,13 +263,20 @@ final class SimRunner {
         let expectOffline = device.offline || serverDown
         let notesBefore = expectOffline ? try notes(device) : [:]
         let scope = device.needFull || full ? nil : device.dirty.sorted()
-        // The server can go away mid-sync only while it is there.
-        let armed = serverDown && fault.map({ if case .partition = $0 { true } else { false } }) == true ? nil : fault
-        injector.arm(armed, notesRoot: device.folder.root)
+        injector.arm(try plan(fault, device), notesRoot: device.folder.root)
         let outcome: Result<SyncReport, any Error>
         do { outcome = .success(try device.engine.sync(SyncHarness.syncOptions, only: scope)) } catch { outcome = .failure(error) }
-        let (fired, hits) = injector.disarm()
+        let (fired, hits, edited) = injector.disarm()
         let who = device.name
+        if let edited {
+            // The save happened during the sync: the sync may have delivered part of what it synced before it.
+            model.partlySynced(device.index)
+            model.wrote(device: device.index, note: edited.note, before: edited.before ?? [], after: edited.after)
+            everSeen.insert(edited.note)
+            device.dirty.insert(edited.note)
+            figures.operations += 1
+            figures.midSyncEdits += 1
+        }
         switch outcome {
         case .success(let report):
             trace("  \(who) synced\(scope.map { " \($0)" } ?? " (full)"): \(report.offline ? "offline " : "")"
@@ -300,7 +311,7 @@ final class SimRunner {
             return
         }
         if expectOffline {
-            try checkOffline(device, report, notesBefore: notesBefore)
+            try checkOffline(device, report, notesBefore: notesBefore, userEdited: edited?.note)
             device.needFull = true
             return
         }
@@ -310,7 +321,36 @@ final class SimRunner {
             device.needFull = true
             return
         }
+        if edited != nil {
+            // A save the sync may or may not have seen: nothing to check until the next sync.
+            if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
+            return
+        }
         try afterSync(device, report)
+    }
+
+    /// What the injector does during a sync with `fault`.
+    private func plan(_ fault: SimSchedule.Fault?, _ device: SimDevice) throws -> SimFaultInjector.Plan {
+        var plan = SimFaultInjector.Plan()
+        func edit(_ at: Int, _ target: SimSchedule.Target) throws {
+            let note = try resolve(target, device)
+            plan.edit = (at, device.folder.root + "/" + note, note, "\(note) e\(model.nextID) mid-sync")
+        }
+        switch fault {
+        case nil: break
+        case .crash(let at): plan.crashAt = at
+        case .crashAtPoint(let point, let occurrence):
+            plan.crashAtPoint = (SimSchedule.faultPoints[point % SimSchedule.faultPoints.count], occurrence)
+        case .partition(let at):
+            // The server can go away mid-sync only while it is there.
+            if !serverDown { plan.partitionAt = at }
+        case .userEdit(let at, let target):
+            try edit(at, target)
+        case .userEditThenCrash(let at, let target, let crashAt):
+            try edit(at, target)
+            plan.crashAt = crashAt
+        }
+        return plan
     }
 
     /// Checks a finished online sync, and records what the device and the server now know.
@@ -358,17 +398,24 @@ final class SimRunner {
     }
 
     /// An offline sync changes no note, reports itself offline, and leaves every local change queued in the outbox.
-    private func checkOffline(_ device: SimDevice, _ report: SyncReport, notesBefore: [String: Data]) throws {
+    /// `userEdited`: a note the user saved during the sync, which the sync may or may not have seen.
+    private func checkOffline(_ device: SimDevice, _ report: SyncReport, notesBefore: [String: Data],
+                              userEdited: String?) throws {
         let who = device.name
         if !report.offline {
             findings.offline.append("\(at): \(who)'s sync without a server did not report itself offline")
         }
-        if try notes(device) != notesBefore {
+        var local = try notes(device)
+        var before = notesBefore
+        if let userEdited {
+            local[userEdited] = nil
+            before[userEdited] = nil
+        }
+        if local != before {
             findings.offline.append("\(at): \(who)'s sync without a server changed its notes")
         }
         let bases = try device.state.bases()
         let outbox = try device.state.outbox()
-        let local = try notes(device)
         for (name, data) in local {
             let digest = ContentDigest(of: data)
             guard let record = try? RecordName(validating: name), bases[record]?.digest != digest else { continue }
@@ -376,10 +423,10 @@ final class SimRunner {
                 findings.offline.append("\(at): \(who)'s change of \(name) is not queued in the outbox while offline")
             }
         }
-        for name in bases.keys where local[name.string] == nil && outbox[name]?.op != .delete {
+        for name in bases.keys where local[name.string] == nil && name.string != userEdited && outbox[name]?.op != .delete {
             findings.offline.append("\(at): \(who)'s delete of \(name) is not queued in the outbox while offline")
         }
-        if report.pending != outbox.count {
+        if userEdited == nil && report.pending != outbox.count {
             findings.offline.append("\(at): \(who)'s report says \(report.pending) pending, the outbox holds \(outbox.count)")
         }
     }

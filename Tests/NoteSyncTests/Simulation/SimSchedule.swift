@@ -48,9 +48,22 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     enum Fault: Sendable, Hashable {
         /// The process dies there: temp files stay, the local state keeps what it committed, the device restarts.
         case crash(at: Int)
+        /// The same at the `occurrence`-th pass of the point named ``SimSchedule/faultPoints``[`point`]: spreads
+        /// crashes over every kind of point, not mostly the first ones of a sync.
+        case crashAtPoint(Int, occurrence: Int)
         /// The server becomes unreachable for every device there (the share goes away mid-sync).
         case partition(at: Int)
+        /// The user saves the note (appends a line) there, in the middle of the sync: between the engine's scan
+        /// and its apply, or between the steps of an apply.
+        case userEdit(at: Int, Target)
+        /// A user's save there, then the process dies at `crashAt` (later in the same sync).
+        case userEditThenCrash(at: Int, Target, crashAt: Int)
     }
+
+    /// The fault points of the engine (FaultPoint.hit calls), for ``Fault/crashAtPoint(_:occurrence:)``.
+    static let faultPoints = ["assets.tempWritten", "assets.published", "commit.entryWritten", "commit.claimed",
+                              "state.beforeUpdate", "state.afterUpdate", "apply.begin", "apply.tempWritten", "apply.renamedIn",
+                              "apply.exchanged", "apply.checked", "apply.copyKept", "delete.trashed"]
 
     enum Action: Sendable, Hashable {
         case edit(Target, Edit, SaveStyle)
@@ -117,7 +130,16 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case ..<330:
             let faultRoll = Int.random(in: 0..<100, using: &rng)
             let at = Int.random(in: 0..<Int.random(in: 1...24, using: &rng), using: &rng)
-            let fault: Fault? = faultRoll < 30 ? .crash(at: at) : faultRoll < 38 ? .partition(at: at) : nil
+            let fault: Fault?
+            switch faultRoll {
+            case ..<15: fault = .crash(at: at)
+            case ..<30:
+                fault = .crashAtPoint(Int.random(in: 0..<faultPoints.count, using: &rng), occurrence: Int.random(in: 0..<3, using: &rng))
+            case ..<38: fault = .partition(at: at)
+            case ..<44: fault = .userEdit(at: at, target())
+            case ..<48: fault = .userEditThenCrash(at: at, target(), crashAt: at + Int.random(in: 1...6, using: &rng))
+            default: fault = nil
+            }
             return .sync(fault, full: Int.random(in: 0..<3, using: &rng) == 0)
         case ..<610:
             let parameter = Int.random(in: 0...5, using: &rng)
@@ -204,7 +226,8 @@ extension SimSchedule.Action {
     /// Simpler variants of this action, for shrinking (none repeats it).
     func simpler() -> [Self] {
         switch self {
-        case .sync(let fault?, let full): return [.sync(nil, full: full)] + (full ? [.sync(fault, full: false)] : [])
+        case .sync(let fault?, let full):
+            return [.sync(nil, full: full)] + fault.simpler.map { .sync($0, full: full) } + (full ? [.sync(fault, full: false)] : [])
         case .sync(nil, true): return [.sync(nil, full: false)]
         case .edit(let target, let edit, let style) where style != .inPlace: return [.edit(target, edit, .inPlace)]
         default: return []
@@ -253,7 +276,18 @@ extension SimSchedule.Fault {
     var code: String {
         switch self {
         case .crash(let at): ".crash(at: \(at))"
+        case .crashAtPoint(let point, let occurrence): ".crashAtPoint(\(point), occurrence: \(occurrence))"
         case .partition(let at): ".partition(at: \(at))"
+        case .userEdit(let at, let target): ".userEdit(at: \(at), \(target.code))"
+        case .userEditThenCrash(let at, let target, let crashAt): ".userEditThenCrash(at: \(at), \(target.code), crashAt: \(crashAt))"
+        }
+    }
+
+    /// Simpler faults, for shrinking.
+    var simpler: [Self] {
+        switch self {
+        case .userEditThenCrash(let at, let target, let crashAt): [.crash(at: crashAt), .userEdit(at: at, target)]
+        default: []
         }
     }
 }

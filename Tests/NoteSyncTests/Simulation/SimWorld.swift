@@ -25,18 +25,34 @@ final class SimClock: Sendable {
     }
 }
 
-/// The fault the current sync is armed with, and the crash's aftermath: what a real crash would have left.
+/// The faults the current sync is armed with, and a crash's aftermath: what a real crash would have left.
 ///
 /// A simulated crash is a thrown error, and unwinding runs the `defer`s that remove temp files; a killed process
 /// runs none. So at the crash the injector hard-links every temp file of the device and of the server aside,
 /// and ``restoreAfterCrash()`` puts back the ones the unwinding removed: the disk is as the crash left it.
 final class SimFaultInjector: Sendable {
-    enum Firing { case crash, partition }
+    /// What to do during one sync, by fault point index (the n-th point passed) or by point name and occurrence.
+    struct Plan: Sendable {
+        var crashAt: Int?
+        var crashAtPoint: (name: String, occurrence: Int)?
+        var partitionAt: Int?
+        /// A user's save in the middle of the sync: append `line` to the note at `path` (relative `note`).
+        var edit: (at: Int, path: String, note: String, line: String)?
+    }
+
+    /// A mid-sync save that happened: the note's lines before and after.
+    struct Edit: Sendable {
+        var note: String
+        var before: [String]?
+        var after: [String]
+    }
 
     private struct State {
-        var fault: SimSchedule.Fault?
+        var plan = Plan()
         var hits = 0
+        var pointHits: [String: Int] = [:]
         var fired: String?
+        var edited: Edit?
         var notesRoot = ""
         var stashed: [(original: String, stash: String)] = []
         var stashCount = 0
@@ -46,55 +62,87 @@ final class SimFaultInjector: Sendable {
     let serverRoot: String
     let awayRoot: String
     let stashDirectory: String
+    let clock: SimClock
+    let clockStep: Int64
 
-    init(serverRoot: String, awayRoot: String, stashDirectory: String) {
+    init(serverRoot: String, awayRoot: String, stashDirectory: String, clock: SimClock, clockStep: Int64) {
         self.serverRoot = serverRoot
         self.awayRoot = awayRoot
         self.stashDirectory = stashDirectory
+        self.clock = clock
+        self.clockStep = clockStep
     }
 
-    /// Arms `fault` for the next sync of the device whose notes folder is `notesRoot`.
-    func arm(_ fault: SimSchedule.Fault?, notesRoot: String) {
+    /// Arms `plan` for the next sync of the device whose notes folder is `notesRoot`.
+    func arm(_ plan: Plan, notesRoot: String) {
         state.withLock { state in
-            state.fault = fault
+            state.plan = plan
             state.hits = 0
+            state.pointHits = [:]
             state.fired = nil
+            state.edited = nil
             state.notesRoot = notesRoot
         }
     }
 
-    /// Disarms; returns the point where the fault fired, if it did, and the number of points passed.
-    func disarm() -> (fired: String?, hits: Int) {
+    /// Disarms; returns the point where a crash or partition fired, the number of points passed, and the
+    /// mid-sync save if one happened.
+    func disarm() -> (fired: String?, hits: Int, edited: Edit?) {
         state.withLock { state in
-            defer { state.fault = nil }
-            return (state.fired, state.hits)
+            defer { state.plan = Plan() }
+            return (state.fired, state.hits, state.edited)
         }
     }
 
-    /// The hook: counts the point and fires the armed fault at its index.
+    private enum Action { case crash, partition, edit(path: String, note: String, line: String) }
+
+    /// The hook: counts the point and does what the plan says at it.
     func hit(_ name: StaticString) throws {
-        let firing: (Firing, String)? = state.withLock { state in
-            defer { state.hits += 1 }
-            guard let fault = state.fault, state.fired == nil else { return nil }
-            switch fault {
-            case .crash(let at) where at == state.hits:
-                state.fired = "\(name)"
-                return (.crash, state.notesRoot)
-            case .partition(let at) where at == state.hits:
-                state.fired = "\(name)"
-                return (.partition, state.notesRoot)
-            default:
-                return nil
+        let point = "\(name)"
+        let (actions, notesRoot): ([Action], String) = state.withLock { state in
+            let index = state.hits
+            state.hits += 1
+            let occurrence = state.pointHits[point, default: 0]
+            state.pointHits[point] = occurrence + 1
+            var actions: [Action] = []
+            if let edit = state.plan.edit, edit.at == index { actions.append(.edit(path: edit.path, note: edit.note, line: edit.line)) }
+            guard state.fired == nil else { return (actions, state.notesRoot) }
+            if state.plan.crashAt == index
+                || state.plan.crashAtPoint.map({ $0.name == point && $0.occurrence == occurrence }) == true {
+                state.fired = point
+                actions.append(.crash)
+            } else if state.plan.partitionAt == index {
+                state.fired = point
+                actions.append(.partition)
+            }
+            return (actions, state.notesRoot)
+        }
+        for action in actions {
+            switch action {
+            case .edit(let path, let note, let line):
+                let edited = userSave(path: path, note: note, line: line)
+                state.withLock { $0.edited = edited }
+            case .crash:
+                stashTemps(notesRoot: notesRoot)
+                throw SimulatedCrash(point: point)
+            case .partition:
+                if rename(serverRoot, awayRoot) != 0 { fatalError("cannot take the server away: \(errno)") }
             }
         }
-        guard let (kind, notesRoot) = firing else { return }
-        switch kind {
-        case .crash:
-            stashTemps(notesRoot: notesRoot)
-            throw SimulatedCrash(point: "\(name)")
-        case .partition:
-            if rename(serverRoot, awayRoot) != 0 { fatalError("cannot take the server away: \(errno)") }
+    }
+
+    /// The user appends a line to a note and saves it in place, in the middle of a sync.
+    private func userSave(path: String, note: String, line: String) -> Edit {
+        let before = (try? FileIO.read(path)).flatMap { $0 }.map(SyncHarness.lines)
+        let after = (before ?? []) + [line]
+        try? FileIO.makeDirectories((path as NSString).deletingLastPathComponent)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        if fd >= 0 {
+            try? FileIO.writeAll(fd: fd, SyncHarness.text(after), path: path)
+            close(fd)
+            try? SyncHarness.setModified(path, clock.advance(by: clockStep))
         }
+        return Edit(note: note, before: before, after: after)
     }
 
     private func stashTemps(notesRoot: String) {
@@ -229,6 +277,8 @@ struct SimFigures {
     /// Offline periods: a device cut off, the server gone for everyone, the server lost in the middle of a sync.
     var partitions = 0
     var midSyncPartitions = 0
+    /// Users' saves in the middle of a sync (between its scan and its apply, or between the steps of an apply).
+    var midSyncEdits = 0
     var healingRounds = 0
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
@@ -243,6 +293,7 @@ struct SimFigures {
         crashes += other.crashes
         partitions += other.partitions
         midSyncPartitions += other.midSyncPartitions
+        midSyncEdits += other.midSyncEdits
         healingRounds += other.healingRounds
         failedSchedules += other.failedSchedules
         violations += other.violations
