@@ -266,7 +266,7 @@ final class SimRunner {
         injector.arm(try plan(fault, device), notesRoot: device.folder.root)
         let outcome: Result<SyncReport, any Error>
         do { outcome = .success(try device.engine.sync(SyncHarness.syncOptions, only: scope)) } catch { outcome = .failure(error) }
-        let (fired, hits, edited) = injector.disarm()
+        let (fired, hits, edited, raced) = injector.disarm()
         let who = device.name
         if let edited {
             // The save happened during the sync: the sync may have delivered part of what it synced before it.
@@ -321,12 +321,36 @@ final class SimRunner {
             device.needFull = true
             return
         }
-        if edited != nil {
-            // A save the sync may or may not have seen: nothing to check until the next sync.
+        if edited != nil || raced {
+            // A save the sync may or may not have seen, or another device's commits after its last fetch: it may
+            // not have all the server has. Nothing to check until the next sync.
+            model.partlySynced(device.index)
             if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
             return
         }
         try afterSync(device, report)
+    }
+
+    /// Another device's whole sync, run in the middle of one (``SimSchedule/Fault/race(at:device:)``): checked as
+    /// any sync.
+    private func racingSync(_ device: SimDevice) {
+        figures.syncs += 1
+        figures.races += 1
+        let expectOffline = device.offline || serverDown
+        do {
+            let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
+            trace("  \(device.name) synced in the middle: " + report.changes.map { "\($0.kind.rawValue) \($0.name)" }
+                .joined(separator: ", "))
+            if expectOffline {
+                device.needFull = true
+            } else {
+                try afterSync(device, report)
+            }
+        } catch {
+            device.needFull = true
+            model.partlySynced(device.index)
+            if !expectOffline { findings.harness.append("\(at): \(device.name)'s sync in the middle of another threw: \(error)") }
+        }
     }
 
     /// What the injector does during a sync with `fault`.
@@ -349,6 +373,10 @@ final class SimRunner {
         case .userEditThenCrash(let at, let target, let crashAt):
             try edit(at, target)
             plan.crashAt = crashAt
+        case .race(let at, let index):
+            var other = devices[index % devices.count]
+            if other === device { other = devices[(index + 1) % devices.count] }
+            plan.race = (at, SimRace { [unowned self] in self.racingSync(other) })
         }
         return plan
     }

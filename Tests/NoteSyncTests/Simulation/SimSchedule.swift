@@ -58,6 +58,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case userEdit(at: Int, Target)
         /// A user's save there, then the process dies at `crashAt` (later in the same sync).
         case userEditThenCrash(at: Int, Target, crashAt: Int)
+        /// Another device (index modulo the count, the next one if it is this one) runs a whole sync there: the
+        /// race of two devices committing at once, made deterministic (this sync's slot may be taken meanwhile).
+        case race(at: Int, device: Int)
     }
 
     /// The fault points of the engine (FaultPoint.hit calls), for ``Fault/crashAtPoint(_:occurrence:)``.
@@ -138,6 +141,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
             case ..<38: fault = .partition(at: at)
             case ..<44: fault = .userEdit(at: at, target())
             case ..<48: fault = .userEditThenCrash(at: at, target(), crashAt: at + Int.random(in: 1...6, using: &rng))
+            case ..<56: fault = .race(at: at, device: Int.random(in: 0..<5, using: &rng))
             default: fault = nil
             }
             return .sync(fault, full: Int.random(in: 0..<3, using: &rng) == 0)
@@ -280,6 +284,7 @@ extension SimSchedule.Fault {
         case .partition(let at): ".partition(at: \(at))"
         case .userEdit(let at, let target): ".userEdit(at: \(at), \(target.code))"
         case .userEditThenCrash(let at, let target, let crashAt): ".userEditThenCrash(at: \(at), \(target.code), crashAt: \(crashAt))"
+        case .race(let at, let device): ".race(at: \(at), device: \(device))"
         }
     }
 

@@ -38,6 +38,8 @@ final class SimFaultInjector: Sendable {
         var partitionAt: Int?
         /// A user's save in the middle of the sync: append `line` to the note at `path` (relative `note`).
         var edit: (at: Int, path: String, note: String, line: String)?
+        /// Another device's whole sync in the middle of this one.
+        var race: (at: Int, sync: SimRace)?
     }
 
     /// A mid-sync save that happened: the note's lines before and after.
@@ -53,6 +55,9 @@ final class SimFaultInjector: Sendable {
         var pointHits: [String: Int] = [:]
         var fired: String?
         var edited: Edit?
+        var raced = false
+        /// Inside a raced sync of another device: its fault points are not this sync's.
+        var nested = false
         var notesRoot = ""
         var stashed: [(original: String, stash: String)] = []
         var stashCount = 0
@@ -81,31 +86,35 @@ final class SimFaultInjector: Sendable {
             state.pointHits = [:]
             state.fired = nil
             state.edited = nil
+            state.raced = false
+            state.nested = false
             state.notesRoot = notesRoot
         }
     }
 
-    /// Disarms; returns the point where a crash or partition fired, the number of points passed, and the
-    /// mid-sync save if one happened.
-    func disarm() -> (fired: String?, hits: Int, edited: Edit?) {
+    /// Disarms; returns the point where a crash or partition fired, the number of points passed, the mid-sync
+    /// save if one happened, and whether another device synced in the middle.
+    func disarm() -> (fired: String?, hits: Int, edited: Edit?, raced: Bool) {
         state.withLock { state in
             defer { state.plan = Plan() }
-            return (state.fired, state.hits, state.edited)
+            return (state.fired, state.hits, state.edited, state.raced)
         }
     }
 
-    private enum Action { case crash, partition, edit(path: String, note: String, line: String) }
+    private enum Action { case crash, partition, edit(path: String, note: String, line: String), race(SimRace) }
 
     /// The hook: counts the point and does what the plan says at it.
     func hit(_ name: StaticString) throws {
         let point = "\(name)"
         let (actions, notesRoot): ([Action], String) = state.withLock { state in
+            guard !state.nested else { return ([], state.notesRoot) }
             let index = state.hits
             state.hits += 1
             let occurrence = state.pointHits[point, default: 0]
             state.pointHits[point] = occurrence + 1
             var actions: [Action] = []
             if let edit = state.plan.edit, edit.at == index { actions.append(.edit(path: edit.path, note: edit.note, line: edit.line)) }
+            if let race = state.plan.race, race.at == index { actions.append(.race(race.sync)) }
             guard state.fired == nil else { return (actions, state.notesRoot) }
             if state.plan.crashAt == index
                 || state.plan.crashAtPoint.map({ $0.name == point && $0.occurrence == occurrence }) == true {
@@ -127,6 +136,13 @@ final class SimFaultInjector: Sendable {
                 throw SimulatedCrash(point: point)
             case .partition:
                 if rename(serverRoot, awayRoot) != 0 { fatalError("cannot take the server away: \(errno)") }
+            case .race(let race):
+                state.withLock {
+                    $0.nested = true
+                    $0.raced = true
+                }
+                race.run()
+                state.withLock { $0.nested = false }
             }
         }
     }
@@ -184,6 +200,15 @@ final class SimFaultInjector: Sendable {
             }
         }
     }
+}
+
+/// Another device's sync, run by the fault hook in the middle of one: the closure captures the runner, which is
+/// not Sendable, but the hook runs on the one thread that runs the schedule (inside the engine's synchronous
+/// sync), never concurrently with anything else of the runner.
+final class SimRace: @unchecked Sendable {
+    let run: () -> Void
+
+    init(_ run: @escaping () -> Void) { self.run = run }
 }
 
 // MARK: - Devices
@@ -279,6 +304,8 @@ struct SimFigures {
     var midSyncPartitions = 0
     /// Users' saves in the middle of a sync (between its scan and its apply, or between the steps of an apply).
     var midSyncEdits = 0
+    /// Syncs of another device run in the middle of one (two devices committing at once).
+    var races = 0
     var healingRounds = 0
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
@@ -294,6 +321,7 @@ struct SimFigures {
         partitions += other.partitions
         midSyncPartitions += other.midSyncPartitions
         midSyncEdits += other.midSyncEdits
+        races += other.races
         healingRounds += other.healingRounds
         failedSchedules += other.failedSchedules
         violations += other.violations
