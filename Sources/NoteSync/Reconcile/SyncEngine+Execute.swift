@@ -161,9 +161,12 @@ extension SyncEngine {
         return try commit(pushes, bases: &bases, zone: &zone, store: store, report: &report)
     }
 
-    /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands.
+    /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands. Returns
+    /// false when another round is needed: a commit lost the race, or won a later slot after folding in other
+    /// devices' entries (their records are not applied locally yet).
     private func commit(_ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
                         store: ServerStore, report: inout SyncReport) throws -> Bool {
+        var foldedOthers = false
         var start = 0
         let batchSize = 2000
         while start < pushes.count {
@@ -191,10 +194,15 @@ extension SyncEngine {
                 kinds[save.push.name] = save.push.kind
             }
             guard !changes.isEmpty else { continue }
+            let beforeCommit = zone
+            // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
+            func changedHeads() -> [RecordName: RecordHead] { zone.heads.filter { beforeCommit.heads[$0.key] != $0.value } }
             switch try store.commit(changes, into: &zone) {
             case .committed(let entry):
+                let folded = entry.seq != beforeCommit.token + 1
+                foldedOthers = foldedOthers || folded
                 try state.update { batch in
-                    try batch.setZone(token: zone.token, changed: Dictionary(uniqueKeysWithValues: newBases.keys.compactMap { name in
+                    try batch.setZone(token: zone.token, changed: folded ? changedHeads() : Dictionary(uniqueKeysWithValues: newBases.keys.compactMap { name in
                         zone.heads[name].map { (name, $0) }
                     }))
                     for (name, base) in newBases {
@@ -216,11 +224,12 @@ extension SyncEngine {
                     }
                 }
             case .conflicts(let conflicts):
+                try state.update { try $0.setZone(token: zone.token, changed: changedHeads()) }
                 logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
                 return false
             }
         }
-        return true
+        return !foldedOthers
     }
 
     /// Reads a note and the fingerprint it had while being read (re-reading if it changed meanwhile).

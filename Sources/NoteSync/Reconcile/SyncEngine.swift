@@ -89,6 +89,9 @@ public final class SyncEngine {
             return try offline(report, error, options)
         }
 
+        // The heads the last plan saw: a partial sync also plans every record that changed since (fetched, or
+        // folded in when a commit lost its slot to another device).
+        var planned = zone
         for round in 1...options.maxRounds {
             report.rounds = round
             let before = zone
@@ -101,9 +104,10 @@ public final class SyncEngine {
             for (name, base) in recovered { bases[name] = base }
             if !options.dryRun { try saveZone(zone, since: before, recovered: recovered, scan: scan) }
             if let scope = scan.scope {
-                let changed = Set(zone.heads.keys.filter { before.heads[$0] != zone.heads[$0] }).subtracting(scope)
+                let changed = Set(zone.heads.keys.filter { planned.heads[$0] != zone.heads[$0] }).subtracting(scope)
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
+            planned = zone
             let plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store)
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {

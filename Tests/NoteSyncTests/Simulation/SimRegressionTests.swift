@@ -102,6 +102,22 @@ import Testing
         #expect(try harness.read(0, "a/x/README") == text)
     }
 
+    /// Bob commits b/c.md while carol's sync is committing note.md: carol's claim of slot 1 fails, she folds in
+    /// bob's entry and wins slot 2. Her local state then saved token 2 with the head of note.md only, not bob's
+    /// b/c.md (a restarted process had a stale head and committed on a stale base: a compare-and-swap violation
+    /// in the log), and her partial syncs (the agent's) never pulled b/c.md: it had not changed since their
+    /// fetch. A commit now saves every head it folded in, and a sync that folded in others' entries plans again.
+    /// Found by the race fault of the simulation and by the process chaos test.
+    @Test func aCommitThatFoldsInAnotherDevicesEntryKeepsItsHeadAndPullsIt() {
+        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
+            .init(2, .sync(nil, full: false)),
+            .init(2, .edit(.existing(0), .append, .inPlace)),
+            .init(1, .edit(.pool(4), .changeLine(0), .inPlace)),
+            .init(2, .sync(.race(at: 5, device: 1), full: false)),
+            .init(2, .sync(nil, full: false)),
+        ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
