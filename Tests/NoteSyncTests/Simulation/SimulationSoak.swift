@@ -35,7 +35,8 @@ import Testing
         @Sendable func line(_ figures: SimFigures, _ elapsed: Double) -> String {
             "soak: schedules=\(figures.schedules) steps=\(figures.steps) operations=\(figures.operations) "
                 + "syncs=\(figures.syncs) crashes=\(figures.crashes) partitions=\(figures.partitions) "
-                + "mid-sync-partitions=\(figures.midSyncPartitions) healing-rounds=\(figures.healingRounds) "
+                + "mid-sync-partitions=\(figures.midSyncPartitions) mid-sync-edits=\(figures.midSyncEdits) races=\(figures.races) "
+                + "healing-rounds=\(figures.healingRounds) "
                 + "violations=\(figures.violations) failed-schedules=\(figures.failedSchedules) "
                 + "seconds=\(Int(elapsed)) rate=\(String(format: "%.1f", Double(figures.schedules) / max(elapsed, 0.001)))/s"
         }
