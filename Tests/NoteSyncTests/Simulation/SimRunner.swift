@@ -53,12 +53,19 @@ final class SimRunner {
     /// Runs `schedule` and returns what it found, with the run's figures.
     static func run(_ schedule: SimSchedule) -> (findings: SimFindings, figures: SimFigures) {
         do {
-            let runner = try SimRunner(schedule)
-            runner.runAll()
-            runner.figures.schedules = 1
-            runner.figures.violations = runner.findings.count
-            runner.figures.failedSchedules = runner.findings.isEmpty ? 0 : 1
-            return (runner.findings, runner.figures)
+            let start = ContinuousClock.now
+            var runner: SimRunner? = try SimRunner(schedule)
+            runner?.figures.phases["setup", default: .zero] += ContinuousClock.now - start
+            runner?.runAll()
+            let findings = runner?.findings ?? SimFindings()
+            var figures = runner?.figures ?? SimFigures()
+            let end = ContinuousClock.now
+            runner = nil
+            figures.phases["teardown", default: .zero] += ContinuousClock.now - end
+            figures.schedules = 1
+            figures.violations = findings.count
+            figures.failedSchedules = findings.isEmpty ? 0 : 1
+            return (findings, figures)
         } catch {
             var findings = SimFindings()
             findings.harness.append("setup failed: \(error)")
@@ -89,18 +96,29 @@ final class SimRunner {
         let hooks = FaultPoint.Hooks(hit: { try injector.hit($0) }, now: { clock.advance(by: 1_000) })
         FaultPoint.with(hooks) {
             do {
+                var mark = ContinuousClock.now
+                func phase(_ name: String) {
+                    let now = ContinuousClock.now
+                    figures.phases[name, default: .zero] += now - mark
+                    mark = now
+                }
                 for (index, step) in schedule.steps.enumerated() {
                     at = "step \(index + 1) (\(SimDevice.names[step.device]) \(step.action.code))"
                     figures.steps += 1
                     trace(at)
                     try perform(step)
                 }
+                phase("steps")
                 at = "healing"
                 guard try heal() else { return }
+                phase("healing")
                 at = "after healing"
                 try checkFinalState()
+                phase("final checks")
                 try checkIdempotent()
+                phase("idempotence")
                 try checkConfinement()
+                phase("confinement")
             } catch {
                 findings.harness.append("\(at): \(error)")
             }
@@ -475,7 +493,8 @@ final class SimRunner {
     // MARK: - Healing and the checks at the end
 
     /// Brings the server back and every device online, then syncs round-robin until a whole round changes
-    /// nothing (termination). Returns false when they never settled.
+    /// nothing (termination). Returns false when they never settled. That last round is also the first check of
+    /// idempotence: no sync in it may have changed a note either.
     private func heal() throws -> Bool {
         try serverBack()
         for device in devices where device.offline {
@@ -485,10 +504,13 @@ final class SimRunner {
         for round in 1...12 {
             let token = try serverState().token
             var quiet = true
+            var changedNotes: [String] = []
             for device in devices {
                 at = "healing round \(round), \(device.name)"
                 figures.syncs += 1
+                let notesBefore = try notes(device)
                 let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
+                if try notes(device) != notesBefore { changedNotes.append(device.name) }
                 trace("  \(at): " + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }
                     .joined(separator: ", "))
                 try afterSync(device, report)
@@ -496,7 +518,12 @@ final class SimRunner {
             }
             figures.healingRounds += 1
             let after = try serverState().token
-            if quiet && after == token { return true }
+            if quiet && after == token {
+                for who in changedNotes {
+                    findings.idempotence.append("\(at): a sync after convergence, which reported no change, changed \(who)'s notes")
+                }
+                return true
+            }
         }
         findings.termination.append("the devices did not settle within 12 rounds of syncs")
         return false
@@ -558,8 +585,8 @@ final class SimRunner {
         }
     }
 
-    /// Idempotence: once converged, a sync on every device (and a dry run) plans and commits nothing, and so does
-    /// a sync after every note was touched (mtime changed, bytes not).
+    /// Idempotence: once converged (the last round of healing changed nothing), a dry run plans nothing, and a
+    /// sync after every note was touched (mtime changed, bytes not) does and commits nothing.
     private func checkIdempotent() throws {
         func quietRound(_ label: String) throws {
             for device in devices {
@@ -579,7 +606,6 @@ final class SimRunner {
                 }
             }
         }
-        try quietRound("a sync after convergence")
         for device in devices {
             let planned = try device.engine.sync(SyncHarness.dryRunOptions, only: nil).changes
             if !planned.isEmpty {

@@ -71,6 +71,9 @@ import Testing
         print(line(total, elapsed))
         print("soak: crash points: " + total.crashPoints.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
             .joined(separator: " "))
+        print("soak: time by phase: " + total.phases.sorted { $0.key < $1.key }
+            .map { "\($0.key)=\(String(format: "%.1f", Double($0.value.components.seconds) + Double($0.value.components.attoseconds) / 1e18)) s" }
+            .joined(separator: " "))
         let failed = failures.withLock { $0 }.sorted { $0.seed < $1.seed }
         for failure in failed.prefix(3) {
             let schedule = SimSchedule.forSeed(failure.seed)
