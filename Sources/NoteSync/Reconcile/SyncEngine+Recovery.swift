@@ -74,60 +74,50 @@ extension SyncEngine {
         return nil
     }
 
-    /// A temp file an interrupted apply left in the notes folder (a process killed between writing a new version
-    /// and swapping it in, or between the swap and the check of the old version), with its content's digest.
-    struct LeftoverTemp {
-        var path: String
-        var digest: ContentDigest
-        var size: Int64
-    }
-
-    /// At the start of a sync, before local changes are queued: removes each leftover temp whose content the engine
-    /// already holds, a base or a change it had queued (the version an apply swapped out after checking it, or
-    /// never swapped in). Returns the others for ``settleLeftoverTemps(_:bases:zone:store:report:)``.
-    func sweepLeftoverTemps(_ paths: [String], bases: [RecordName: BaseRecord]) throws -> [LeftoverTemp] {
-        guard !paths.isEmpty else { return [] }
-        var known = Set(bases.values.map(\.digest))
-        known.formUnion(try state.outbox().values.compactMap(\.digest))
-        var unknown: [LeftoverTemp] = []
-        for path in paths {
-            guard let (digest, size) = try FileDigest.of(path: folder.root + "/" + path) else { continue }
-            if known.contains(digest) {
-                unlink(folder.root + "/" + path)
-            } else {
-                unknown.append(LeftoverTemp(path: path, digest: digest, size: size))
-            }
-        }
-        return unknown
-    }
-
-    /// At the end of a sync that reached the server: a leftover whose content is now a base or on the server is
-    /// removed (a merge not yet swapped in, redone by this sync); any other is a version no one else has (an edit
-    /// the user made while an apply that then crashed was swapping it out): it becomes a conflict copy of its note,
-    /// which the next sync uploads. Never deleted unseen.
-    func settleLeftoverTemps(_ leftovers: [LeftoverTemp], bases: [RecordName: BaseRecord], zone: ZoneState,
-                             store: ServerStore, report: inout SyncReport) throws {
-        guard !leftovers.isEmpty else { return }
-        let known = Set(bases.values.map(\.digest))
+    /// Deals with the temp files an interrupted apply left next to notes (a process killed between writing a new
+    /// version and swapping it in, or between the swap and the check of the old version), at the start of a full
+    /// sync, before local changes are queued:
+    /// - a temp holding a base or a queued change (the version an apply swapped out after, or before, checking
+    ///   it) is removed: the engine has it;
+    /// - so is a temp whose note is still the version the engine had in hand (or still absent, never synced): it
+    ///   was never swapped in, and the sync that follows pulls or merges again;
+    /// - any other is a version no one else has (an edit the user saved while the killed apply was swapping the
+    ///   note): it becomes a conflict copy of its note, scanned now so that this sync uploads it. Never deleted
+    ///   unseen.
+    func recoverLeftoverTemps(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord],
+                              report: inout SyncReport) throws {
+        guard !scan.leftoverTemps.isEmpty else { return }
+        let outbox = try state.outbox()
+        let known = Set(bases.values.map(\.digest)).union(outbox.values.compactMap(\.digest))
         let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
-        for leftover in leftovers {
-            let path = folder.root + "/" + leftover.path
-            if known.contains(leftover.digest) || store.hasAsset(leftover.digest) {
+        var copies: [String] = []
+        for temp in scan.leftoverTemps {
+            let path = folder.root + "/" + temp
+            guard let info = FileIO.lstatInfo(path), let (digest, _) = try FileDigest.of(path: path) else { continue }
+            let note = AgentTempName.note(ofTemp: temp).flatMap { try? RecordName(validating: RecordName.nfc($0)) }
+            var neverSwappedIn = false
+            if let note {
+                if let current = scan.files[note] {
+                    neverSwappedIn = current.digest == bases[note]?.digest || current.digest == outbox[note]?.digest
+                } else {
+                    neverSwappedIn = bases[note] == nil && !scan.isUnreadable(note)
+                }
+            }
+            if known.contains(digest) || neverSwappedIn {
                 unlink(path)
                 continue
             }
-            guard let note = AgentTempName.note(ofTemp: leftover.path).flatMap({ try? RecordName(validating: RecordName.nfc($0)) }),
-                  let info = FileIO.lstatInfo(path) else {
-                report.warnings.append("\(DisplayName.escape(leftover.path)): left by an interrupted sync; check it and delete it")
-                continue
-            }
+            let directory = temp.lastIndex(of: "/").map { String(temp[...$0]) } ?? ""
+            let original = try note ?? RecordName(validating: directory + "recovered")
             let date = Date(timeIntervalSince1970: Double(StatFingerprint(info).mtime) / 1e9)
-            let copy = try applier.keepAsConflictCopy(note, from: path, date: date) { self.isConflictNameTaken($0, zone: zone, bases: bases) }
-            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: note, device: config.deviceName,
+            let copy = try applier.keepAsConflictCopy(original, from: path, date: date) { scan.files[$0] != nil || bases[$0] != nil }
+            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: original, device: config.deviceName,
                                                                  time: Clock.nowNanoseconds())) }
-            report.changes.append(PlannedChange(kind: .conflict, name: note.description, detail: copy.description))
+            report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
             report.conflictCopies.append(copy.description)
             logger.warning("sync.leftover.kept", metadata: ["note.path": "\(copy)"])
+            copies.append(copy.string)
         }
+        if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies)) }
     }
 }

@@ -78,7 +78,7 @@ public final class SyncEngine {
         report.warnings += scan.foreignConflicts.map {
             "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it"
         }
-        let leftovers = options.dryRun ? [] : try sweepLeftoverTemps(scan.leftoverTemps, bases: bases)
+        if !options.dryRun { try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, report: &report) }
         if !options.dryRun { try recordLocalChanges(scan, bases) }
 
         let store: ServerStore
@@ -128,7 +128,6 @@ public final class SyncEngine {
             scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.map(\.string) })
         }
         if paths == nil { store.removeOwnTemps() }
-        try settleLeftoverTemps(leftovers, bases: bases, zone: zone, store: store, report: &report)
         report.token = zone.token
         report.warnings += zone.quarantined.map { "quarantined on the server: \($0)" }
         report.pending = try state.outbox().count

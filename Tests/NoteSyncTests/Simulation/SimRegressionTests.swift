@@ -118,6 +118,26 @@ import Testing
         ]))
     }
 
+    /// Bob saves note.md while his sync is pulling alice's version of it, right before the swap, and the sync
+    /// is killed right after the swap: his edit is left at the temp name, the note holds alice's version. The
+    /// next sync keeps his edit as a conflict copy and uploads it in the same sync (it used to make the copy at
+    /// its end: every device but bob lacked it until bob synced again).
+    @Test func anEditSwappedOutByAKilledPullBecomesAConflictCopyEverywhere() {
+        let schedule = SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
+            .init(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)),
+            .init(0, .sync(nil, full: true)),
+            .init(1, .sync(nil, full: true)),
+            .init(0, .edit(.pool(0), .changeLine(1), .inPlace)),
+            .init(0, .sync(nil, full: true)),
+            .init(1, .sync(.userEditThenCrash(at: 5, .pool(0), crashAt: 6), full: true)),
+            .init(1, .sync(nil, full: true)),
+        ])
+        let (findings, figures) = SimRunner.run(schedule)
+        #expect(findings.isEmpty, "\(findings)")
+        #expect(figures.crashPoints == ["apply.exchanged": 1] && figures.midSyncEdits == 1,
+                "the schedule no longer crashes where it should: \(figures.crashPoints)")
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
