@@ -21,8 +21,9 @@ final class SyncHarness {
         let config: FolderConfig
     }
 
-    static let deviceIDs = ["dev-a", "dev-b", "dev-c"]
-    static let deviceNames = ["alice", "bob", "carol"]
+    /// Up to five devices (the simulation of SimRunner.swift runs 3–5; this harness 1–3).
+    static let deviceIDs = ["dev-a", "dev-b", "dev-c", "dev-d", "dev-e"]
+    static let deviceNames = ["alice", "bob", "carol", "dave", "erin"]
     /// Logical time starts in 2033: later than the wall-clock mtime the engine gives a merged note, so a user's
     /// edit is always later than the engine's own writes, as it is in life.
     static let epoch: Int64 = 2_000_000_000 * 1_000_000_000
@@ -361,6 +362,9 @@ struct SyncHistoryModel {
         var lines: [String]?
         /// The events the device had heard of when the user acted (not this one).
         var knows: Set<Int>
+        /// The events it may have heard of: more than `knows` after a sync that did not finish (a crash, the
+        /// server lost midway), which may have delivered any part of what it was syncing.
+        var mayKnow: Set<Int>
 
         var description: String {
             "event \(id) (\(SyncHarness.deviceNames[device]) " + (lines == nil ? "deletes \(note))" : "writes \(note): \(lines!))")
@@ -369,6 +373,8 @@ struct SyncHistoryModel {
 
     private(set) var events: [Event] = []
     private var knowledge: [Set<Int>]
+    private var mayKnow: [Set<Int>]
+    private var serverMayKnow: Set<Int> = []
     private(set) var serverKnowledge: Set<Int> = []
     /// The events that wrote each line (several only for the well-known texts).
     private var origins: [String: [Int]] = [:]
@@ -377,12 +383,16 @@ struct SyncHistoryModel {
 
     init(deviceCount: Int) {
         knowledge = Array(repeating: [], count: deviceCount)
+        mayKnow = knowledge
     }
 
     /// The id the next event gets; new lines carry it, which keeps them unique.
     var nextID: Int { events.count }
 
+    /// A user's save. Saving the very text the note had is no edit (the engine compares contents, as it should:
+    /// it is a touch), so it is no event either.
     mutating func wrote(device: Int, note: String, before: [String], after: [String]) {
+        guard before != after else { return }
         let id = record(device: device, note: note, lines: after)
         let kept = Set(after)
         removed.formUnion(before.filter { !kept.contains($0) })
@@ -398,13 +408,22 @@ struct SyncHistoryModel {
     mutating func synced(_ device: Int) {
         serverKnowledge.formUnion(knowledge[device])
         knowledge[device] = serverKnowledge
+        serverMayKnow.formUnion(mayKnow[device])
+        mayKnow[device] = serverMayKnow
+    }
+
+    /// A sync that did not finish: it may have pushed or pulled any part of what it was syncing, or nothing.
+    mutating func partlySynced(_ device: Int) {
+        serverMayKnow.formUnion(mayKnow[device])
+        mayKnow[device].formUnion(serverMayKnow)
     }
 
     @discardableResult
     private mutating func record(device: Int, note: String, lines: [String]?) -> Int {
         let id = events.count
-        events.append(Event(id: id, device: device, note: note, lines: lines, knows: knowledge[device]))
+        events.append(Event(id: id, device: device, note: note, lines: lines, knows: knowledge[device], mayKnow: mayKnow[device]))
         knowledge[device].insert(id)
+        mayKnow[device].insert(id)
         return id
     }
 
@@ -420,11 +439,19 @@ struct SyncHistoryModel {
     /// deletes, the note must be gone. If exactly one is a write, and that write had heard of every other write
     /// of the note, the other latest events are deletes it never heard of (edit beats delete): the note must
     /// have exactly that text. Anything else (concurrent writes) merges or makes conflict copies and is left
-    /// to ``linesThatMustSurvive(known:)``.
+    /// to ``linesThatMustSurvive(known:)``. So is a note whose order of events is uncertain (an event on it
+    /// may have heard of another one on it through a sync that did not finish), or that was given a text it had
+    /// before.
     func decidedOutcomes() -> [String: [String]?] {
         var outcomes: [String: [String]?] = [:]
         for note in Set(events.map(\.note)) {
             let onNote = events.filter { $0.note == note }
+            let ids = Set(onNote.map(\.id))
+            guard onNote.allSatisfy({ $0.knows.intersection(ids) == $0.mayKnow.intersection(ids) }) else { continue }
+            // A text saved again after the note had it (deleted and written anew, or changed back) is no change
+            // for an engine that compares contents with the base; whether it beats a delete is not for the model.
+            let texts = onNote.compactMap(\.lines)
+            guard Set(texts).count == texts.count else { continue }
             let latest = onNote.filter { event in !onNote.contains { $0.knows.contains(event.id) } }
             let latestWrites = latest.filter { $0.lines != nil }
             if latestWrites.isEmpty {

@@ -255,11 +255,13 @@ public final class LocalState: Sendable {
 
     /// Applies a batch of changes to the local state in one transaction.
     public func update(_ body: (Batch) throws -> Void) throws {
+        try FaultPoint.hit("state.beforeUpdate")
         do {
             try queue.write { db in try body(Batch(db: db)) }
         } catch let error as DatabaseError {
             throw Self.failure(error, path: queue.path, doing: "update")
         }
+        try FaultPoint.hit("state.afterUpdate")
     }
 
     /// One write transaction's worth of changes.

@@ -37,18 +37,21 @@ public struct NoteApplier: Sendable {
     /// (its base), or `nil` when the note must not exist yet.
     public func write(_ name: RecordName, path relative: String, data: Data, modified: Int64,
                       expected: ContentDigest?) throws -> Outcome {
+        try FaultPoint.hit("apply.begin")
         let path = root + "/" + relative
         let directory = (path as NSString).deletingLastPathComponent
         try makeParents(of: relative)
-        let temp = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+        let temp = directory + "/" + AgentTempName.make(for: relative.split(separator: "/").last ?? "")
         try FileIO.createAndSync(temp, data)
         var cleanup = true
         defer { if cleanup { unlink(temp) } }
         try setModified(temp, modified)
+        try FaultPoint.hit("apply.tempWritten")
 
         if expected == nil {
             if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
                 cleanup = false
+                try FaultPoint.hit("apply.renamedIn")
                 return try finish(path, directory)
             }
             guard errno == EEXIST || AtomicPublish.isUnsupported(renameErrno: errno) else {
@@ -156,10 +159,13 @@ public struct NoteApplier: Sendable {
                 if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) != 0 { cleanup = false }
                 throw Self.notANoteError(path, swapped)
             }
+            try FaultPoint.hit("apply.exchanged")
             let old = try FileDigest.of(path: temp)
+            try FaultPoint.hit("apply.checked")
             if let old, old.digest != expected {
                 let copy = try keepAsConflictCopy(name, from: temp)
                 cleanup = false
+                try FaultPoint.hit("apply.copyKept")
                 return .writtenKeepingLocalEdit(try fingerprint(path, directory), copy: copy)
             }
             return try finish(path, directory)
@@ -169,6 +175,7 @@ public struct NoteApplier: Sendable {
             // The note vanished (deleted by the user meanwhile): put the new version in place, no-replace.
             if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 || Glibc.link(temp, path) == 0 {
                 cleanup = false
+                try FaultPoint.hit("apply.renamedIn")
                 return try finish(path, directory)
             }
             throw NoteSyncError.posix("rename", path: path, errno: errno)
@@ -177,7 +184,7 @@ public struct NoteApplier: Sendable {
             throw NoteSyncError.posix("renameat2(RENAME_EXCHANGE)", path: path, errno: code)
         }
         // No exchange here: move the note aside, check it, then rename the new version in.
-        let aside = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+        let aside = directory + "/" + AgentTempName.make(for: path.split(separator: "/").last ?? "")
         if rename(path, aside) != 0 {
             if errno != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: errno) }
         }
@@ -235,6 +242,7 @@ public struct NoteApplier: Sendable {
             if errno == ENOENT { return .alreadyGone }
             throw NoteSyncError.posix("rename to trash", path: path, errno: errno)
         }
+        try FaultPoint.hit("delete.trashed")
         if let moved = try FileDigest.of(path: target), moved.digest != expected {
             // Edited while we synced: the edit wins, put it back (no-replace, in case a new note took the name).
             if ns_rename_noreplace(AT_FDCWD, target, AT_FDCWD, path) != 0 && Glibc.link(target, path) != 0 {

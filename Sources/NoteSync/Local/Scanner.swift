@@ -32,6 +32,8 @@ public struct ScanResult: Sendable {
     public var changed: [RecordName] = []
     /// How many files found have a base: fewer than the bases means some synced note is gone or unreadable.
     public var baseMatches = 0
+    /// Temp files an interrupted apply left in the notes folder (full scans only), relative paths.
+    public var leftoverTemps: [String] = []
     /// For a partial scan: every record name it speaks for (present or absent). `nil` for a full scan.
     public var scope: Set<RecordName>?
 
@@ -45,6 +47,7 @@ public struct ScanResult: Sendable {
         hashed += other.hashed
         changed += other.changed
         baseMatches += other.baseMatches
+        leftoverTemps += other.leftoverTemps
         if let otherScope = other.scope { scope = scope.map { $0.union(otherScope) } }
     }
 
@@ -96,7 +99,8 @@ public struct Scanner: Sendable {
                 } else {
                     for name in bases.keys where name.string.utf8.starts(with: prefix.utf8) { scope.insert(name) }
                 }
-                let parent = (path as NSString).deletingLastPathComponent
+                // Not NSString.deletingLastPathComponent: Foundation (Swift 6.3.1) traps on a one-character relative path.
+                let parent = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
                 if rules.isIgnoredPath(path, isDirectory: false) && rules.isIgnoredPath(path, isDirectory: true) { continue }
                 if !parent.isEmpty, rules.isIgnoredPath(parent, isDirectory: true) { continue }
                 guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
@@ -269,7 +273,10 @@ public struct Scanner: Sendable {
             guard let info = listed.infos[index] else { continue }
             let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
             let scalars = IgnoreRules.componentScalars(item.name)
-            if rules.isIgnored(entry: scalars, in: &components, isDirectory: isDirectory) { continue }
+            if rules.isIgnored(entry: scalars, in: &components, isDirectory: isDirectory) {
+                if item.name.hasPrefix(IgnoreRules.agentTempPrefix) && (info.st_mode & S_IFMT) == S_IFREG { result.leftoverTemps.append(path) }
+                continue
+            }
             if isDirectory {
                 if subfolders != nil {
                     subfolders?.append(path)

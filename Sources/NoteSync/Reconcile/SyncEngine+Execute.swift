@@ -223,9 +223,12 @@ extension SyncEngine {
         return written
     }
 
-    /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands.
+    /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands. Returns
+    /// false when another round is needed: a commit lost the race, or won a later slot after folding in other
+    /// devices' entries (their records are not applied locally yet).
     private func commit(_ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
                         store: ServerStore, report: inout SyncReport) throws -> Bool {
+        var foldedOthers = false
         var start = 0
         let batchSize = 2000
         while start < pushes.count {
@@ -253,8 +256,12 @@ extension SyncEngine {
                 kinds[save.push.name] = save.push.kind
             }
             guard !changes.isEmpty else { continue }
+            // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
+            let beforeToken = zone.token
             switch try store.commit(changes, into: &zone) {
             case .committed(let entry):
+                let folded = entry.seq != beforeToken + 1
+                foldedOthers = foldedOthers || folded
                 // Every head folded in since the last save: ours, and those of entries that won a slot first.
                 let changedHeads = zone.takeUnsaved()
                 try state.update { batch in
@@ -278,11 +285,13 @@ extension SyncEngine {
                     }
                 }
             case .conflicts(let conflicts):
+                let changedHeads = zone.takeUnsaved()
+                try state.update { try $0.setZone(token: zone.token, changed: changedHeads) }
                 logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
                 return false
             }
         }
-        return true
+        return !foldedOthers
     }
 
     /// Reads a note and the fingerprint it had while being read (re-reading if it changed meanwhile).

@@ -91,6 +91,7 @@ public final class SyncEngine {
         report.warnings += scan.foreignConflicts.map {
             "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it"
         }
+        if !options.dryRun { try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, report: &report) }
         if !options.dryRun { try recordLocalChanges(scan, bases) }
         phases.lap("outbox")
 
@@ -102,21 +103,28 @@ public final class SyncEngine {
             return try offline(report, error, options)
         }
 
+        // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
+        // commit lost its slot to another device): ``ZoneState/unplanned``.
         for round in 1...options.maxRounds {
             report.rounds = round
             let tokenBefore = zone.token
-            do { try store.fetch(into: &zone) } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+            let fetched: [SlotContent]
+            do { fetched = try store.fetch(into: &zone) } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 if !options.dryRun { memo = (bases, zone) }
                 return try offline(report, error, options)
             }
-            if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) { try saveZone(&zone) }
+            let recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
+            for (name, base) in recovered { bases[name] = base }
+            if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) {
+                try saveZone(&zone, recovered: recovered, scan: scan)
+            }
             phases.lap("fetch")
             if let scope = scan.scope {
                 let changed = zone.unplanned.subtracting(scope)
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
             zone.unplanned = []
-            let plan = Self.plan(scan: scan, bases: bases, zone: zone)
+            let plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store)
             phases.lap("plan")
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {
@@ -144,6 +152,7 @@ public final class SyncEngine {
             if finished { break }
             scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.map(\.string) })
         }
+        if paths == nil { store.removeOwnTemps() }
         report.token = zone.token
         report.warnings += zone.problems
         // Reported once, when read (as a one-shot sync does): the agent's next syncs start from this zone.
@@ -275,13 +284,28 @@ public final class SyncEngine {
             for name in candidates where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete {
                 try batch.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now))
             }
+            // A note queued and then deleted or moved away before it reached the server: nothing left to push.
+            for name in outbox.keys where scan.files[name] == nil && bases[name] == nil && !scan.isUnreadable(name)
+                && (scan.scope?.contains(name) ?? true) {
+                try batch.dequeue(name)
+            }
         }
     }
 
-    /// Stores the token with every head changed since the last save, in one transaction.
-    private func saveZone(_ zone: inout ZoneState) throws {
+    /// Saves the token with every head changed since the last save, and the bases of our own commits found
+    /// among them (dequeued where the note is still as committed), in one transaction: once the token is past
+    /// them they are never fetched again.
+    private func saveZone(_ zone: inout ZoneState, recovered: [RecordName: BaseRecord?], scan: ScanResult) throws {
         let changed = zone.takeUnsaved()
-        try state.update { try $0.setZone(token: zone.token, changed: changed) }
+        try state.update { batch in
+            try batch.setZone(token: zone.token, changed: changed)
+            for (name, base) in recovered {
+                if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                if base?.digest == scan.files[name]?.digest && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true) {
+                    try batch.dequeue(name)
+                }
+            }
+        }
     }
 
     private func offline(_ report: SyncReport, _ error: NoteSyncError, _ options: SyncOptions) throws -> SyncReport {

@@ -36,6 +36,7 @@ extension ServerStore {
             let temp = layout.tempPath(device: device, suffix: "asset")
             todo.append((index, temp))
             try FileIO.createAndSync(temp, items[index], sync: !batched)
+            try FaultPoint.hit("assets.tempWritten")
         }
         guard !todo.isEmpty else { return refs }
         if batched { try FileIO.syncFilesystem(layout.tmpDirectory) }
@@ -47,6 +48,7 @@ extension ServerStore {
             if try AtomicPublish.publish(item.temp, as: layout.assetPath(digest), using: primitive) == .published {
                 shards.insert(layout.assetShard(digest))
             }
+            try FaultPoint.hit("assets.published")
         }
         if !batched || shards.count < 4 {
             for shard in shards { try FileIO.syncDirectory(shard) }

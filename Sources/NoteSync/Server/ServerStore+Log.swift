@@ -115,6 +115,7 @@ extension ServerStore {
             try FileIO.makeDirectory(layout.shardDirectory(of: seq))
             let temp = layout.tempPath(device: device, suffix: "entry")
             try FileIO.createAndSync(temp, data)
+            try FaultPoint.hit("commit.entryWritten")
             let outcome: AtomicPublish.Outcome
             do {
                 outcome = try AtomicPublish.publish(temp, as: destination, using: primitive)
@@ -132,6 +133,7 @@ extension ServerStore {
             }
             unlink(temp)
             if outcome == .published {
+                try FaultPoint.hit("commit.claimed")
                 try FileIO.syncDirectory(layout.shardDirectory(of: seq))
                 state.apply(entry)
                 return .committed(entry)

@@ -1,0 +1,123 @@
+import Foundation
+import Logging
+
+/// Finishing what a killed process left half done: commits that landed but were never recorded, temp files.
+extension SyncEngine {
+    /// The bases our own commits among freshly fetched entries should have left: a process that won a slot and
+    /// was killed (or lost the server) before recording them. A commit we recorded is never fetched again (the
+    /// token moved past it), so an entry of ours found here is unrecorded. The note held the committed text when
+    /// it was committed, so that version is its base whatever the user did since: a later delete or edit is then
+    /// seen as one and pushed, where without the base a delete made after the crash was undone (the record pulled
+    /// back as new: our own change echoed) and an edit merged against nothing.
+    func ownUnrecordedCommits(_ fetched: [SlotContent], scan: ScanResult,
+                              bases: [RecordName: BaseRecord]) -> [RecordName: BaseRecord?] {
+        var recovered: [RecordName: BaseRecord?] = [:]
+        for slot in fetched {
+            guard case .entry(let entry) = slot, entry.device == config.deviceID else { continue }
+            for change in entry.changes {
+                guard let name = try? RecordName(validating: change.name),
+                      (recovered[name]??.tag ?? bases[name]?.tag ?? 0) < entry.seq else { continue }
+                guard change.op == .save, let text = change.text else {
+                    recovered[name] = .some(nil)
+                    continue
+                }
+                let file = scan.files[name]
+                recovered[name] = BaseRecord(name: name, tag: entry.seq, digest: text.sha256, size: text.size, modified: change.modified,
+                                             fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
+            }
+        }
+        return recovered
+    }
+
+    /// Replans, against a base found in the server's history, each record whose note looks changed on both sides
+    /// although it is exactly a version the record had since its recorded base (or ever, with no base).
+    ///
+    /// That is what a process killed between writing and recording leaves: a note it pulled, or committed, without
+    /// the new base. Taken as edited, such a note undid a delete made meanwhile by another device (pushed again
+    /// on top of the tombstone), or merged against the wrong ancestor (conflict copies of versions everyone has).
+    /// The note holds no edit beyond that version, so that version is its base. Reads log entries only for these
+    /// few records (merges, pushes over a changed head), walking back through each change's base.
+    func refineWithHistory(_ plan: [Step], zone: ZoneState, store: ServerStore) -> [Step] {
+        plan.map { step in
+            guard let local = step.local, let head = zone.heads[step.name], head.tag != step.base?.tag else { return step }
+            switch step.decision {
+            case .merge, .resurrectLocal, .push: break
+            default: return step
+            }
+            guard let base = historyBase(step.name, holding: local, head: head, floor: step.base?.tag ?? 0, store: store) else {
+                return step
+            }
+            var refined = step
+            refined.base = base
+            refined.decision = Reconciler.decide(local: .present(digest: local.digest, size: local.size, modified: local.modified),
+                                                 base: base, server: head)
+            return refined
+        }
+    }
+
+    /// The latest version of `name` older than `head` and newer than `floor` that the note is, as a base: the same
+    /// text and the same mtime (a pull gives the note the record's `modified`, a commit records the note's mtime).
+    /// The same text alone is not enough: a note the user wrote anew with a deleted version's text is a new note.
+    private func historyBase(_ name: RecordName, holding local: LocalFile, head: RecordHead, floor: Int64,
+                             store: ServerStore) -> BaseRecord? {
+        var seq = head.tag
+        for _ in 0..<64 {
+            guard seq > floor, case .entry(let entry)? = try? store.readSlot(seq),
+                  let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
+            if seq != head.tag, change.op == .save, let text = change.text, text.sha256 == local.digest,
+               change.modified == local.modified {
+                return BaseRecord(name: name, tag: seq, digest: text.sha256, size: text.size, modified: change.modified,
+                                  fingerprint: local.fingerprint)
+            }
+            seq = change.base
+        }
+        return nil
+    }
+
+    /// Deals with the temp files an interrupted apply left next to notes (a process killed between writing a new
+    /// version and swapping it in, or between the swap and the check of the old version), at the start of a full
+    /// sync, before local changes are queued:
+    /// - a temp holding a base or a queued change (the version an apply swapped out after, or before, checking
+    ///   it) is removed: the engine has it;
+    /// - so is a temp whose note is still the version the engine had in hand (or still absent, never synced): it
+    ///   was never swapped in, and the sync that follows pulls or merges again;
+    /// - any other is a version no one else has (an edit the user saved while the killed apply was swapping the
+    ///   note): it becomes a conflict copy of its note, scanned now so that this sync uploads it. Never deleted
+    ///   unseen.
+    func recoverLeftoverTemps(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord],
+                              report: inout SyncReport) throws {
+        guard !scan.leftoverTemps.isEmpty else { return }
+        let outbox = try state.outbox()
+        let known = Set(bases.values.map(\.digest)).union(outbox.values.compactMap(\.digest))
+        let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
+        var copies: [String] = []
+        for temp in scan.leftoverTemps {
+            let path = folder.root + "/" + temp
+            guard let info = FileIO.lstatInfo(path), let (digest, _) = try FileDigest.of(path: path) else { continue }
+            let note = AgentTempName.note(ofTemp: temp).flatMap { try? RecordName(validating: RecordName.nfc($0)) }
+            var neverSwappedIn = false
+            if let note {
+                if let current = scan.files[note] {
+                    neverSwappedIn = current.digest == bases[note]?.digest || current.digest == outbox[note]?.digest
+                } else {
+                    neverSwappedIn = bases[note] == nil && !scan.isUnreadable(note)
+                }
+            }
+            if known.contains(digest) || neverSwappedIn {
+                unlink(path)
+                continue
+            }
+            let directory = temp.lastIndex(of: "/").map { String(temp[...$0]) } ?? ""
+            let original = try note ?? RecordName(validating: directory + "recovered")
+            let date = Date(timeIntervalSince1970: Double(StatFingerprint(info).mtime) / 1e9)
+            let copy = try applier.keepAsConflictCopy(original, from: path, date: date) { scan.files[$0] != nil || bases[$0] != nil }
+            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: original, device: config.deviceName,
+                                                                 time: Clock.nowNanoseconds())) }
+            report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
+            report.conflictCopies.append(copy.description)
+            logger.warning("sync.leftover.kept", metadata: ["note.path": "\(copy)"])
+            copies.append(copy.string)
+        }
+        if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies)) }
+    }
+}

@@ -1,0 +1,47 @@
+import Synchronization
+
+/// Named points between the steps of a commit and of a local apply, where a deterministic simulation injects a
+/// crash (the handler throws) or a partition, and the clock a simulation substitutes for the wall clock.
+///
+/// Production never installs hooks: ``hit(_:)`` is then one relaxed atomic load. Hooks are scoped to the task
+/// that installs them (a task-local value), so simulations running in parallel with other tests affect only the
+/// engines they drive.
+public enum FaultPoint {
+    /// What a simulation installs for the code it runs.
+    public struct Hooks: Sendable {
+        /// Called at every point with its name; throwing there is a crash between two steps.
+        public var hit: @Sendable (StaticString) throws -> Void
+        /// The time ``Clock/nowNanoseconds()`` returns instead of the wall clock; nil keeps the wall clock.
+        public var now: (@Sendable () -> Int64)?
+
+        public init(hit: @escaping @Sendable (StaticString) throws -> Void, now: (@Sendable () -> Int64)? = nil) {
+            self.hit = hit
+            self.now = now
+        }
+    }
+
+    /// How many hook scopes are open in the whole process: zero in production, so nothing else is looked up.
+    private static let scopes = Atomic<Int>(0)
+    @TaskLocal private static var hooks: Hooks?
+
+    /// Marks the point `name` (e.g. `"commit.claimed"`): a no-op unless a simulation installed hooks.
+    @inline(__always)
+    public static func hit(_ name: StaticString) throws {
+        guard scopes.load(ordering: .relaxed) != 0 else { return }
+        try hooks?.hit(name)
+    }
+
+    /// The simulated time, when a simulation installed a clock for the current task.
+    @inline(__always)
+    static func simulatedNow() -> Int64? {
+        guard scopes.load(ordering: .relaxed) != 0 else { return nil }
+        return hooks?.now?()
+    }
+
+    /// Runs `body` with `hooks` installed for the current task (and the tasks it creates).
+    public static func with<R>(_ hooks: Hooks, _ body: () throws -> R) rethrows -> R {
+        scopes.add(1, ordering: .relaxed)
+        defer { scopes.subtract(1, ordering: .relaxed) }
+        return try $hooks.withValue(hooks, operation: body)
+    }
+}

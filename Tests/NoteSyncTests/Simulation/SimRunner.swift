@@ -1,0 +1,787 @@
+import Foundation
+@testable import NoteSync
+
+/// Runs one ``SimSchedule`` on real folders: 3–5 devices with persistent local state and one server directory,
+/// all in-process through ``SyncEngine`` as the agent drives it, then heals (server back, every device online,
+/// full syncs round-robin until a round changes nothing) and checks every invariant.
+///
+/// Faults come from ``FaultPoint``: the engine runs with hooks that count the named points of the commit and of
+/// the local apply and fire the sync's fault at its index: a crash (the device restarts from what it persisted,
+/// temp files left as a crash leaves them) or a partition (the server folder goes away for everyone).
+///
+/// The judge is the history model of SyncHarness.swift (``SyncHistoryModel``): knowledge travels only through
+/// syncs that finished, so what it decides is what the engine must do whatever crashed in between.
+final class SimRunner {
+    let schedule: SimSchedule
+    let world: SimScratch
+    let serverRoot: String
+    let awayRoot: String
+    let stashDirectory: String
+    let clock = SimClock(start: SyncHarness.epoch)
+    let injector: SimFaultInjector
+    var devices: [SimDevice] = []
+    var model: SyncHistoryModel
+    var findings = SimFindings()
+    var figures = SimFigures()
+    let rules: IgnoreRules
+    private let checker: ServerStore
+    private var checkerState = ZoneState()
+    private var texts: [AssetRef: Data] = [:]
+    private var serverDown = false
+    /// Names that were ever a note somewhere, and names some user deleted (or moved away, or removed with a
+    /// folder): a name in the first set and not in the second must exist at the end.
+    private var everSeen: Set<String> = []
+    private var userDeleted: Set<String> = []
+    private var touched: Set<String> = []
+    private var textsSaved: [String: Set<[String]>] = [:]
+    private var at = "setup"
+    /// `NOTESYNC_SIM_TRACE=1` prints every step and what each sync did.
+    private static let tracing = ProcessInfo.processInfo.environment["NOTESYNC_SIM_TRACE"] != nil
+
+    private func trace(_ line: @autoclosure () -> String) {
+        if Self.tracing { print("[sim] " + line()) }
+    }
+
+    /// The folder simulations run in: `NOTESYNC_SIM_DIR`, else /dev/shm (tmpfs: no disk flushes, faster), else
+    /// the system temp folder.
+    static let baseDirectory: String = {
+        if let configured = ProcessInfo.processInfo.environment["NOTESYNC_SIM_DIR"], !configured.isEmpty { return configured }
+        if access("/dev/shm", W_OK) == 0 { return "/dev/shm" }
+        return NSTemporaryDirectory()
+    }()
+
+    /// Runs `schedule` and returns what it found, with the run's figures.
+    static func run(_ schedule: SimSchedule) -> (findings: SimFindings, figures: SimFigures) {
+        do {
+            let start = ContinuousClock.now
+            var runner: SimRunner? = try SimRunner(schedule)
+            runner?.figures.phases["setup", default: .zero] += ContinuousClock.now - start
+            runner?.runAll()
+            let findings = runner?.findings ?? SimFindings()
+            var figures = runner?.figures ?? SimFigures()
+            let end = ContinuousClock.now
+            runner = nil
+            figures.phases["teardown", default: .zero] += ContinuousClock.now - end
+            figures.schedules = 1
+            figures.violations = findings.count
+            figures.failedSchedules = findings.isEmpty ? 0 : 1
+            return (findings, figures)
+        } catch {
+            var findings = SimFindings()
+            findings.harness.append("setup failed: \(error)")
+            return (findings, SimFigures(schedules: 1, failedSchedules: 1, violations: 1))
+        }
+    }
+
+    init(_ schedule: SimSchedule) throws {
+        self.schedule = schedule
+        world = try SimScratch(in: Self.baseDirectory)
+        serverRoot = world.sub("server")
+        awayRoot = world.sub("server-away")
+        stashDirectory = world.sub("stash")
+        try FileIO.makeDirectory(stashDirectory)
+        try ServerStore.create(root: serverRoot, logger: testLogger)
+        injector = SimFaultInjector(serverRoot: serverRoot, awayRoot: awayRoot, stashDirectory: stashDirectory, clock: clock,
+                                    clockStep: schedule.clockStep)
+        model = SyncHistoryModel(deviceCount: schedule.deviceCount)
+        rules = try IgnoreRules(userRules: nil)
+        checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger)
+        for index in 0..<schedule.deviceCount {
+            devices.append(try SimDevice(index: index, root: world.path, serverRoot: serverRoot))
+        }
+    }
+
+    func runAll() {
+        let injector = injector, clock = clock
+        let hooks = FaultPoint.Hooks(hit: { try injector.hit($0) }, now: { clock.advance(by: 1_000) })
+        FaultPoint.with(hooks) {
+            do {
+                var mark = ContinuousClock.now
+                func phase(_ name: String) {
+                    let now = ContinuousClock.now
+                    figures.phases[name, default: .zero] += now - mark
+                    mark = now
+                }
+                for (index, step) in schedule.steps.enumerated() {
+                    at = "step \(index + 1) (\(SimDevice.names[step.device]) \(step.action.code))"
+                    figures.steps += 1
+                    trace(at)
+                    try perform(step)
+                }
+                phase("steps")
+                at = "healing"
+                guard try heal() else { return }
+                phase("healing")
+                at = "after healing"
+                try checkFinalState()
+                phase("final checks")
+                try checkIdempotent()
+                phase("idempotence")
+                try checkConfinement()
+                phase("confinement")
+            } catch {
+                findings.harness.append("\(at): \(error)")
+            }
+        }
+    }
+
+    // MARK: - Steps
+
+    private func perform(_ step: SimSchedule.Step) throws {
+        let device = devices[step.device]
+        switch step.action {
+        case .edit(let target, let edit, let style):
+            figures.operations += 1
+            try userEdit(device, resolve(target, device), edit, style)
+        case .delete(let target):
+            figures.operations += 1
+            let note = try resolve(target, device)
+            guard let before = try read(device, note) else { return }
+            try check(unlink(device.folder.root + "/" + note) == 0, "unlink \(note)")
+            model.deleted(device: device.index, note: note, before: SyncHarness.lines(before))
+            userDeleted.insert(note)
+            device.dirty.insert(note)
+        case .move(let target, let destinationIndex):
+            figures.operations += 1
+            let source = try resolve(target, device)
+            let destination = SimSchedule.pool[destinationIndex % SimSchedule.pool.count]
+            guard source != destination, let moved = try read(device, source) else { return }
+            let replaced = try read(device, destination)
+            try FileIO.makeDirectories(parent(device.folder.root + "/" + destination))
+            try check(rename(device.folder.root + "/" + source, device.folder.root + "/" + destination) == 0, "mv \(source)")
+            // The text moves: its lines are not removed; what the move replaced is.
+            model.deleted(device: device.index, note: source, before: [])
+            model.wrote(device: device.index, note: destination, before: replaced.map(SyncHarness.lines) ?? [],
+                        after: SyncHarness.lines(moved))
+            userDeleted.insert(source)
+            everSeen.insert(destination)
+            device.dirty.formUnion([source, destination])
+        case .deleteFolder(let target):
+            figures.operations += 1
+            let note = try resolve(target, device)
+            let components = note.split(separator: "/")
+            guard components.count > 1 else { return }
+            let top = String(components[0])
+            for (name, data) in try notes(device) where name.hasPrefix(top + "/") {
+                model.deleted(device: device.index, note: name, before: SyncHarness.lines(data))
+                userDeleted.insert(name)
+            }
+            if FileIO.lstatInfo(device.folder.root + "/" + top) != nil {
+                try FileManager.default.removeItem(atPath: device.folder.root + "/" + top)
+            }
+            device.dirty.insert(top)
+        case .touch(let target):
+            figures.operations += 1
+            let note = try resolve(target, device)
+            guard try read(device, note) != nil else { return }
+            try SyncHarness.setModified(device.folder.root + "/" + note, clock.advance(by: schedule.clockStep))
+            touched.insert(note)
+            device.dirty.insert(note)
+        case .sync(let fault, let full):
+            try sync(device, fault: fault, full: full)
+        case .dryRun:
+            try dryRun(device)
+        case .goOffline:
+            guard !device.offline else { return }
+            device.offline = true
+            figures.partitions += 1
+            try device.restart()
+        case .comeOnline:
+            guard device.offline else { return }
+            device.offline = false
+            try device.restart()
+        case .serverDown:
+            guard !serverDown else { return }
+            try check(rename(serverRoot, awayRoot) == 0, "take the server away")
+            serverDown = true
+            figures.partitions += 1
+        case .serverUp:
+            try serverBack()
+        case .restart:
+            try device.restart()
+        }
+    }
+
+    private func serverBack() throws {
+        guard serverDown else { return }
+        try check(rename(awayRoot, serverRoot) == 0, "bring the server back")
+        serverDown = false
+    }
+
+    /// The note a target names on `device`.
+    private func resolve(_ target: SimSchedule.Target, _ device: SimDevice) throws -> String {
+        switch target {
+        case .pool(let index):
+            return SimSchedule.pool[index % SimSchedule.pool.count]
+        case .existing(let index):
+            let names = try notes(device).keys.sorted()
+            return names.isEmpty ? SimSchedule.pool[index % SimSchedule.pool.count] : names[index % names.count]
+        }
+    }
+
+    private func userEdit(_ device: SimDevice, _ note: String, _ edit: SimSchedule.Edit, _ style: SimSchedule.SaveStyle) throws {
+        let before = try read(device, note).map(SyncHarness.lines)
+        let id = model.nextID
+        func fresh(_ count: Int) -> [String] { (0..<count).map { "\(note) e\(id) l\($0)" } }
+        var after: [String]
+        switch (edit, before) {
+        case (.rewrite(let count), _): after = fresh(count)
+        case (.rewriteShared(let variant), _): after = (0..<4).map { "\(note) well-known \(variant) l\($0)" }
+        case (_, nil): after = fresh(4)
+        case (.append, let lines?): after = lines + fresh(1)
+        case (.changeLine(let index), let lines?):
+            after = lines
+            if lines.isEmpty { after = fresh(1) } else { after[index % lines.count] = fresh(1)[0] }
+        }
+        try save(device, note, SyncHarness.text(after), style: before == nil ? .inPlace : style)
+        // A text the note had before: perhaps its base again, which is a touch (the mtime stays local).
+        if !textsSaved[note, default: []].insert(after).inserted { touched.insert(note) }
+        model.wrote(device: device.index, note: note, before: before ?? [], after: after)
+        everSeen.insert(note)
+        device.dirty.insert(note)
+    }
+
+    /// Saves a note the way `style`'s editor does, then gives it the next logical mtime.
+    private func save(_ device: SimDevice, _ note: String, _ data: Data, style: SimSchedule.SaveStyle) throws {
+        let path = device.folder.root + "/" + note
+        let directory = parent(path)
+        try FileIO.makeDirectories(directory)
+        let backup = path + "~"
+        switch style {
+        case .inPlace:
+            try writeFile(path, data, flags: O_CREAT | O_TRUNC)
+        case .vim:
+            try writeFile(directory + "/4913", Data(), flags: O_CREAT | O_EXCL)
+            unlink(directory + "/4913")
+            try check(rename(path, backup) == 0, "vim: rename to backup")
+            try writeFile(path, data, flags: O_CREAT | O_EXCL)
+            unlink(backup)
+        case .emacs:
+            try check(rename(path, backup) == 0, "emacs: rename to backup")
+            try writeFile(path, data, flags: O_CREAT | O_EXCL)
+        case .renameOver:
+            let temp = directory + "/.goutputstream-SIM\(model.nextID)"
+            try writeFile(temp, data, flags: O_CREAT | O_EXCL)
+            try check(rename(temp, path) == 0, "rename over")
+        }
+        try SyncHarness.setModified(path, clock.advance(by: schedule.clockStep))
+    }
+
+    private func writeFile(_ path: String, _ data: Data, flags: Int32) throws {
+        let fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | flags, 0o644)
+        guard fd >= 0 else { throw NoteSyncError.posix("open", path: path, errno: errno) }
+        defer { close(fd) }
+        try FileIO.writeAll(fd: fd, data, path: path)
+    }
+
+    // MARK: - Syncing
+
+    private func sync(_ device: SimDevice, fault: SimSchedule.Fault?, full: Bool) throws {
+        figures.syncs += 1
+        let expectOffline = device.offline || serverDown
+        let notesBefore = expectOffline ? try notes(device) : [:]
+        let scope = device.needFull || full ? nil : device.dirty.sorted()
+        injector.arm(try plan(fault, device), notesRoot: device.folder.root)
+        let outcome: Result<SyncReport, any Error>
+        do { outcome = .success(try device.engine.sync(SyncHarness.syncOptions, only: scope)) } catch { outcome = .failure(error) }
+        let (fired, hits, edited, raced) = injector.disarm()
+        let who = device.name
+        if let edited {
+            // The save happened during the sync: the sync may have delivered part of what it synced before it.
+            model.partlySynced(device.index)
+            model.wrote(device: device.index, note: edited.note, before: edited.before ?? [], after: edited.after)
+            everSeen.insert(edited.note)
+            device.dirty.insert(edited.note)
+            figures.operations += 1
+            figures.midSyncEdits += 1
+        }
+        switch outcome {
+        case .success(let report):
+            trace("  \(who) synced\(scope.map { " \($0)" } ?? " (full)"): \(report.offline ? "offline " : "")"
+                  + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }.joined(separator: ", ")
+                  + " [\(hits) fault points\(fired.map { ", fault at \($0)" } ?? "")]")
+        case .failure(let error):
+            trace("  \(who)'s sync ended: \(error) [\(hits) fault points]")
+        }
+
+        if case .failure(let error) = outcome, let crash = error as? SimulatedCrash {
+            figures.crashes += 1
+            figures.crashPoints[crash.point, default: 0] += 1
+            model.partlySynced(device.index)
+            injector.restoreAfterCrash()
+            try device.restart()
+            return
+        }
+        let partitioned = fired != nil
+        if partitioned {
+            figures.partitions += 1
+            figures.midSyncPartitions += 1
+            serverDown = true
+        }
+        let report: SyncReport
+        switch outcome {
+        case .success(let value):
+            report = value
+        case .failure(let error):
+            device.needFull = true
+            model.partlySynced(device.index)
+            if !expectOffline && !partitioned { findings.harness.append("\(at): \(who)'s sync threw: \(error)") }
+            return
+        }
+        if expectOffline {
+            try checkOffline(device, report, notesBefore: notesBefore, userEdited: edited?.note)
+            device.needFull = true
+            return
+        }
+        if partitioned {
+            // It did part of the sync before the server went away, perhaps all of it.
+            model.partlySynced(device.index)
+            device.needFull = true
+            return
+        }
+        if edited != nil || raced {
+            // A save the sync may or may not have seen, or another device's commits after its last fetch: it may
+            // not have all the server has. Nothing to check until the next sync.
+            model.partlySynced(device.index)
+            if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
+            return
+        }
+        try afterSync(device, report)
+    }
+
+    /// Another device's whole sync, run in the middle of one (``SimSchedule/Fault/race(at:device:)``): checked as
+    /// any sync.
+    private func racingSync(_ device: SimDevice) {
+        figures.syncs += 1
+        figures.races += 1
+        let expectOffline = device.offline || serverDown
+        do {
+            let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
+            trace("  \(device.name) synced in the middle: " + report.changes.map { "\($0.kind.rawValue) \($0.name)" }
+                .joined(separator: ", "))
+            if expectOffline {
+                device.needFull = true
+            } else {
+                try afterSync(device, report)
+            }
+        } catch {
+            device.needFull = true
+            model.partlySynced(device.index)
+            if !expectOffline { findings.harness.append("\(at): \(device.name)'s sync in the middle of another threw: \(error)") }
+        }
+    }
+
+    /// What the injector does during a sync with `fault`.
+    private func plan(_ fault: SimSchedule.Fault?, _ device: SimDevice) throws -> SimFaultInjector.Plan {
+        var plan = SimFaultInjector.Plan()
+        func edit(_ at: Int, _ target: SimSchedule.Target) throws {
+            let note = try resolve(target, device)
+            plan.edit = (at, device.folder.root + "/" + note, note, "\(note) e\(model.nextID) mid-sync")
+        }
+        switch fault {
+        case nil: break
+        case .crash(let at): plan.crashAt = at
+        case .crashAtPoint(let point, let occurrence):
+            plan.crashAtPoint = (SimSchedule.faultPoints[point % SimSchedule.faultPoints.count], occurrence)
+        case .partition(let at):
+            // The server can go away mid-sync only while it is there.
+            if !serverDown { plan.partitionAt = at }
+        case .userEdit(let at, let target):
+            try edit(at, target)
+        case .userEditThenCrash(let at, let target, let crashAt):
+            try edit(at, target)
+            plan.crashAt = crashAt
+        case .race(let at, let index):
+            var other = devices[index % devices.count]
+            if other === device { other = devices[(index + 1) % devices.count] }
+            plan.race = (at, SimRace { [unowned self] in self.racingSync(other) })
+        }
+        return plan
+    }
+
+    /// Checks a finished online sync, and records what the device and the server now know.
+    private func afterSync(_ device: SimDevice, _ report: SyncReport) throws {
+        let who = device.name
+        if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
+        if report.pending != 0 { findings.harness.append("\(at): \(who)'s sync left \(report.pending) change(s) pending") }
+        if !report.warnings.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(report.warnings)") }
+        guard !report.offline else {
+            device.needFull = true
+            return
+        }
+        model.synced(device.index)
+        device.dirty = []
+        device.needFull = false
+
+        let server = try serverNotes()
+        everSeen.formUnion(server.keys)
+        if findings.convergence.isEmpty {
+            let local = try notes(device)
+            for path in Set(local.keys).union(server.keys).sorted() where local[path] != server[path]?.data {
+                findings.convergence.append("\(at): after \(who)'s sync, \(path) is \(SyncHistoryRunner.show(local[path])) "
+                                            + "there and \(SyncHistoryRunner.show(server[path]?.data)) on the server")
+            }
+        }
+        if findings.lostWrites.isEmpty {
+            let held = Set(server.values.flatMap { SyncHarness.lines($0.data) })
+            for (line, origin) in model.linesThatMustSurvive(known: model.serverKnowledge).sorted(by: { $0.key < $1.key })
+            where !held.contains(line) {
+                findings.lostWrites.append("\(at): after \(who)'s sync the server lost \"\(line)\" of \(model.event(origin))")
+            }
+        }
+        // No self-echo: what a device pulls was written by another device.
+        let pulled = report.changes.filter { $0.kind == .download || $0.kind == .restore }
+        if !pulled.isEmpty {
+            let bases = try device.state.bases()
+            for change in pulled {
+                guard let name = try? RecordName(validating: change.name), let base = bases[name],
+                      case .entry(let entry) = try checker.readSlot(base.tag) else { continue }
+                if entry.device == device.id {
+                    findings.selfEcho.append("\(at): \(who) downloaded its own change of \(change.name) (entry \(base.tag)) back")
+                }
+            }
+        }
+    }
+
+    /// An offline sync changes no note, reports itself offline, and leaves every local change queued in the outbox.
+    /// `userEdited`: a note the user saved during the sync, which the sync may or may not have seen.
+    private func checkOffline(_ device: SimDevice, _ report: SyncReport, notesBefore: [String: Data],
+                              userEdited: String?) throws {
+        let who = device.name
+        if !report.offline {
+            findings.offline.append("\(at): \(who)'s sync without a server did not report itself offline")
+        }
+        var local = try notes(device)
+        var before = notesBefore
+        if let userEdited {
+            local[userEdited] = nil
+            before[userEdited] = nil
+        }
+        if local != before {
+            findings.offline.append("\(at): \(who)'s sync without a server changed its notes")
+        }
+        let bases = try device.state.bases()
+        let outbox = try device.state.outbox()
+        for (name, data) in local {
+            let digest = ContentDigest(of: data)
+            guard let record = try? RecordName(validating: name), bases[record]?.digest != digest else { continue }
+            if outbox[record]?.digest != digest || outbox[record]?.op != .save {
+                findings.offline.append("\(at): \(who)'s change of \(name) is not queued in the outbox while offline")
+            }
+        }
+        for name in bases.keys where local[name.string] == nil && name.string != userEdited && outbox[name]?.op != .delete {
+            findings.offline.append("\(at): \(who)'s delete of \(name) is not queued in the outbox while offline")
+        }
+        if userEdited == nil && report.pending != outbox.count {
+            findings.offline.append("\(at): \(who)'s report says \(report.pending) pending, the outbox holds \(outbox.count)")
+        }
+    }
+
+    private func dryRun(_ device: SimDevice) throws {
+        let before = try snapshot()
+        let options = SyncOptions(dryRun: true, withDiffs: true, allowMassDelete: true)
+        do { _ = try device.engine.sync(options, only: nil) } catch let error as NoteSyncError {
+            if !device.offline && !serverDown { findings.harness.append("\(at): \(device.name)'s dry run threw: \(error)") }
+        }
+        let after = try snapshot()
+        for path in Set(before.keys).union(after.keys).sorted() where before[path] != after[path] {
+            findings.dryRun.append("\(at): the dry run changed \(path): "
+                                   + "\(before[path]?.description ?? "absent") → \(after[path]?.description ?? "absent")")
+        }
+    }
+
+    // MARK: - Healing and the checks at the end
+
+    /// Brings the server back and every device online, then syncs round-robin until a whole round changes
+    /// nothing (termination). Returns false when they never settled. That last round is also the first check of
+    /// idempotence: no sync in it may have changed a note either.
+    private func heal() throws -> Bool {
+        try serverBack()
+        for device in devices where device.offline {
+            device.offline = false
+            try device.restart()
+        }
+        for round in 1...12 {
+            let token = try serverState().token
+            var quiet = true
+            var changedNotes: [String] = []
+            for device in devices {
+                at = "healing round \(round), \(device.name)"
+                figures.syncs += 1
+                let notesBefore = try notes(device)
+                let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
+                if try notes(device) != notesBefore { changedNotes.append(device.name) }
+                trace("  \(at): " + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }
+                    .joined(separator: ", "))
+                try afterSync(device, report)
+                if !report.changes.isEmpty { quiet = false }
+            }
+            figures.healingRounds += 1
+            let after = try serverState().token
+            if quiet && after == token {
+                for who in changedNotes {
+                    findings.idempotence.append("\(at): a sync after convergence, which reported no change, changed \(who)'s notes")
+                }
+                return true
+            }
+        }
+        findings.termination.append("the devices did not settle within 12 rounds of syncs")
+        return false
+    }
+
+    private func checkFinalState() throws {
+        let server = try serverNotes(fresh: true)
+        for device in devices {
+            let who = device.name
+            let local = try notes(device)
+            let times = try modifiedTimes(device)
+            // Convergence: every folder is the server's heads, byte for byte, with the records' mtimes.
+            for path in Set(local.keys).union(server.keys).sorted() {
+                if local[path] != server[path]?.data {
+                    findings.convergence.append("\(at): \(path) is \(SyncHistoryRunner.show(local[path])) on \(who) "
+                                                + "and \(SyncHistoryRunner.show(server[path]?.data)) on the server")
+                } else if !touched.contains(path), let head = server[path], times[path] != head.modified {
+                    findings.convergence.append("\(at): \(path) has mtime \(times[path] ?? 0) on \(who), the record says \(head.modified)")
+                }
+            }
+            // The three trees agree: every base is the server head, nothing is queued.
+            let bases = try device.state.bases()
+            let heads = try serverState().heads
+            for (name, head) in heads where !head.deleted {
+                guard let base = bases[name] else {
+                    findings.convergence.append("\(at): \(who) has no base for \(name)")
+                    continue
+                }
+                if base.tag != head.tag || base.digest != head.text?.sha256 {
+                    findings.convergence.append("\(at): \(who)'s base of \(name) is tag \(base.tag), the head is tag \(head.tag)")
+                }
+            }
+            for name in bases.keys where heads[name].map({ $0.deleted }) ?? true {
+                findings.convergence.append("\(at): \(who) keeps a base for \(name), which the server does not have")
+            }
+            let outbox = try device.state.outbox()
+            if !outbox.isEmpty { findings.convergence.append("\(at): \(who)'s outbox still holds \(outbox.keys.sorted())") }
+
+            // No lost write: every line some user wrote and no user removed is in some note; decided notes are as decided.
+            let held = Set(local.values.flatMap(SyncHarness.lines))
+            for (line, origin) in model.linesThatMustSurvive(known: Set(model.events.map(\.id))).sorted(by: { $0.key < $1.key })
+            where !held.contains(line) {
+                findings.lostWrites.append("\(at): \(who) lost \"\(line)\" of \(model.event(origin))")
+            }
+            for (note, expected) in model.decidedOutcomes().sorted(by: { $0.key < $1.key }) {
+                let actual = local[note].map(SyncHarness.lines)
+                if actual != expected {
+                    findings.lostWrites.append("\(at): \(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), "
+                                               + "the history decides \(expected.map { "\($0)" } ?? "absent")")
+                }
+            }
+            // No unrequested delete: a name that was ever a note and that no user deleted is still a note.
+            for name in everSeen.subtracting(userDeleted).sorted() where local[name] == nil {
+                findings.unrequestedDeletes.append("\(at): \(name) is gone from \(who), but no user deleted it")
+            }
+        }
+        for name in server.keys.sorted() where isIgnoredPath(name) {
+            findings.confinement.append("\(at): editor litter \(name) reached the server")
+        }
+    }
+
+    /// Idempotence: once converged (the last round of healing changed nothing), a dry run plans nothing, and a
+    /// sync after every note was touched (mtime changed, bytes not) does and commits nothing.
+    private func checkIdempotent() throws {
+        func quietRound(_ label: String) throws {
+            for device in devices {
+                let token = try serverState().token
+                let notes = try notes(device)
+                let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
+                figures.syncs += 1
+                if !report.changes.isEmpty {
+                    findings.idempotence.append("\(at): \(label): \(device.name)'s sync did "
+                                                + report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+                }
+                if try serverState().token != token {
+                    findings.idempotence.append("\(at): \(label): \(device.name)'s sync committed to the server")
+                }
+                if try self.notes(device) != notes {
+                    findings.idempotence.append("\(at): \(label): \(device.name)'s sync changed its notes")
+                }
+            }
+        }
+        for device in devices {
+            let planned = try device.engine.sync(SyncHarness.dryRunOptions, only: nil).changes
+            if !planned.isEmpty {
+                findings.idempotence.append("\(at): a dry run on \(device.name) after convergence plans "
+                                            + planned.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+            }
+        }
+        for device in devices {
+            for note in try notes(device).keys.sorted() {
+                try SyncHarness.setModified(device.folder.root + "/" + note, clock.advance(by: schedule.clockStep))
+            }
+        }
+        try quietRound("a sync after touching every note")
+    }
+
+    /// Confinement: nothing was written outside the notes folders and the server, and no temp file outlives the
+    /// syncs that followed it (the local trash is documented and stays).
+    private func checkConfinement() throws {
+        let expected = Set(devices.map(\.name) + ["server", "stash"])
+        for entry in try FileIO.list(world.path) ?? [] where !expected.contains(entry) {
+            findings.confinement.append("\(at): something wrote \(entry) next to the notes folders and the server")
+        }
+        if let stash = try FileIO.list(stashDirectory), !stash.isEmpty {
+            findings.harness.append("\(at): the crash stash still holds \(stash.count) file(s)")
+        }
+        let stateFiles: Set<String> = ["state.sqlite", "state.sqlite-wal", "state.sqlite-shm", "trash"]
+        for device in devices {
+            for (relative, info) in try SyncHarness.walk(device.folder.root, skipTopLevel: nil) {
+                let components = relative.split(separator: "/")
+                let name = String(components.last ?? "")
+                if name.hasPrefix(IgnoreRules.agentTempPrefix) {
+                    findings.confinement.append("\(at): \(device.name) has a leftover temp file \(relative)")
+                } else if components.first == Substring(IgnoreRules.stateDirectoryName), components.count == 2,
+                          !stateFiles.contains(name) {
+                    findings.confinement.append("\(at): \(device.name) has an unexpected \(relative)")
+                }
+                _ = info
+            }
+        }
+        let report = try ServerFsck(store: checker).run(repair: false)
+        for finding in report.findings {
+            findings.confinement.append("\(at): server fsck: \(finding)")
+        }
+    }
+
+    // MARK: - Looking
+
+    private func read(_ device: SimDevice, _ note: String) throws -> Data? {
+        try FileIO.read(device.folder.root + "/" + note)
+    }
+
+    /// A device's notes: every file the engine syncs (ignored litter and `.notesync/` left out), by relative path.
+    func notes(_ device: SimDevice) throws -> [String: Data] {
+        var notes: [String: Data] = [:]
+        for relative in try noteFiles(device.folder.root) {
+            notes[relative] = try FileIO.read(device.folder.root + "/" + relative)
+        }
+        return notes
+    }
+
+    private func modifiedTimes(_ device: SimDevice) throws -> [String: Int64] {
+        var times: [String: Int64] = [:]
+        for relative in try noteFiles(device.folder.root) {
+            times[relative] = FileIO.lstatInfo(device.folder.root + "/" + relative).map { StatFingerprint($0).mtime }
+        }
+        return times
+    }
+
+    private func noteFiles(_ root: String) throws -> [String] {
+        var found: [String] = []
+        func visit(_ relative: String) throws {
+            let directory = relative.isEmpty ? root : root + "/" + relative
+            for entry in try FileIO.list(directory) ?? [] {
+                let path = relative.isEmpty ? entry : relative + "/" + entry
+                guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
+                let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+                if rules.isIgnored(path, isDirectory: isDirectory) { continue }
+                if isDirectory { try visit(path) } else { found.append(path) }
+            }
+        }
+        try visit("")
+        return found
+    }
+
+    private func isIgnoredPath(_ name: String) -> Bool {
+        let components = name.split(separator: "/").map(String.init)
+        for index in components.indices {
+            let path = components[...index].joined(separator: "/")
+            if rules.isIgnored(path, isDirectory: index < components.count - 1) { return true }
+        }
+        return false
+    }
+
+    private func serverState() throws -> ZoneState {
+        try checker.fetch(into: &checkerState)
+        return checkerState
+    }
+
+    private func serverNotes(fresh: Bool = false) throws -> [String: (data: Data, modified: Int64)] {
+        let heads = fresh ? try checker.bootstrap().heads : try serverState().heads
+        var notes: [String: (data: Data, modified: Int64)] = [:]
+        for (name, head) in heads where !head.deleted {
+            guard let text = head.text else { continue }
+            if fresh || texts[text] == nil { texts[text] = try checker.readAsset(text) }
+            notes[name.string] = (texts[text] ?? Data(), head.modified)
+        }
+        return notes
+    }
+
+    /// Everything under the simulation folder, for dry-run purity (SQLite's `-shm` lock table left out, as in
+    /// ``SyncHarness/snapshot()``).
+    private func snapshot() throws -> [String: SyncHarness.Entry] {
+        var entries: [String: SyncHarness.Entry] = [:]
+        for (relative, info) in try SyncHarness.walk(world.path, skipTopLevel: nil) where !relative.hasSuffix(".sqlite-shm") {
+            let mtime = StatFingerprint(info).mtime
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR: entries[relative] = .directory(mtime: mtime)
+            case S_IFREG: entries[relative] = .file(try FileIO.read(world.path + "/" + relative) ?? Data(), mtime: mtime)
+            default: entries[relative] = .other(mode: UInt32(info.st_mode))
+            }
+        }
+        return entries
+    }
+
+    private func parent(_ path: String) -> String { (path as NSString).deletingLastPathComponent }
+
+    private func check(_ condition: Bool, _ what: String) throws {
+        if !condition { throw NoteSyncError(.io, path: at, "the simulation could not \(what)", errno: errno) }
+    }
+}
+
+/// The folder of one simulation run, removed when the run ends (without the chmod pass of ``TempDirectory``:
+/// a soak makes thousands of these).
+final class SimScratch {
+    let path: String
+
+    init(in base: String) throws {
+        var template = Array((base + "/notesync-sim-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw NoteSyncError(.io, path: base, "mkdtemp failed", errno: errno)
+        }
+        path = String(cString: made)
+    }
+
+    func sub(_ name: String) -> String { path + "/" + name }
+
+    deinit {
+        if ProcessInfo.processInfo.environment["NOTESYNC_SIM_KEEP"] == nil { try? FileManager.default.removeItem(atPath: path) }
+    }
+}
+
+extension SimRunner {
+    /// Shrinks a failing schedule greedily with ``SimSchedule/shrinks()``: the first smaller candidate that still
+    /// fails the same way (a violation of one of the invariants the original violated) replaces it, until none
+    /// does or `budget` runs are spent. The soak's counterpart of propertyCheck's shrinking.
+    static func shrink(_ schedule: SimSchedule, findings: SimFindings, budget: Int = 3000) -> (SimSchedule, SimFindings) {
+        let violated = Set(findings.all.filter { !$0.1.isEmpty }.map(\.0))
+        func sameFailure(_ found: SimFindings) -> Bool {
+            found.all.contains { violated.contains($0.0) && !$0.1.isEmpty }
+        }
+        var current = (schedule, findings)
+        var runs = 0
+        var improved = true
+        while improved && runs < budget {
+            improved = false
+            for candidate in current.0.shrinks() {
+                runs += 1
+                let found = run(candidate).findings
+                if sameFailure(found) {
+                    current = (candidate, found)
+                    improved = true
+                    break
+                }
+                if runs >= budget { break }
+            }
+        }
+        return current
+    }
+}

@@ -1,0 +1,298 @@
+import Foundation
+import PropertyBased
+import Testing
+
+/// One run of the deterministic simulation (SimWorld.swift): what the users of 3–5 devices do to their notes,
+/// when each device syncs, where a sync crashes or loses the server, which devices are cut off, all as plain
+/// values. The same schedule always runs the same way, so a schedule is its own reproduction: printed as Swift
+/// (``code``), it pastes into a regression test.
+///
+/// Every field is a small integer or a case, so shrinking removes steps and simplifies the rest.
+struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
+    /// The notes the users touch: a small pool so that devices collide, nested folders, no file/folder clash.
+    static let pool = ["note.md", "a/b.md", "a/x/README", "a/x/y/deep.txt", "b/c.md", "todo.txt"]
+
+    /// How an editor saves (research/fs.md §3): each leaves the note with a different inode history and litter.
+    enum SaveStyle: Int, Sendable, Hashable, CaseIterable {
+        /// nano, `>` redirection: truncate and write in place (same inode).
+        case inPlace
+        /// vim: the `4913` write probe, the note renamed to `note~`, a new file written, the backup deleted.
+        case vim
+        /// emacs: the note renamed to its backup `note~` (which stays), a new file written.
+        case emacs
+        /// gedit/GIO, most GUI editors: a temp file written next to the note and renamed over it.
+        case renameOver
+    }
+
+    enum Edit: Sendable, Hashable {
+        /// Replace the whole text by `lines` new lines (how a missing note is created too).
+        case rewrite(lines: Int)
+        /// Replace the whole text by one of two well-known texts that other devices may write too.
+        case rewriteShared(Int)
+        case append
+        /// Replace one line (index modulo the line count).
+        case changeLine(Int)
+    }
+
+    /// Which note a user action is about.
+    enum Target: Sendable, Hashable {
+        /// A name of ``pool``, modulo its size.
+        case pool(Int)
+        /// The device's i-th note (sorted, modulo their number): reaches conflict copies too; a pool name
+        /// when the device has no note.
+        case existing(Int)
+    }
+
+    /// What goes wrong during a sync, at the `at`-th fault point it passes (FaultPoint.hit); a sync that passes
+    /// fewer points finishes normally.
+    enum Fault: Sendable, Hashable {
+        /// The process dies there: temp files stay, the local state keeps what it committed, the device restarts.
+        case crash(at: Int)
+        /// The same at the `occurrence`-th pass of the point named ``SimSchedule/faultPoints``[`point`]: spreads
+        /// crashes over every kind of point, not mostly the first ones of a sync.
+        case crashAtPoint(Int, occurrence: Int)
+        /// The server becomes unreachable for every device there (the share goes away mid-sync).
+        case partition(at: Int)
+        /// The user saves the note (appends a line) there, in the middle of the sync: between the engine's scan
+        /// and its apply, or between the steps of an apply.
+        case userEdit(at: Int, Target)
+        /// A user's save there, then the process dies at `crashAt` (later in the same sync).
+        case userEditThenCrash(at: Int, Target, crashAt: Int)
+        /// Another device (index modulo the count, the next one if it is this one) runs a whole sync there: the
+        /// race of two devices committing at once, made deterministic (this sync's slot may be taken meanwhile).
+        case race(at: Int, device: Int)
+    }
+
+    /// The fault points of the engine (FaultPoint.hit calls), for ``Fault/crashAtPoint(_:occurrence:)``.
+    static let faultPoints = ["assets.tempWritten", "assets.published", "commit.entryWritten", "commit.claimed",
+                              "state.beforeUpdate", "state.afterUpdate", "apply.begin", "apply.tempWritten", "apply.renamedIn",
+                              "apply.exchanged", "apply.checked", "apply.copyKept", "delete.trashed"]
+
+    enum Action: Sendable, Hashable {
+        case edit(Target, Edit, SaveStyle)
+        case delete(Target)
+        /// `mv` of a note to a pool name (replacing it if it exists), creating folders as needed.
+        case move(Target, to: Int)
+        /// `rm -r` of the top-level folder the note is in (nothing for a note at the top).
+        case deleteFolder(Target)
+        /// Changes only the mtime.
+        case touch(Target)
+        /// A sync. `full` scans everything; otherwise only the paths the user touched since the device's last
+        /// sync plus what the server changed, as the agent does, unless the device needs a full sync anyway.
+        case sync(Fault?, full: Bool)
+        /// A dry run, which must change no byte anywhere.
+        case dryRun
+        /// This device loses the server (its server path points to a missing folder) / gets it back.
+        case goOffline
+        case comeOnline
+        /// The server folder goes away for everyone / comes back.
+        case serverDown
+        case serverUp
+        /// The device's process restarts cleanly: new engine, local state reopened from its file.
+        case restart
+    }
+
+    struct Step: Sendable, Hashable {
+        var device: Int
+        var action: Action
+
+        init(_ device: Int, _ action: Action) {
+            self.device = device
+            self.action = action
+        }
+    }
+
+    var deviceCount: Int
+    /// The logical clock's step in nanoseconds: a second, or a millisecond (many edits within one second).
+    var clockStep: Int64
+    var steps: [Step]
+
+    var testDescription: String { code }
+
+    // MARK: generating
+
+    /// A random schedule of 3–5 devices and `length` steps.
+    static func random(using rng: inout some RandomNumberGenerator, length: ClosedRange<Int> = 10...40) -> SimSchedule {
+        let deviceCount = Int.random(in: 3...5, using: &rng)
+        let clockStep: Int64 = Bool.random(using: &rng) ? 1_000_000 : 1_000_000_000
+        let count = Int.random(in: length, using: &rng)
+        var steps: [Step] = []
+        for _ in 0..<count {
+            steps.append(Step(Int.random(in: 0..<deviceCount, using: &rng), randomAction(using: &rng)))
+        }
+        return SimSchedule(deviceCount: deviceCount, clockStep: clockStep, steps: steps)
+    }
+
+    private static func randomAction(using rng: inout some RandomNumberGenerator) -> Action {
+        func target() -> Target {
+            Int.random(in: 0..<4, using: &rng) == 0 ? .existing(Int.random(in: 0..<8, using: &rng))
+                : .pool(Int.random(in: 0..<pool.count, using: &rng))
+        }
+        let roll = Int.random(in: 0..<1000, using: &rng)
+        switch roll {
+        case ..<330:
+            let faultRoll = Int.random(in: 0..<100, using: &rng)
+            let at = Int.random(in: 0..<Int.random(in: 1...24, using: &rng), using: &rng)
+            let fault: Fault?
+            switch faultRoll {
+            case ..<15: fault = .crash(at: at)
+            case ..<30:
+                fault = .crashAtPoint(Int.random(in: 0..<faultPoints.count, using: &rng), occurrence: Int.random(in: 0..<3, using: &rng))
+            case ..<38: fault = .partition(at: at)
+            case ..<44: fault = .userEdit(at: at, target())
+            case ..<48: fault = .userEditThenCrash(at: at, target(), crashAt: at + Int.random(in: 1...6, using: &rng))
+            case ..<56: fault = .race(at: at, device: Int.random(in: 0..<5, using: &rng))
+            default: fault = nil
+            }
+            return .sync(fault, full: Int.random(in: 0..<3, using: &rng) == 0)
+        case ..<610:
+            let parameter = Int.random(in: 0...5, using: &rng)
+            let editRoll = Int.random(in: 0..<100, using: &rng)
+            let edit: Edit = editRoll < 45 ? .changeLine(parameter) : editRoll < 75 ? .append
+                : editRoll < 90 ? .rewrite(lines: 1 + parameter) : .rewriteShared(parameter % 2)
+            let style = SaveStyle.allCases.randomElement(using: &rng) ?? .inPlace
+            return .edit(target(), edit, style)
+        case ..<700: return .delete(target())
+        case ..<770: return .move(target(), to: Int.random(in: 0..<pool.count, using: &rng))
+        case ..<785: return .deleteFolder(target())
+        case ..<815: return .touch(target())
+        case ..<835: return .dryRun
+        case ..<885: return .goOffline
+        case ..<940: return .comeOnline
+        case ..<955: return .serverDown
+        case ..<985: return .serverUp
+        default: return .restart
+        }
+    }
+
+    /// Schedules for `propertyCheck`: random, shrunk by ``shrinks()`` on failure.
+    static func generator(length: ClosedRange<Int> = 10...40) -> Generator<SimSchedule, [SimSchedule]> {
+        Generator(run: { rng in random(using: &rng, length: length) }, shrink: { $0.shrinks() })
+    }
+
+    /// The schedule of soak seed `seed`: the same seed gives the same schedule on every machine.
+    static func forSeed(_ seed: UInt64, length: ClosedRange<Int> = 10...40) -> SimSchedule {
+        var mix = seed
+        func next() -> UInt64 {
+            mix &+= 0x9E37_79B9_7F4A_7C15
+            var z = mix
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        var rng = Xoshiro(seed: (next(), next(), next(), next()))
+        return random(using: &rng, length: length)
+    }
+
+    // MARK: shrinking
+
+    /// Smaller schedules, most shrunk first: halves, quarters … single steps removed; then faults, save styles,
+    /// full syncs and devices simplified. Each candidate is strictly smaller (fewer steps, or as many and
+    /// simpler), so shrinking ends.
+    func shrinks() -> [SimSchedule] {
+        var candidates: [SimSchedule] = []
+        var chunk = steps.count / 2
+        while chunk >= 1 {
+            var start = 0
+            while start < steps.count {
+                var smaller = self
+                smaller.steps.removeSubrange(start..<min(start + chunk, steps.count))
+                candidates.append(smaller)
+                start += chunk
+            }
+            chunk /= 2
+        }
+        for (index, step) in steps.enumerated() {
+            for simpler in step.action.simpler() {
+                var smaller = self
+                smaller.steps[index].action = simpler
+                candidates.append(smaller)
+            }
+        }
+        if deviceCount > 3, !steps.contains(where: { $0.device == deviceCount - 1 }) {
+            var smaller = self
+            smaller.deviceCount -= 1
+            candidates.append(smaller)
+        }
+        return candidates
+    }
+
+    // MARK: printing
+
+    /// The schedule as a Swift expression, for a regression test.
+    var code: String {
+        "SimSchedule(deviceCount: \(deviceCount), clockStep: \(clockStep), steps: [\n"
+            + steps.map { "    .init(\($0.device), \($0.action.code))," }.joined(separator: "\n") + "\n])"
+    }
+}
+
+extension SimSchedule.Action {
+    /// Simpler variants of this action, for shrinking (none repeats it).
+    func simpler() -> [Self] {
+        switch self {
+        case .sync(let fault?, let full):
+            return [.sync(nil, full: full)] + fault.simpler.map { .sync($0, full: full) } + (full ? [.sync(fault, full: false)] : [])
+        case .sync(nil, true): return [.sync(nil, full: false)]
+        case .edit(let target, let edit, let style) where style != .inPlace: return [.edit(target, edit, .inPlace)]
+        default: return []
+        }
+    }
+
+    var code: String {
+        switch self {
+        case .edit(let target, let edit, let style): ".edit(\(target.code), \(edit.code), .\(style))"
+        case .delete(let target): ".delete(\(target.code))"
+        case .move(let target, let to): ".move(\(target.code), to: \(to))"
+        case .deleteFolder(let target): ".deleteFolder(\(target.code))"
+        case .touch(let target): ".touch(\(target.code))"
+        case .sync(let fault, let full): ".sync(\(fault.map(\.code) ?? "nil"), full: \(full))"
+        case .dryRun: ".dryRun"
+        case .goOffline: ".goOffline"
+        case .comeOnline: ".comeOnline"
+        case .serverDown: ".serverDown"
+        case .serverUp: ".serverUp"
+        case .restart: ".restart"
+        }
+    }
+}
+
+extension SimSchedule.Target {
+    var code: String {
+        switch self {
+        case .pool(let index): ".pool(\(index))"
+        case .existing(let index): ".existing(\(index))"
+        }
+    }
+}
+
+extension SimSchedule.Edit {
+    var code: String {
+        switch self {
+        case .rewrite(let lines): ".rewrite(lines: \(lines))"
+        case .rewriteShared(let variant): ".rewriteShared(\(variant))"
+        case .append: ".append"
+        case .changeLine(let index): ".changeLine(\(index))"
+        }
+    }
+}
+
+extension SimSchedule.Fault {
+    var code: String {
+        switch self {
+        case .crash(let at): ".crash(at: \(at))"
+        case .crashAtPoint(let point, let occurrence): ".crashAtPoint(\(point), occurrence: \(occurrence))"
+        case .partition(let at): ".partition(at: \(at))"
+        case .userEdit(let at, let target): ".userEdit(at: \(at), \(target.code))"
+        case .userEditThenCrash(let at, let target, let crashAt): ".userEditThenCrash(at: \(at), \(target.code), crashAt: \(crashAt))"
+        case .race(let at, let device): ".race(at: \(at), device: \(device))"
+        }
+    }
+
+    /// Simpler faults, for shrinking.
+    var simpler: [Self] {
+        switch self {
+        case .userEditThenCrash(let at, let target, let crashAt): [.crash(at: crashAt), .userEdit(at: at, target)]
+        default: []
+        }
+    }
+}

@@ -1,0 +1,351 @@
+import Foundation
+import GRDB
+import Synchronization
+@testable import NoteSync
+
+// MARK: - Time and faults
+
+/// Thrown at a fault point: the process dies there.
+struct SimulatedCrash: Error, CustomStringConvertible {
+    var point: String
+    var description: String { "simulated crash at \(point)" }
+}
+
+/// The logical clock the users (note mtimes) and the engines (``Clock/nowNanoseconds()``) share: a run never
+/// reads the wall clock, so the same schedule makes the same decisions ("the later `modified` wins") every time.
+final class SimClock: Sendable {
+    private let value: Mutex<Int64>
+
+    init(start: Int64) { value = Mutex(start) }
+
+    func advance(by step: Int64) -> Int64 {
+        value.withLock { now in
+            now += step
+            return now
+        }
+    }
+}
+
+/// The faults the current sync is armed with, and a crash's aftermath: what a real crash would have left.
+///
+/// A simulated crash is a thrown error, and unwinding runs the `defer`s that remove temp files; a killed process
+/// runs none. So at the crash the injector hard-links every temp file of the device and of the server aside,
+/// and ``restoreAfterCrash()`` puts back the ones the unwinding removed: the disk is as the crash left it.
+final class SimFaultInjector: Sendable {
+    /// What to do during one sync, by fault point index (the n-th point passed) or by point name and occurrence.
+    struct Plan: Sendable {
+        var crashAt: Int?
+        var crashAtPoint: (name: String, occurrence: Int)?
+        var partitionAt: Int?
+        /// A user's save in the middle of the sync: append `line` to the note at `path` (relative `note`).
+        var edit: (at: Int, path: String, note: String, line: String)?
+        /// Another device's whole sync in the middle of this one.
+        var race: (at: Int, sync: SimRace)?
+    }
+
+    /// A mid-sync save that happened: the note's lines before and after.
+    struct Edit: Sendable {
+        var note: String
+        var before: [String]?
+        var after: [String]
+    }
+
+    private struct State {
+        var plan = Plan()
+        var hits = 0
+        var pointHits: [String: Int] = [:]
+        var fired: String?
+        var edited: Edit?
+        var raced = false
+        /// Inside a raced sync of another device: its fault points are not this sync's.
+        var nested = false
+        var notesRoot = ""
+        var stashed: [(original: String, stash: String)] = []
+        var stashCount = 0
+    }
+
+    private let state = Mutex(State())
+    let serverRoot: String
+    let awayRoot: String
+    let stashDirectory: String
+    let clock: SimClock
+    let clockStep: Int64
+
+    init(serverRoot: String, awayRoot: String, stashDirectory: String, clock: SimClock, clockStep: Int64) {
+        self.serverRoot = serverRoot
+        self.awayRoot = awayRoot
+        self.stashDirectory = stashDirectory
+        self.clock = clock
+        self.clockStep = clockStep
+    }
+
+    /// Arms `plan` for the next sync of the device whose notes folder is `notesRoot`.
+    func arm(_ plan: Plan, notesRoot: String) {
+        state.withLock { state in
+            state.plan = plan
+            state.hits = 0
+            state.pointHits = [:]
+            state.fired = nil
+            state.edited = nil
+            state.raced = false
+            state.nested = false
+            state.notesRoot = notesRoot
+        }
+    }
+
+    /// Disarms; returns the point where a crash or partition fired, the number of points passed, the mid-sync
+    /// save if one happened, and whether another device synced in the middle.
+    func disarm() -> (fired: String?, hits: Int, edited: Edit?, raced: Bool) {
+        state.withLock { state in
+            defer { state.plan = Plan() }
+            return (state.fired, state.hits, state.edited, state.raced)
+        }
+    }
+
+    private enum Action { case crash, partition, edit(path: String, note: String, line: String), race(SimRace) }
+
+    /// The hook: counts the point and does what the plan says at it.
+    func hit(_ name: StaticString) throws {
+        let point = "\(name)"
+        let (actions, notesRoot): ([Action], String) = state.withLock { state in
+            guard !state.nested else { return ([], state.notesRoot) }
+            let index = state.hits
+            state.hits += 1
+            let occurrence = state.pointHits[point, default: 0]
+            state.pointHits[point] = occurrence + 1
+            var actions: [Action] = []
+            if let edit = state.plan.edit, edit.at == index { actions.append(.edit(path: edit.path, note: edit.note, line: edit.line)) }
+            if let race = state.plan.race, race.at == index { actions.append(.race(race.sync)) }
+            guard state.fired == nil else { return (actions, state.notesRoot) }
+            if state.plan.crashAt == index
+                || state.plan.crashAtPoint.map({ $0.name == point && $0.occurrence == occurrence }) == true {
+                state.fired = point
+                actions.append(.crash)
+            } else if state.plan.partitionAt == index {
+                state.fired = point
+                actions.append(.partition)
+            }
+            return (actions, state.notesRoot)
+        }
+        for action in actions {
+            switch action {
+            case .edit(let path, let note, let line):
+                let edited = userSave(path: path, note: note, line: line)
+                state.withLock { $0.edited = edited }
+            case .crash:
+                stashTemps(notesRoot: notesRoot)
+                throw SimulatedCrash(point: point)
+            case .partition:
+                if rename(serverRoot, awayRoot) != 0 { fatalError("cannot take the server away: \(errno)") }
+            case .race(let race):
+                state.withLock {
+                    $0.nested = true
+                    $0.raced = true
+                }
+                race.run()
+                state.withLock { $0.nested = false }
+            }
+        }
+    }
+
+    /// The user appends a line to a note and saves it in place, in the middle of a sync.
+    private func userSave(path: String, note: String, line: String) -> Edit {
+        let before = (try? FileIO.read(path)).flatMap { $0 }.map(SyncHarness.lines)
+        let after = (before ?? []) + [line]
+        try? FileIO.makeDirectories((path as NSString).deletingLastPathComponent)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        if fd >= 0 {
+            try? FileIO.writeAll(fd: fd, SyncHarness.text(after), path: path)
+            close(fd)
+            try? SyncHarness.setModified(path, clock.advance(by: clockStep))
+        }
+        return Edit(note: note, before: before, after: after)
+    }
+
+    private func stashTemps(notesRoot: String) {
+        var temps: [String] = []
+        func visit(_ directory: String) {
+            for entry in (try? FileIO.list(directory)) ?? [] {
+                let path = directory + "/" + entry
+                guard let info = FileIO.lstatInfo(path) else { continue }
+                if (info.st_mode & S_IFMT) == S_IFDIR {
+                    if directory != notesRoot || entry != IgnoreRules.stateDirectoryName { visit(path) }
+                } else if entry.hasPrefix(IgnoreRules.agentTempPrefix) {
+                    temps.append(path)
+                }
+            }
+        }
+        visit(notesRoot)
+        let serverTemp = ServerLayout(root: serverRoot).tmpDirectory
+        temps += ((try? FileIO.list(serverTemp)) ?? []).map { serverTemp + "/" + $0 }
+        state.withLock { state in
+            for temp in temps {
+                state.stashCount += 1
+                let stash = stashDirectory + "/\(state.stashCount)"
+                if link(temp, stash) == 0 { state.stashed.append((temp, stash)) }
+            }
+        }
+    }
+
+    /// Puts back the temp files that existed at the crash and that the unwinding removed.
+    func restoreAfterCrash() {
+        let stashed = state.withLock { state in
+            defer { state.stashed = [] }
+            return state.stashed
+        }
+        for (original, stash) in stashed {
+            if FileIO.lstatInfo(original) == nil {
+                if rename(stash, original) != 0 { fatalError("cannot restore \(original) after a simulated crash: \(errno)") }
+            } else {
+                unlink(stash)
+            }
+        }
+    }
+}
+
+/// Another device's sync, run by the fault hook in the middle of one: the closure captures the runner, which is
+/// not Sendable, but the hook runs on the one thread that runs the schedule (inside the engine's synchronous
+/// sync), never concurrently with anything else of the runner.
+final class SimRace: @unchecked Sendable {
+    let run: () -> Void
+
+    init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+// MARK: - Devices
+
+/// One device of the simulation: a notes folder with its persistent local state, and the engine of its process.
+final class SimDevice {
+    let index: Int
+    let id: String
+    let name: String
+    let folder: NotesFolder
+    let serverRoot: String
+    let unreachableServer: String
+    private(set) var state: LocalState
+    private(set) var engine: SyncEngine
+    /// The device's server path points to a missing folder.
+    var offline = false
+    /// The process just started (or restarted, or failed): its next sync scans everything, as the agent does.
+    var needFull = true
+    /// Paths the user touched since the device's last finished sync: a partial sync's scope.
+    var dirty: Set<String> = []
+
+    init(index: Int, root: String, serverRoot: String) throws {
+        self.index = index
+        id = SimDevice.ids[index]
+        name = SimDevice.names[index]
+        folder = NotesFolder(root: root + "/" + name)
+        self.serverRoot = serverRoot
+        unreachableServer = root + "/unreachable-" + name
+        try FileIO.makeDirectories(folder.root)
+        try FileIO.makeDirectory(folder.stateDirectory)
+        try Self.emptyState.get().write(to: URL(fileURLWithPath: folder.database))
+        state = try LocalState(path: folder.database)
+        engine = SyncEngine(folder: folder, state: state, config: FolderConfig(deviceID: id, deviceName: name, server: serverRoot),
+                            logger: testLogger)
+        let store = try ServerStore(root: serverRoot, device: id, logger: testLogger)
+        try store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: 0, token: 0))
+    }
+
+    /// A new, migrated local state database, copied for every device instead of running the migrations each time
+    /// (a soak makes hundreds of thousands). LocalState opens it as it opens any state file.
+    static let emptyState: Result<Data, any Error> = Result {
+        let directory = try SimScratch(in: SimRunner.baseDirectory)
+        let path = directory.sub("template.sqlite")
+        try LocalState(path: path).checkpoint()
+        return try FileIO.read(path) ?? Data()
+    }
+
+    static let ids = SyncHarness.deviceIDs
+    static let names = SyncHarness.deviceNames
+
+    /// A new process: the local state reopened from its file, a new engine (its server path as connectivity says).
+    func restart() throws {
+        state = try LocalState(path: folder.database)
+        let server = offline ? unreachableServer : serverRoot
+        engine = SyncEngine(folder: folder, state: state, config: FolderConfig(deviceID: id, deviceName: name, server: server),
+                            logger: testLogger)
+        needFull = true
+    }
+}
+
+// MARK: - Findings and figures
+
+/// What a simulation run found wrong, by invariant (research/reliability.md §1.10). Every entry names the step.
+struct SimFindings: CustomStringConvertible {
+    var harness: [String] = []
+    var lostWrites: [String] = []
+    var unrequestedDeletes: [String] = []
+    var convergence: [String] = []
+    var termination: [String] = []
+    var idempotence: [String] = []
+    var selfEcho: [String] = []
+    var confinement: [String] = []
+    var offline: [String] = []
+    var dryRun: [String] = []
+
+    var all: [(String, [String])] {
+        [("harness", harness), ("lost writes", lostWrites), ("unrequested deletes", unrequestedDeletes),
+         ("convergence", convergence), ("termination", termination), ("idempotence", idempotence),
+         ("self-echo", selfEcho), ("confinement", confinement), ("offline", offline), ("dry run", dryRun)]
+    }
+
+    var isEmpty: Bool { all.allSatisfy { $0.1.isEmpty } }
+    var count: Int { all.reduce(0) { $0 + $1.1.count } }
+
+    var description: String {
+        all.filter { !$0.1.isEmpty }.map { label, found in
+            "\(label):\n  " + (found.prefix(8) + (found.count > 8 ? ["… and \(found.count - 8) more"] : []))
+                .joined(separator: "\n  ")
+        }.joined(separator: "\n")
+    }
+}
+
+/// Counts over one or many runs, for scripts/soak.
+struct SimFigures {
+    var schedules = 0
+    var steps = 0
+    /// User operations: edits, deletes, moves, folder deletes, touches.
+    var operations = 0
+    var syncs = 0
+    var crashes = 0
+    /// Offline periods: a device cut off, the server gone for everyone, the server lost in the middle of a sync.
+    var partitions = 0
+    var midSyncPartitions = 0
+    /// Users' saves in the middle of a sync (between its scan and its apply, or between the steps of an apply).
+    var midSyncEdits = 0
+    /// Syncs of another device run in the middle of one (two devices committing at once).
+    var races = 0
+    var healingRounds = 0
+    /// Schedules with at least one invariant violated, and the violations found.
+    var failedSchedules = 0
+    var violations = 0
+    var crashPoints: [String: Int] = [:]
+    /// Time spent in each phase of the runs (setup, steps, healing, checks).
+    var phases: [String: Duration] = [:]
+
+    mutating func add(_ other: SimFigures) {
+        schedules += other.schedules
+        steps += other.steps
+        operations += other.operations
+        syncs += other.syncs
+        crashes += other.crashes
+        partitions += other.partitions
+        midSyncPartitions += other.midSyncPartitions
+        midSyncEdits += other.midSyncEdits
+        races += other.races
+        healingRounds += other.healingRounds
+        failedSchedules += other.failedSchedules
+        violations += other.violations
+        crashPoints.merge(other.crashPoints, uniquingKeysWith: +)
+        phases.merge(other.phases, uniquingKeysWith: +)
+    }
+}
+
+extension LocalState {
+    /// Folds the write-ahead log into the database file, so that the file alone holds everything.
+    func checkpoint() throws {
+        try queue.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import PropertyBased
+import Testing
+@testable import NoteSync
+
+/// The deterministic simulation (SimRunner.swift) in the regular suite: a fixed set of seeds, a few hundred
+/// random schedules that shrink on failure, and a replay of any seed a soak reported.
+///
+/// A failure prints the schedule as Swift: paste it into SimRegressionTests.swift once the engine is fixed.
+/// `NOTESYNC_SIM_SEED=N` replays soak seed N (``replaysTheSeedInTheEnvironment()``); scripts/soak runs many.
+@Suite struct SimulationTests {
+    static func expectClean(_ findings: SimFindings, _ schedule: SimSchedule, seed: UInt64? = nil,
+                            sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(findings.isEmpty, "\(seed.map { "seed \($0): " } ?? "")\(findings)\n\(schedule.code)", sourceLocation: sourceLocation)
+    }
+
+    /// The same 64 seeds every run, in 4 parallel batches (both cores).
+    @Test(arguments: 0..<4)
+    func fixedSeedsKeepEveryInvariant(_ batch: Int) {
+        for seed in stride(from: UInt64(batch) + 1, through: 64, by: 4) {
+            let schedule = SimSchedule.forSeed(seed)
+            let (findings, _) = SimRunner.run(schedule)
+            Self.expectClean(findings, schedule, seed: seed)
+        }
+    }
+
+    /// Random schedules; a failing one shrinks to the steps that matter (`NOTESYNC_PROPERTY_SCALE` multiplies).
+    @Test(arguments: 0..<2)
+    func randomSchedulesKeepEveryInvariant(_ batch: Int) async {
+        await propertyCheck(count: SyncPropertyTests.count(100), input: SimSchedule.generator()) { schedule in
+            let (findings, _) = SimRunner.run(schedule)
+            Self.expectClean(findings, schedule)
+        }
+    }
+
+    /// Replays the soak seed in `NOTESYNC_SIM_SEED` (what scripts/soak prints for a failure).
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["NOTESYNC_SIM_SEED"] != nil))
+    func replaysTheSeedInTheEnvironment() throws {
+        let seed = try #require(UInt64(ProcessInfo.processInfo.environment["NOTESYNC_SIM_SEED"] ?? ""))
+        let schedule = SimSchedule.forSeed(seed)
+        let (findings, figures) = SimRunner.run(schedule)
+        print("seed \(seed): \(figures.steps) steps, \(figures.crashes) crashes, \(figures.partitions) partitions")
+        guard !findings.isEmpty, ProcessInfo.processInfo.environment["NOTESYNC_SIM_SHRINK"] != nil else {
+            Self.expectClean(findings, schedule, seed: seed)
+            return
+        }
+        let (shrunk, shrunkFindings) = SimRunner.shrink(schedule, findings: findings)
+        Self.expectClean(shrunkFindings, shrunk, seed: seed)
+    }
+
+    /// The schedule the same seed gives is the same, and so is what it does: a failing seed replays exactly.
+    @Test func aSeedReplaysExactly() {
+        for seed: UInt64 in [3, 17, 40] {
+            #expect(SimSchedule.forSeed(seed) == SimSchedule.forSeed(seed))
+            let first = SimRunner.run(SimSchedule.forSeed(seed)).figures
+            let second = SimRunner.run(SimSchedule.forSeed(seed)).figures
+            #expect(first.crashPoints == second.crashPoints && first.syncs == second.syncs
+                        && first.healingRounds == second.healingRounds, "seed \(seed) ran differently twice")
+        }
+    }
+}
