@@ -129,8 +129,7 @@ struct FaultTests {
     /// The server disappears between two steps of a commit: after the probe, after the first or the last asset,
     /// after the claim of the log slot (the commit landed but the device cannot confirm it). The sync exits 3 with
     /// the changes queued; when the server is back, the next sync finishes, each note committed exactly once.
-    @Test(.enabled(if: TracedNotesync.available, "needs strace to stop the sync at an exact step"),
-          arguments: Vanishing.allCases, 1...5)
+    @Test(arguments: Vanishing.allCases, 1...5)
     func theServerVanishingMidCommitLosesNothing(_ how: Vanishing, afterPublish step: Int) throws {
         let t = try TwoDevices("vanish-\(how)-\(step)")
         let disk = t.scratch.path + "/server-disk"
@@ -147,9 +146,9 @@ struct FaultTests {
         for name in names { try t.write(t.a, name, "\(name) written just before the server vanished\n") }
         let expected = try t.notes(t.a)
 
-        // renameat2 calls of this sync: 1 the primitive probe, 2-4 the three assets, 5 the claim of the slot.
-        let traced = try TracedNotesync(["sync", "--notes", t.a], scratch: t.scratch.path, stopAfter: step)
-        guard let pid = traced.stopped() else {
+        // Publishes of this sync: 1 the primitive probe, 2-4 the three assets, 5 the claim of the slot.
+        let traced = try StoppingNotesync(["sync", "--notes", t.a], scratch: t.scratch.path, stopAfter: step)
+        guard traced.stopped() else {
             Issue.record("the sync did not reach step \(step): \(traced.wait())")
             return
         }
@@ -157,7 +156,7 @@ struct FaultTests {
         case .renamedAway: #expect(rename(t.server, t.server + ".away") == 0)
         case .unmounted: share?.unmount()
         }
-        traced.resume(pid)
+        traced.resume()
         let away = traced.wait()
         #expect(away.status == 3, "\(away.stdout) \(away.stderr)")
         #expect(away.stdout.contains("server unreachable") && away.stdout.contains("3 local change(s) queued"), "\(away.stdout)")

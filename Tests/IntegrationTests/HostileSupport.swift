@@ -188,91 +188,67 @@ func fillFilesystem(_ directory: String, leaving: Int = 0) throws -> String {
     return path
 }
 
-/// `notesync` run under strace, which stops it (SIGSTOP) right after its `stopAfter`-th renameat2(2) returns:
-/// every publish to the server (the primitive probe, each asset, the claim of a log slot) is one, so a test can
-/// change the world between two exact steps of a commit, with no timing involved.
-final class TracedNotesync {
-    let strace = Process()
-    let tracePath: String
+/// `notesync` that stops itself (SIGSTOP) right after its `stopAfter`-th publish to the server
+/// (`NOTESYNC_TEST_STOP_AT=server.published:<n>`, see `StopPoint`): the primitive probe, each asset, the claim
+/// of a log slot are one each, whichever primitive the server uses, so a test can change the world between two
+/// exact steps of a commit, with no tracer and no timing involved.
+final class StoppingNotesync {
+    let process = Process()
     let outPath: String
     let errPath: String
 
-    static let available = FileManager.default.isExecutableFile(atPath: "/usr/bin/strace")
-        && runCommand("/usr/bin/strace -qq -o /dev/null /bin/true").status == 0
-
-    init(_ arguments: [String], scratch: String, stopAfter renames: Int) throws {
+    init(_ arguments: [String], scratch: String, stopAfter publishes: Int) throws {
         let token = UUID().uuidString
-        tracePath = scratch + "/proc-\(token).strace"
         outPath = scratch + "/proc-\(token).out"
         errPath = scratch + "/proc-\(token).err"
         for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        strace.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
-        strace.arguments = ["-qq", "-f", "-o", tracePath, "-e", "trace=renameat2",
-                            "-e", "inject=renameat2:signal=SIGSTOP:when=\(renames)", try notesyncBinary()] + arguments
-        strace.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        strace.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        try strace.run()
+        process.executableURL = URL(fileURLWithPath: try notesyncBinary())
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment[StopPoint.environmentVariable] = "server.published:\(publishes)"
+        process.environment = environment
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        try process.run()
     }
 
-    /// Waits until notesync is stopped at the chosen step and returns its pid; nil if it ended first.
-    func stopped(within seconds: Double = 60) -> Int32? {
-        var pid: Int32?
-        let reached = eventually(seconds) {
-            guard strace.isRunning else { return true }
-            let trace = (try? String(contentsOfFile: tracePath, encoding: .utf8)) ?? ""
-            // strace logs the injected signal, then each thread's group-stop; the thread that made the call
-            // stopping is what matters: nothing of the sync runs on after it.
-            guard let signalled = trace.split(separator: "\n").first(where: { $0.contains("--- SIGSTOP {") })?
-                .split(separator: " ").first, trace.contains("\(signalled) --- stopped by SIGSTOP ---") else { return false }
-            let children = (try? String(contentsOfFile: "/proc/\(strace.processIdentifier)/task/\(strace.processIdentifier)/children",
-                                        encoding: .utf8)) ?? ""
-            pid = children.split(separator: " ").first.flatMap { Int32($0) }
-            return pid != nil
+    /// Whether every thread of the process is stopped (state `T` in /proc): a group stop, nothing runs on.
+    private var isStopped: Bool {
+        let pid = process.processIdentifier
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !tasks.isEmpty
+        else { return false }
+        return tasks.allSatisfy { task in
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)) ?? ""
+            return stat.split(separator: ")").last?.split(separator: " ").first == "T"
         }
-        return reached && strace.isRunning ? pid : nil
     }
 
-    private var resumed: Int32?
-
-    func resume(_ pid: Int32) {
-        resumed = pid
-        kill(pid, SIGCONT)
+    /// Waits until notesync has stopped itself at the chosen step; false if it ended first.
+    func stopped(within seconds: Double = 60) -> Bool {
+        eventually(seconds) { !self.process.isRunning || self.isStopped } && process.isRunning
     }
 
-    /// Waits for the traced sync to end. A SIGCONT that lands while some of its threads are still entering the
-    /// group-stop leaves those stopped, so it is sent again every half second; after `seconds` the sync is killed
-    /// and the result says so, rather than the test waiting for ever.
+    func resume() { kill(process.processIdentifier, SIGCONT) }
+
+    /// Waits for the sync to end; after `seconds` it is killed and the result says so, rather than the test
+    /// waiting for ever.
     func wait(seconds: Double = 120) -> ProcessResult {
         let deadline = Date().addingTimeInterval(seconds)
-        var lastNudge = Date()
-        while strace.isRunning && Date() < deadline {
-            if let resumed, Date().timeIntervalSince(lastNudge) > 0.5 {
-                kill(resumed, SIGCONT)
-                lastNudge = Date()
-            }
-            usleep(20_000)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return ProcessResult(status: -1, stdout: "", stderr: "the sync did not end within \(Int(seconds)) s; killed")
         }
-        if strace.isRunning {
-            let children = (try? String(contentsOfFile: "/proc/\(strace.processIdentifier)/task/\(strace.processIdentifier)/children",
-                                        encoding: .utf8)) ?? ""
-            for child in children.split(separator: " ").compactMap({ Int32($0) }) { kill(child, SIGKILL) }
-            strace.terminate()
-            strace.waitUntilExit()
-            return ProcessResult(status: -1, stdout: "", stderr: "the traced sync did not end within \(Int(seconds)) s; killed")
-        }
-        return ProcessResult(status: strace.terminationStatus,
+        return ProcessResult(status: process.terminationStatus,
                              stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
                              stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
     }
 
     deinit {
-        guard strace.isRunning else { return }
-        // A stopped tracee would outlive strace: kill it first.
-        let children = (try? String(contentsOfFile: "/proc/\(strace.processIdentifier)/task/\(strace.processIdentifier)/children",
-                                    encoding: .utf8)) ?? ""
-        for child in children.split(separator: " ").compactMap({ Int32($0) }) { kill(child, SIGKILL) }
-        strace.terminate()
-        strace.waitUntilExit()
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 }
 

@@ -28,7 +28,10 @@ public enum AtomicPublish {
     {
         switch primitive {
         case .rename:
-            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, destination) == 0 { return .published }
+            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, destination) == 0 {
+                StopPoint.pass("server.published")
+                return .published
+            }
             let code = errno
             if code == EEXIST { return .exists }
             if isUnsupported(renameErrno: code) {
@@ -41,6 +44,7 @@ public enum AtomicPublish {
         case .link:
             if Glibc.link(temp, destination) == 0 {
                 unlink(temp)
+                StopPoint.pass("server.published")
                 return .published
             }
             let code = errno

@@ -58,13 +58,19 @@ public enum FilesystemProbe {
             unlink(b)
         }
         if kind.renameNoReplaceIsAtomic {
-            if ns_rename_noreplace(AT_FDCWD, a, AT_FDCWD, b) == 0 { return .rename }
+            if ns_rename_noreplace(AT_FDCWD, a, AT_FDCWD, b) == 0 {
+                StopPoint.pass("server.published")
+                return .rename
+            }
             let code = errno
             if !AtomicPublish.isUnsupported(renameErrno: code) {
                 throw NoteSyncError.posix("renameat2 probe", path: directory, errno: code)
             }
         }
-        if Glibc.link(a, b) == 0 { return .link }
+        if Glibc.link(a, b) == 0 {
+            StopPoint.pass("server.published")
+            return .link
+        }
         let code = errno
         throw NoteSyncError(.unsupportedFilesystem, path: directory,
                             "the \(kind.name) filesystem supports neither renameat2(RENAME_NOREPLACE) nor link(2), "

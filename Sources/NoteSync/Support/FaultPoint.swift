@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// Named points between the steps of a commit and of a local apply, where a deterministic simulation injects a
@@ -43,5 +44,33 @@ public enum FaultPoint {
         scopes.add(1, ordering: .relaxed)
         defer { scopes.subtract(1, ordering: .relaxed) }
         return try $hooks.withValue(hooks, operation: body)
+    }
+}
+
+/// Lets a test outside the process stop a real `notesync` between two exact steps, with no tracer and no timing:
+/// with `NOTESYNC_TEST_STOP_AT=<point>:<n>` in its environment, the process stops itself right after its n-th
+/// pass of `<point>`, and goes on when it gets SIGCONT. The signal goes to the passing thread (`raise`), which
+/// stops before it returns to the caller; a signal to the process could land on another thread and let this one
+/// run on for a moment.
+///
+/// The points: `server.published`, every successful no-replace publish to a server (the primitive probe, each
+/// asset, the claim of a log slot). Without the variable, ``pass(_:)`` is one load of a lazily set constant.
+public enum StopPoint {
+    public static let environmentVariable = "NOTESYNC_TEST_STOP_AT"
+
+    private static let target: (name: String, count: Int)? = {
+        guard let value = ProcessInfo.processInfo.environment[environmentVariable],
+              let colon = value.lastIndex(of: ":"), let count = Int(value[value.index(after: colon)...]), count > 0
+        else { return nil }
+        return (String(value[..<colon]), count)
+    }()
+
+    private static let passes = Atomic<Int>(0)
+
+    /// Marks a pass of the point `name`; stops the process at the chosen pass.
+    @inline(__always)
+    public static func pass(_ name: StaticString) {
+        guard let target, target.name == name.description else { return }
+        if passes.add(1, ordering: .sequentiallyConsistent).newValue == target.count { raise(SIGSTOP) }
     }
 }
