@@ -23,15 +23,21 @@ final class WatchHarness: Sendable {
     var mark: Int { received.withLock { $0.count } }
 
     /// Polls until `condition` holds for the events from `start` on, or `timeout` passes; whether it held.
+    ///
+    /// The timeout counts this task's own polls (one per 10 ms sleep), not wall-clock time: the task collecting
+    /// events runs on the same cooperative pool (one thread per core), and while other tests hold every thread of
+    /// it with blocking work, neither task runs. A wall-clock deadline would expire in that time, before the
+    /// collector had a turn; counted polls only run out once both have had as many turns as the timeout allows.
     @discardableResult
     func wait(from start: Int = 0, timeout: Duration = .seconds(5), until condition: ([WatchEvent]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while true {
+        let polls = Int(timeout.components.seconds) * 100 + Int(timeout.components.attoseconds / 10_000_000_000_000_000)
+        for _ in 0...polls {
             let slice = received.withLock { Array($0[min(start, $0.count)...]) }
             if condition(slice) { return true }
-            if ContinuousClock.now >= deadline { return false }
             try? await Task.sleep(for: .milliseconds(10))
         }
+        let slice = received.withLock { Array($0[min(start, $0.count)...]) }
+        return condition(slice)
     }
 
     func wait(for event: WatchEvent, from start: Int = 0) async -> Bool {

@@ -46,24 +46,25 @@ public struct NoteApplier: Sendable {
         var cleanup = true
         defer { if cleanup { unlink(temp) } }
         try setModified(temp, modified)
+        let written = try writtenFingerprint(temp)
         try FaultPoint.hit("apply.tempWritten")
 
         if expected == nil {
             if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
                 cleanup = false
                 try FaultPoint.hit("apply.renamedIn")
-                return try finish(path, directory)
+                return try finish(path, directory, written)
             }
             guard errno == EEXIST || AtomicPublish.isUnsupported(renameErrno: errno) else {
                 throw NoteSyncError.posix("rename", path: path, errno: errno)
             }
-            if errno != EEXIST, Glibc.link(temp, path) == 0 { return try finish(path, directory) }
+            if errno != EEXIST, Glibc.link(temp, path) == 0 { return try finish(path, directory, written) }
             // Someone created the note while we synced: keep theirs as a conflict copy, then put ours in place.
             return try replaceExisting(name, path: path, temp: temp, directory: directory, expected: nil,
-                                       cleanup: &cleanup)
+                                       written: written, cleanup: &cleanup)
         }
         return try replaceExisting(name, path: path, temp: temp, directory: directory, expected: expected,
-                                   cleanup: &cleanup)
+                                   written: written, cleanup: &cleanup)
     }
 
     /// A note to create, for ``writeNew(_:)``.
@@ -90,6 +91,7 @@ public struct NoteApplier: Sendable {
     public func writeNew(_ notes: [NewNote]) -> [Result<Outcome, NoteSyncError>] {
         var results = [Result<Outcome, NoteSyncError>?](repeating: nil, count: notes.count)
         var temps = [String?](repeating: nil, count: notes.count)
+        var writtenPrints = [StatFingerprint?](repeating: nil, count: notes.count)
         func fail(_ index: Int, _ error: any Error) {
             results[index] = .failure(error as? NoteSyncError ?? NoteSyncError(.io, path: notes[index].path, "\(error)"))
         }
@@ -101,6 +103,7 @@ public struct NoteApplier: Sendable {
                 try FileIO.createAndSync(temp, note.data, sync: false)
                 temps[index] = temp
                 try setModified(temp, note.modified)
+                writtenPrints[index] = try writtenFingerprint(temp)
             } catch {
                 if let temp = temps[index] { unlink(temp) }
                 temps[index] = nil
@@ -138,18 +141,18 @@ public struct NoteApplier: Sendable {
             return results.map { $0! }
         }
         for index in published {
-            let path = root + "/" + notes[index].path
-            if let info = FileIO.lstatInfo(path) {
-                results[index] = .success(.written(StatFingerprint(info)))
-            } else {
-                fail(index, NoteSyncError(.io, path: path, "vanished right after it was written", fix: "sync again"))
+            do {
+                results[index] = .success(.written(try Self.publishedFingerprint(root + "/" + notes[index].path,
+                                                                                 written: writtenPrints[index]!)))
+            } catch {
+                fail(index, error)
             }
         }
         return results.map { $0! }
     }
 
     private func replaceExisting(_ name: RecordName, path: String, temp: String, directory: String,
-                                 expected: ContentDigest?, cleanup: inout Bool) throws -> Outcome {
+                                 expected: ContentDigest?, written: StatFingerprint, cleanup: inout Bool) throws -> Outcome {
         try requireNoteOrNothing(path)
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
             // `temp` now holds what was at `path`. If a folder or link took the name since the check, swap back:
@@ -166,9 +169,9 @@ public struct NoteApplier: Sendable {
                 let copy = try keepAsConflictCopy(name, from: temp)
                 cleanup = false
                 try FaultPoint.hit("apply.copyKept")
-                return .writtenKeepingLocalEdit(try fingerprint(path, directory), copy: copy)
+                return .writtenKeepingLocalEdit(try fingerprint(path, directory, written), copy: copy)
             }
-            return try finish(path, directory)
+            return try finish(path, directory, written)
         }
         let code = errno
         if code == ENOENT {
@@ -176,7 +179,7 @@ public struct NoteApplier: Sendable {
             if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 || Glibc.link(temp, path) == 0 {
                 cleanup = false
                 try FaultPoint.hit("apply.renamedIn")
-                return try finish(path, directory)
+                return try finish(path, directory, written)
             }
             throw NoteSyncError.posix("rename", path: path, errno: errno)
         }
@@ -205,7 +208,7 @@ public struct NoteApplier: Sendable {
             throw NoteSyncError(.io, path: path, "a new file appeared while notesync replaced it; the server version stays at \(temp)",
                                 fix: "sync again", errno: errno)
         }
-        let print = try finish(path, directory)
+        let print = try finish(path, directory, written)
         guard case .written(let fp) = print else { return print }
         return copy.map { .writtenKeepingLocalEdit(fp, copy: $0) } ?? print
     }
@@ -334,16 +337,37 @@ public struct NoteApplier: Sendable {
         }
     }
 
-    private func finish(_ path: String, _ directory: String) throws -> Outcome {
-        .written(try fingerprint(path, directory))
+    private func finish(_ path: String, _ directory: String, _ written: StatFingerprint) throws -> Outcome {
+        .written(try fingerprint(path, directory, written))
     }
 
-    private func fingerprint(_ path: String, _ directory: String) throws -> StatFingerprint {
+    private func fingerprint(_ path: String, _ directory: String, _ written: StatFingerprint) throws -> StatFingerprint {
         try FileIO.syncDirectory(directory)
+        return try Self.publishedFingerprint(path, written: written)
+    }
+
+    /// The fingerprint of the file just written at a temp name (inode, size, the record's mtime), before it is
+    /// published: what ``publishedFingerprint(_:written:)`` checks the published note against.
+    private func writtenFingerprint(_ temp: String) throws -> StatFingerprint {
+        guard let info = FileIO.lstatInfo(temp) else {
+            throw NoteSyncError(.io, path: temp, "vanished right after it was written", fix: "sync again")
+        }
+        return StatFingerprint(info)
+    }
+
+    /// The fingerprint to record as the base of a note just published at `path`, taken after publishing (the
+    /// rename changes the ctime). The user may save the note between the rename and this `lstat`: then the file
+    /// there is no longer the one written (another inode, size or mtime), and its fingerprint must not be recorded
+    /// with the written content's digest — the next scan would take the edit for the base and never upload it.
+    /// Such a note gets ``StatFingerprint/unknown``, which no file has: the next scan hashes it and sees the edit.
+    static func publishedFingerprint(_ path: String, written: StatFingerprint) throws -> StatFingerprint {
         guard let info = FileIO.lstatInfo(path) else {
             throw NoteSyncError(.io, path: path, "vanished right after it was written", fix: "sync again")
         }
-        return StatFingerprint(info)
+        let now = StatFingerprint(info)
+        guard (info.st_mode & S_IFMT) == S_IFREG, now.inode == written.inode, now.size == written.size,
+              now.mtime == written.mtime else { return .unknown }
+        return now
     }
 
     private func setModified(_ path: String, _ modified: Int64) throws {

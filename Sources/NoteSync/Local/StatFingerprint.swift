@@ -17,6 +17,10 @@ public struct StatFingerprint: Hashable, Sendable, Codable {
         self.inode = inode
     }
 
+    /// A fingerprint no file has (size -1): recorded for a note whose state is not known to match its digest,
+    /// so that the next scan hashes it.
+    public static let unknown = StatFingerprint(size: -1, mtime: 0, ctime: 0, inode: 0)
+
     public init(_ info: stat) {
         self.init(size: Int64(info.st_size),
                   mtime: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),

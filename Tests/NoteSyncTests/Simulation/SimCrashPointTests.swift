@@ -52,14 +52,14 @@ import Testing
     ]
 
     @Test(arguments: scenarios)
-    func aCrashAtEveryPointOfASyncLosesNothing(_ scenario: Scenario) {
+    func aCrashAtEveryPointOfASyncLosesNothing(_ scenario: Scenario) async {
         var passed: Set<String> = []
         for index in 0..<200 {
             for twice in [false, true] {
                 var steps = scenario.before + [.init(scenario.device, .sync(.crash(at: index), full: true))]
                 if twice { steps.append(.init(scenario.device, .sync(.crash(at: index), full: true))) }
                 let schedule = SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: steps)
-                let (findings, figures) = SimRunner.run(schedule)
+                let (findings, figures) = await SimRunner.runOffThePool(schedule)
                 #expect(findings.isEmpty, "crash at point \(index)\(twice ? ", twice" : ""): \(findings)\n\(schedule.code)")
                 if figures.crashes == 0 {
                     if ProcessInfo.processInfo.environment["NOTESYNC_SIM_TRACE"] != nil {

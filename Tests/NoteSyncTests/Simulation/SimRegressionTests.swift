@@ -138,6 +138,23 @@ import Testing
                 "the schedule no longer crashes where it should: \(figures.crashPoints)")
     }
 
+    /// Carol's sync pulls b/c.md, and she appends a line to it right after the rename put it in place. The
+    /// applier then took the note's fingerprint with `lstat` — of her edited file — and recorded it with the digest
+    /// of the version it had written: every later scan saw an unchanged note and her line was never uploaded.
+    /// The applier now checks the published file is still the one it wrote (inode, size, mtime) before taking
+    /// its fingerprint; otherwise it records an unknown fingerprint and the next scan hashes the note.
+    @Test func anEditRightAfterAPullIsNotTakenForThePulledVersion() {
+        let schedule = SimSchedule(deviceCount: 4, clockStep: 1_000_000, steps: [
+            .init(3, .edit(.existing(7), .changeLine(3), .inPlace)),
+            .init(3, .edit(.pool(4), .append, .inPlace)),
+            .init(3, .sync(nil, full: false)),
+            .init(2, .sync(.userEdit(at: 9, .pool(4)), full: false)),
+        ])
+        let (findings, figures) = SimRunner.run(schedule)
+        #expect(findings.isEmpty, "\(findings)")
+        #expect(figures.midSyncEdits == 1, "the schedule no longer edits mid-sync")
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()

@@ -50,6 +50,18 @@ final class SimRunner {
         return NSTemporaryDirectory()
     }()
 
+    /// ``run(_:)`` on a thread of its own, for tests. A simulation is minutes of blocking work: run on the
+    /// cooperative pool (one thread per core, two on CI) it holds every thread, and the async tests running beside
+    /// it (the watcher's, the agent's) starve until their timeouts expire.
+    static func runOffThePool(_ schedule: SimSchedule) async -> (findings: SimFindings, figures: SimFigures) {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: run(schedule)) }
+            thread.stackSize = 8 << 20
+            thread.name = "notesync-simulation"
+            thread.start()
+        }
+    }
+
     /// Runs `schedule` and returns what it found, with the run's figures.
     static func run(_ schedule: SimSchedule) -> (findings: SimFindings, figures: SimFigures) {
         do {

@@ -273,7 +273,7 @@ final class SimDevice {
 // MARK: - Findings and figures
 
 /// What a simulation run found wrong, by invariant (research/reliability.md §1.10). Every entry names the step.
-struct SimFindings: CustomStringConvertible {
+struct SimFindings: CustomStringConvertible, Sendable {
     var harness: [String] = []
     var lostWrites: [String] = []
     var unrequestedDeletes: [String] = []
@@ -303,7 +303,7 @@ struct SimFindings: CustomStringConvertible {
 }
 
 /// Counts over one or many runs, for scripts/soak.
-struct SimFigures {
+struct SimFigures: Sendable {
     var schedules = 0
     var steps = 0
     /// User operations: edits, deletes, moves, folder deletes, touches.

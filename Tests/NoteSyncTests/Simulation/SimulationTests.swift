@@ -16,10 +16,10 @@ import Testing
 
     /// The same 64 seeds every run, in 4 parallel batches (both cores).
     @Test(arguments: 0..<4)
-    func fixedSeedsKeepEveryInvariant(_ batch: Int) {
+    func fixedSeedsKeepEveryInvariant(_ batch: Int) async {
         for seed in stride(from: UInt64(batch) + 1, through: 64, by: 4) {
             let schedule = SimSchedule.forSeed(seed)
-            let (findings, _) = SimRunner.run(schedule)
+            let (findings, _) = await SimRunner.runOffThePool(schedule)
             Self.expectClean(findings, schedule, seed: seed)
         }
     }
@@ -28,7 +28,7 @@ import Testing
     @Test(arguments: 0..<2)
     func randomSchedulesKeepEveryInvariant(_ batch: Int) async {
         await propertyCheck(count: SyncPropertyTests.count(100), input: SimSchedule.generator()) { schedule in
-            let (findings, _) = SimRunner.run(schedule)
+            let (findings, _) = await SimRunner.runOffThePool(schedule)
             Self.expectClean(findings, schedule)
         }
     }
@@ -49,11 +49,11 @@ import Testing
     }
 
     /// The schedule the same seed gives is the same, and so is what it does: a failing seed replays exactly.
-    @Test func aSeedReplaysExactly() {
+    @Test func aSeedReplaysExactly() async {
         for seed: UInt64 in [3, 17, 40] {
             #expect(SimSchedule.forSeed(seed) == SimSchedule.forSeed(seed))
-            let first = SimRunner.run(SimSchedule.forSeed(seed)).figures
-            let second = SimRunner.run(SimSchedule.forSeed(seed)).figures
+            let first = await SimRunner.runOffThePool(SimSchedule.forSeed(seed)).figures
+            let second = await SimRunner.runOffThePool(SimSchedule.forSeed(seed)).figures
             #expect(first.crashPoints == second.crashPoints && first.syncs == second.syncs
                         && first.healingRounds == second.healingRounds, "seed \(seed) ran differently twice")
         }
