@@ -62,7 +62,7 @@ import Testing
             if !after.isEmpty && rng.next(3) == 0 { after[rng.next(after.count)] = fresh } else { after.append(fresh) }
             removed.formUnion(Set(before ?? []).subtracting(after))
             written[fresh] = note
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+            try FileManager.default.createDirectory(atPath: FileIO.parent(of: path),
                                                     withIntermediateDirectories: true)
             let data = Data(after.map { $0 + "\n" }.joined().utf8)
             switch rng.next(3) {
@@ -71,7 +71,7 @@ import Testing
                 try data.write(to: URL(fileURLWithPath: path))
             case 1:
                 // Write a temp file and rename it over the note (vim's writebackup, gedit, most GUI editors).
-                let temp = (path as NSString).deletingLastPathComponent + "/.\(counter).swp"
+                let temp = FileIO.parent(of: path) + "/.\(counter).swp"
                 try data.write(to: URL(fileURLWithPath: temp))
                 rename(temp, path)
             default:

@@ -35,7 +35,7 @@ final class TwoDevices {
 
     func write(_ folder: String, _ name: String, _ text: String) throws {
         let path = folder + "/" + name
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: FileIO.parent(of: path), withIntermediateDirectories: true)
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     }
 
@@ -105,6 +105,23 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         let outside = try t.run(["sync"], directory: t.scratch.path)
         #expect(outside.status != 0)
         #expect(outside.stderr.contains("not inside a notesync notes folder") && outside.stderr.contains("fix:"))
+    }
+
+    /// One-letter relative folders, as a user types them (`notesync server init S`): Foundation's
+    /// `deletingLastPathComponent` trapped on them and the command died with SIGILL.
+    @Test func oneLetterRelativeFoldersWork() throws {
+        let scratch = try Scratch("one-letter")
+        func run(_ arguments: [String]) throws -> ProcessResult {
+            try notesync(arguments, scratch: scratch.path, directory: scratch.path)
+        }
+        try FileManager.default.createDirectory(atPath: scratch.path + "/A", withIntermediateDirectories: true)
+        try Data("x\n".utf8).write(to: URL(fileURLWithPath: scratch.path + "/A/n.md"))
+        for arguments in [["server", "init", "S"], ["init", "--notes", "A", "--server", "S/", "--device-name", "a"],
+                          ["sync", "--notes", "A/"], ["server", "fsck", "S"]] {
+            let result = try run(arguments)
+            #expect(result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stderr)")
+        }
+        #expect(try run(["status", "--notes", "A"]).stdout.contains("S"))
     }
 
     @Test func touchUploadsNothingAndASecondSyncPlansNothing() throws {

@@ -3,6 +3,14 @@ import Testing
 @testable import NoteSync
 
 @Suite struct ServerStoreTests {
+    /// `FileIO.parent(of:)` gives what `NSString.deletingLastPathComponent` gives, without its trap on
+    /// one-character relative paths.
+    @Test(arguments: [("a", ""), ("S", ""), ("b/", ""), ("ab", ""), ("/a", "/"), ("/", "/"), ("a/b", "a"),
+                      ("a/b/", "a"), ("/x/y/z.md", "/x/y"), ("a//b", "a"), ("//a", "/")])
+    func parentOfAPath(_ path: String, _ parent: String) {
+        #expect(FileIO.parent(of: path) == parent)
+    }
+
     @Test func createRefusesForeignAndExistingFolders() throws {
         let dir = try TempDirectory()
         try FileIO.makeDirectory(dir.sub("foreign"))

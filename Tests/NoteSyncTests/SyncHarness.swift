@@ -78,7 +78,7 @@ final class SyncHarness {
     /// Saves a note in place (truncate and write, as many editors do), then gives it the next logical mtime.
     func write(_ device: Int, _ note: String, _ data: Data) throws {
         let path = path(device, note)
-        try FileIO.makeDirectories((path as NSString).deletingLastPathComponent)
+        try FileIO.makeDirectories(FileIO.parent(of: path))
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw NoteSyncError.posix("open", path: path, errno: errno) }
         defer { close(fd) }

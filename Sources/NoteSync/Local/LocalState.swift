@@ -81,7 +81,7 @@ public final class LocalState: Sendable {
     /// database away is advice for a damaged file only.
     static func failure(_ error: DatabaseError, path: String, doing: String) -> NoteSyncError {
         var info = statvfs()
-        let nearlyFull = statvfs((path as NSString).deletingLastPathComponent, &info) == 0
+        let nearlyFull = statvfs(FileIO.parent(of: path), &info) == 0
             && UInt64(info.f_bavail) * UInt64(info.f_frsize) < 1 << 20
         if error.resultCode == .SQLITE_FULL || (error.resultCode == .SQLITE_IOERR && nearlyFull) {
             return NoteSyncError(.io, path: path, "cannot \(doing) the local state database: the filesystem holding it is full",

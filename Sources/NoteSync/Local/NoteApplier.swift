@@ -39,7 +39,7 @@ public struct NoteApplier: Sendable {
                       expected: ContentDigest?) throws -> Outcome {
         try FaultPoint.hit("apply.begin")
         let path = root + "/" + relative
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = FileIO.parent(of: path)
         try makeParents(of: relative)
         let temp = directory + "/" + AgentTempName.make(for: relative.split(separator: "/").last ?? "")
         try FileIO.createAndSync(temp, data)
@@ -98,7 +98,7 @@ public struct NoteApplier: Sendable {
         for (index, note) in notes.enumerated() {
             do {
                 try makeParents(of: note.path)
-                let directory = ((root + "/" + note.path) as NSString).deletingLastPathComponent
+                let directory = FileIO.parent(of: root + "/" + note.path)
                 let temp = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
                 try FileIO.createAndSync(temp, note.data, sync: false)
                 temps[index] = temp
@@ -240,7 +240,7 @@ public struct NoteApplier: Sendable {
         guard FileIO.lstatInfo(path) != nil else { return .alreadyGone }
         let stamp = String(Clock.nowNanoseconds())
         let target = trash + "/" + stamp + "/" + relative
-        try FileIO.makeDirectories((target as NSString).deletingLastPathComponent)
+        try FileIO.makeDirectories(FileIO.parent(of: target))
         guard rename(path, target) == 0 else {
             if errno == ENOENT { return .alreadyGone }
             throw NoteSyncError.posix("rename to trash", path: path, errno: errno)
@@ -254,7 +254,7 @@ public struct NoteApplier: Sendable {
             }
             return .keptEdited
         }
-        try FileIO.syncDirectory((path as NSString).deletingLastPathComponent)
+        try FileIO.syncDirectory(FileIO.parent(of: path))
         removeEmptyParents(of: relative)
         return .trashed
     }
@@ -264,7 +264,7 @@ public struct NoteApplier: Sendable {
     /// record of that name on the server) are passed over too.
     public func keepAsConflictCopy(_ name: RecordName, from source: String, date: Date = Date(),
                                    avoiding isTaken: (RecordName) -> Bool = { _ in false }) throws -> RecordName {
-        let directory = (source as NSString).deletingLastPathComponent
+        let directory = FileIO.parent(of: source)
         var attempt = 1
         while true {
             let copyName = try RecordName(validating: ConflictCopyName.notesyncConflictName(

@@ -25,7 +25,7 @@ public struct NotesFolder: Sendable, Hashable {
             let candidate = NotesFolder(root: current)
             if candidate.isInitialized { return candidate }
             if current == "/" || current.isEmpty { return nil }
-            current = (current as NSString).deletingLastPathComponent
+            current = FileIO.parent(of: current)
         }
     }
 

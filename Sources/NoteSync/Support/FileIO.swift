@@ -113,10 +113,22 @@ public enum FileIO {
         throw NoteSyncError.posix("mkdir", path: path, errno: code)
     }
 
+    /// The folder holding `path`, as `NSString.deletingLastPathComponent` gives it: `"a/b"` → `"a"`, `"/a"` → `"/"`,
+    /// `"a"` → `""`, trailing slashes ignored. That Foundation method traps (Swift 6.3.1) on a one-character
+    /// relative path, or one with a trailing slash (`"S"`, `"b/"`): `notesync server init S` crashed.
+    public static func parent(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+        var head = trimmed[..<slash]
+        while head.count > 1, head.hasSuffix("/") { head = head.dropLast() }
+        return head.isEmpty ? "/" : String(head)
+    }
+
     /// Creates `path` and its missing parents.
     public static func makeDirectories(_ path: String) throws {
         if let info = lstatInfo(path), (info.st_mode & S_IFMT) == S_IFDIR { return }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = parent(of: path)
         if !parent.isEmpty && parent != path && parent != "/" { try makeDirectories(parent) }
         try makeDirectory(path)
     }

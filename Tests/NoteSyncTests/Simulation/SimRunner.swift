@@ -742,7 +742,7 @@ final class SimRunner {
         return entries
     }
 
-    private func parent(_ path: String) -> String { (path as NSString).deletingLastPathComponent }
+    private func parent(_ path: String) -> String { FileIO.parent(of: path) }
 
     private func check(_ condition: Bool, _ what: String) throws {
         if !condition { throw NoteSyncError(.io, path: at, "the simulation could not \(what)", errno: errno) }

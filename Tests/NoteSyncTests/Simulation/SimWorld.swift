@@ -152,7 +152,7 @@ final class SimFaultInjector: Sendable {
     private func userSave(path: String, note: String, line: String) -> Edit {
         let before = (try? FileIO.read(path)).flatMap { $0 }.map(SyncHarness.lines)
         let after = (before ?? []) + [line]
-        try? FileIO.makeDirectories((path as NSString).deletingLastPathComponent)
+        try? FileIO.makeDirectories(FileIO.parent(of: path))
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         if fd >= 0 {
             try? FileIO.writeAll(fd: fd, SyncHarness.text(after), path: path)
