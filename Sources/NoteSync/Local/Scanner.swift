@@ -74,14 +74,12 @@ public struct Scanner: Sendable {
     /// incremental scan of what inotify reported. A partial scan speaks for every name under the paths given,
     /// including notes that are gone.
     public func scan(bases: [RecordName: BaseRecord], only paths: [String]? = nil) throws -> ScanResult {
+        guard let paths else { return try complete(walkAll(), bases: bases) }
+        try requireRoot()
         var result = ScanResult()
         var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
-        guard let rootInfo = FileIO.lstatInfo(root), (rootInfo.st_mode & S_IFMT) == S_IFDIR else {
-            throw NoteSyncError(.io, path: root, "the notes folder is missing or not a directory",
-                                fix: "mount or restore it; notesync never reads a missing folder as \"all notes deleted\"")
-        }
         var seen: [RecordName: String] = [:]
-        if let paths {
+        do {
             var scope = Set<RecordName>()
             let unique = Set(paths).sorted()
             // The notes under each path (a folder may be gone): a pass over the bases for a few paths (the agent's
@@ -110,10 +108,41 @@ public struct Scanner: Sendable {
             scope.formUnion(candidates.map(\.name))
             scope.formUnion(result.unreadable)
             result.scope = scope
-        } else {
-            try walkRoot(into: &result, candidates: &candidates, seen: &seen)
         }
+        return try complete(Walked(result: result, candidates: candidates), bases: bases)
+    }
 
+    /// What a walk of the whole folder found: every note's path and fingerprint, not yet compared with the bases.
+    /// A one-shot sync walks while it loads the bases from the state database (``complete(_:bases:)`` then
+    /// compares): the walk is system calls, the load is CPU, and they overlap.
+    public struct Walked: Sendable {
+        var result: ScanResult
+        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)]
+    }
+
+    /// Walks the whole notes folder, without the bases: the first half of a full ``scan(bases:only:)``.
+    public func walkAll() throws -> Walked {
+        try requireRoot()
+        var result = ScanResult()
+        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
+        var seen: [RecordName: String] = [:]
+        try walkRoot(into: &result, candidates: &candidates, seen: &seen)
+        return Walked(result: result, candidates: candidates)
+    }
+
+    private func requireRoot() throws {
+        guard let rootInfo = FileIO.lstatInfo(root), (rootInfo.st_mode & S_IFMT) == S_IFDIR else {
+            throw NoteSyncError(.io, path: root, "the notes folder is missing or not a directory",
+                                fix: "mount or restore it; notesync never reads a missing folder as \"all notes deleted\"")
+        }
+    }
+
+    /// The second half of a scan: reuses the base's digest for every file whose fingerprint matches it, hashes
+    /// the rest, and finds the synced notes that are gone or hidden.
+    public func complete(_ walked: Walked, bases: [RecordName: BaseRecord]) throws -> ScanResult {
+        var result = walked.result
+        let candidates = walked.candidates
+        result.files.reserveCapacity(result.files.count + candidates.count)
         var toHash: [Int] = []
         for (index, candidate) in candidates.enumerated() {
             if let base = bases[candidate.name], base.fingerprint == candidate.fingerprint {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// Options of one sync.
 public struct SyncOptions: Sendable {
@@ -74,18 +75,29 @@ public final class SyncEngine {
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
         var bases: [RecordName: BaseRecord]
         var zone: ZoneState
+        var scan: ScanResult
         if memo != nil {
             bases = memo!.bases
             zone = memo!.zone
             memo = nil
+            scan = try scanner.scan(bases: bases, only: paths)
+            phases.lap("scan")
+        } else if paths == nil {
+            // A first sync in this process: the folder is walked while the bases and heads load on another thread.
+            let loaded = Self.loadInBackground(state)
+            let walked = Result { try scanner.walkAll() }
+            phases.lap("walk")
+            (bases, zone) = try loaded.wait()
+            phases.lap("load")
+            scan = try scanner.complete(walked.get(), bases: bases)
+            phases.lap("scan")
         } else {
             bases = try state.bases()
-            phases.lap("bases")
             zone = try state.zoneState()
+            phases.lap("load")
+            scan = try scanner.scan(bases: bases, only: paths)
+            phases.lap("scan")
         }
-        phases.lap("heads")
-        var scan = try scanner.scan(bases: bases, only: paths)
-        phases.lap("scan")
         report.hashed = scan.hashed
         report.warnings += scan.warnings
         report.warnings += scan.foreignConflicts.map {
@@ -168,6 +180,15 @@ public final class SyncEngine {
         memo = (bases, zone)
         phases.lap("finish")
         return report
+    }
+
+    /// The bases and the zone state, loaded from the state database on a thread of their own.
+    private static func loadInBackground(_ state: LocalState) -> Pending<([RecordName: BaseRecord], ZoneState)> {
+        let pending = Pending<([RecordName: BaseRecord], ZoneState)>()
+        let thread = Thread { pending.finish(Result { (try state.bases(), try state.zoneState()) }) }
+        thread.name = "notesync-load"
+        thread.start()
+        return pending
     }
 
     /// The server, opened once and kept while it stays reachable.
@@ -349,5 +370,21 @@ struct PhaseTimer {
             result["ms." + name] = "\(Int((previous + milliseconds).rounded()))"
         }
         return result
+    }
+}
+
+/// A result another thread delivers once: ``wait()`` blocks until ``finish(_:)``.
+final class Pending<Value: Sendable>: Sendable {
+    private let state = Mutex<Result<Value, any Error>?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    func finish(_ result: Result<Value, any Error>) {
+        state.withLock { $0 = result }
+        done.signal()
+    }
+
+    func wait() throws -> Value {
+        done.wait()
+        return try state.withLock { $0! }.get()
     }
 }
