@@ -76,24 +76,30 @@ extension SyncEngine {
 
     /// Deals with the temp files an interrupted apply left next to notes (a process killed between writing a new
     /// version and swapping it in, or between the swap and the check of the old version), at the start of a full
-    /// sync, before local changes are queued:
-    /// - a temp holding a base or a queued change (the version an apply swapped out after, or before, checking
-    ///   it) is removed: the engine has it;
+    /// sync that reaches the server, before local changes are queued:
+    /// - a temp holding a base, a queued change, a server head known here or a text the server holds (the version
+    ///   a pull wrote and never swapped in, or the version an apply swapped out after, or before, checking it) is
+    ///   removed: the engine has it;
     /// - so is a temp whose note is still the version the engine had in hand (or still absent, never synced): it
     ///   was never swapped in, and the sync that follows pulls or merges again;
     /// - any other is a version no one else has (an edit the user saved while the killed apply was swapping the
     ///   note): it becomes a conflict copy of its note, scanned now so that this sync uploads it. Never deleted
     ///   unseen.
-    func recoverLeftoverTemps(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord],
-                              report: inout SyncReport) throws {
+    func recoverLeftoverTemps(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
+                              store: ServerStore, report: inout SyncReport) throws {
         guard !scan.leftoverTemps.isEmpty else { return }
         let outbox = try state.outbox()
         let known = Set(bases.values.map(\.digest)).union(outbox.values.compactMap(\.digest))
+            .union(zone.heads.values.compactMap(\.text?.sha256))
+        /// Read back and verified: a damaged asset file of that name does not count as holding the text.
+        func serverHolds(_ digest: ContentDigest, size: Int64) -> Bool {
+            store.hasAsset(digest) && (try? store.readAsset(AssetRef(sha256: digest, size: size))) != nil
+        }
         let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
         var copies: [String] = []
         for temp in scan.leftoverTemps {
             let path = folder.root + "/" + temp
-            guard let info = FileIO.lstatInfo(path), let (digest, _) = try FileDigest.of(path: path) else { continue }
+            guard let info = FileIO.lstatInfo(path), let (digest, size) = try FileDigest.of(path: path) else { continue }
             let note = AgentTempName.note(ofTemp: temp).flatMap { try? RecordName(validating: RecordName.nfc($0)) }
             var neverSwappedIn = false
             if let note {
@@ -103,7 +109,7 @@ extension SyncEngine {
                     neverSwappedIn = bases[note] == nil && !scan.isUnreadable(note)
                 }
             }
-            if known.contains(digest) || neverSwappedIn {
+            if known.contains(digest) || neverSwappedIn || serverHolds(digest, size: size) {
                 unlink(path)
                 continue
             }

@@ -103,13 +103,19 @@ public final class SyncEngine {
         report.warnings += scan.foreignConflicts.map {
             "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it"
         }
-        if !options.dryRun { try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, report: &report) }
+        // The server is opened first: a temp file an interrupted apply left is settled against what the server
+        // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
+        // the sync changes no note.
+        let opened = Result { try openStore() }
+        if !options.dryRun, case .success(let store) = opened {
+            try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, zone: zone, store: store, report: &report)
+        }
         if !options.dryRun { try recordLocalChanges(scan, bases) }
         phases.lap("outbox")
 
         let store: ServerStore
         do {
-            store = try openStore()
+            store = try opened.get()
         } catch let error as NoteSyncError where error.kind == .serverUnreachable || error.kind == .notAServer {
             if !options.dryRun { memo = (bases, zone) }
             return try offline(report, error, options)

@@ -155,6 +155,22 @@ import Testing
         #expect(figures.midSyncEdits == 1, "the schedule no longer edits mid-sync")
     }
 
+    /// Carol's first sync is killed after writing the temp file of alice's todo.txt, before swapping it in; she
+    /// then writes a todo.txt of her own and syncs while the server is away. That offline sync settled the leftover
+    /// temp against her bases and outbox only, found alice's text in neither, and made a conflict copy of it: an
+    /// offline sync that changed her notes, and a spurious copy of a text everyone had. Temps are now settled only
+    /// by a sync that reaches the server, and a text among the known heads or in the server's assets is removed.
+    @Test func anOfflineSyncAfterACrashChangesNoNote() {
+        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000, steps: [
+            .init(0, .edit(.existing(5), .changeLine(3), .inPlace)),
+            .init(0, .sync(nil, full: false)),
+            .init(2, .sync(.crash(at: 5), full: false)),
+            .init(1, .sync(.partition(at: 7), full: false)),
+            .init(2, .edit(.pool(5), .rewrite(lines: 5), .inPlace)),
+            .init(2, .sync(nil, full: false)),
+        ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
