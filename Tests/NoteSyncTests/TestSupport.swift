@@ -26,7 +26,13 @@ final class TempDirectory {
     }
 }
 
+/// Silent, unless `NOTESYNC_TEST_LOG=debug` (or another level) asks for the engine's log on standard error.
 let testLogger: Logger = {
+    if let level = ProcessInfo.processInfo.environment["NOTESYNC_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) {
+        var logger = Logger(label: "notesync-tests", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = level
+        return logger
+    }
     var logger = Logger(label: "notesync-tests", factory: { _ in SwiftLogNoOpLogHandler() })
     logger.logLevel = .critical
     return logger

@@ -66,6 +66,12 @@ extension SyncEngine {
                 }
             case .conflict(let localWins):
                 change.kind = .conflict
+                if localWins, let made = Self.unsyncedNotes(scan: scan, bases: bases, zone: zone)[CopyKey(head)], made != name {
+                    change.detail = "the local version keeps the name; the server's is already kept in \(made.description), "
+                        + "made by an interrupted sync"
+                    change.diff = diff(localBytes, serverBytes, local, server)
+                    break
+                }
                 let loserDevice = localWins ? deviceName(head.device, store: store) : config.deviceName
                 let loserDate = Date(timeIntervalSince1970: Double(localWins ? head.modified : file.modified) / 1e9)
                 let copy = try conflictName(name, device: loserDevice, date: loserDate) {

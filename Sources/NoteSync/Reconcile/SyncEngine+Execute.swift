@@ -25,8 +25,9 @@ extension SyncEngine {
 
     /// Applies the plan locally and commits the pushes. Returns false when the commit lost a race and another
     /// round is needed (the state already has the winner folded in).
+    /// `made`: gets the names of the notes it made (conflict copies) and pushes as new.
     func execute(_ plan: [Step], scan: ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
-                 store: ServerStore, report: inout SyncReport) throws -> Bool {
+                 store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport) throws -> Bool {
         let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
         var pushes: [Push] = []
         var baseUpdates: [RecordName: BaseRecord?] = [:]
@@ -57,6 +58,9 @@ extension SyncEngine {
                 return nil
             }
         }
+
+        let madeCopies = plan.contains(where: { if case .merge = $0.decision { true } else { false } })
+            ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone) : [:]
 
         // Notes new here, when there are many (a first sync): written together, two flushes in all.
         let downloadsInBulk = plan.lazy.filter { if case .pull(let head) = $0.decision { !head.deleted && $0.local == nil } else { false } }
@@ -125,7 +129,16 @@ extension SyncEngine {
                         pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
                     case .conflict(let localWins):
                         let date = Date(timeIntervalSince1970: Double((localWins ? server.modified : local.modified)) / 1e9)
-                        if localWins {
+                        if localWins, let made = madeCopies[CopyKey(server)],
+                           made != name {
+                            // A sync killed after making this very copy (the server's text with the server's mtime, a
+                            // note never synced): the copy exists, perhaps moved or renamed by the user since. It is
+                            // pushed as the new note it is; making it again would bring back a name the user removed.
+                            pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .conflict))
+                            conflicts.append(ConflictRecord(copy: made, original: name, device: deviceName(server.device, store: store),
+                                                            time: Clock.nowNanoseconds()))
+                            note(.conflict, name, made.description)
+                        } else if localWins {
                             let copyName = try conflictName(name, device: deviceName(server.device, store: store), date: date,
                                                             isTaken: isTaken)
                             copies.insert(copyName)
@@ -183,7 +196,37 @@ extension SyncEngine {
         }
         for (name, base) in baseUpdates { bases[name] = base }
         report.conflictCopies += conflicts.map(\.copy.description)
+        made.formUnion(pushes.lazy.filter { $0.base == 0 && $0.path != nil }.map(\.name))
         return try commit(pushes, bases: &bases, zone: &zone, store: store, report: &report)
+    }
+
+    /// A note's text and mtime: how a conflict copy of a server version is recognised (it is written with both).
+    struct CopyKey: Hashable {
+        var digest: ContentDigest?
+        var modified: Int64
+
+        init(_ head: RecordHead) {
+            digest = head.text?.sha256
+            modified = head.modified
+        }
+
+        init(_ file: LocalFile) {
+            digest = file.digest
+            modified = file.modified
+        }
+    }
+
+    /// The notes never synced (no base, no record on the server), by text and mtime: where a sync killed after
+    /// making a conflict copy of a server version left it. Resolving that conflict again finds the copy here, under
+    /// its name or wherever the user moved it, and does not make another.
+    static func unsyncedNotes(scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState) -> [CopyKey: RecordName] {
+        var notes: [CopyKey: RecordName] = [:]
+        for (name, file) in scan.files where bases[name] == nil && zone.heads[name] == nil {
+            let key = CopyKey(file)
+            if let other = notes[key], other.string.utf8.lexicographicallyPrecedes(name.string.utf8) { continue }
+            notes[key] = name
+        }
+        return notes
     }
 
     /// From how many new notes a sync downloads them in bulk (``NoteApplier/writeNew(_:)``).

@@ -80,11 +80,12 @@ extension SyncEngine {
     /// - a temp holding a base, a queued change, a server head known here or a text the server holds (the version
     ///   a pull wrote and never swapped in, or the version an apply swapped out after, or before, checking it) is
     ///   removed: the engine has it;
-    /// - so is a temp whose note is still the version the engine had in hand (or still absent, never synced): it
-    ///   was never swapped in, and the sync that follows pulls or merges again;
-    /// - any other is a version no one else has (an edit the user saved while the killed apply was swapping the
-    ///   note): it becomes a conflict copy of its note, scanned now so that this sync uploads it. Never deleted
-    ///   unseen.
+    /// - so is a temp whose note is still at its base: nothing was swapped in (a swap leaves the note at the new
+    ///   version), and the sync that follows pulls again;
+    /// - any other is kept as a conflict copy of its note, scanned now so that this sync uploads it: an edit the
+    ///   user saved while the killed apply was swapping the note, which no one else has, or (rarely) a merged text
+    ///   that was never swapped in, which the sync merges again. Never deleted unseen: the outbox is no evidence
+    ///   that a temp was never swapped in, because an offline sync after the crash queues the swapped-in version.
     func recoverLeftoverTemps(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
                               store: ServerStore, report: inout SyncReport) throws {
         guard !scan.leftoverTemps.isEmpty else { return }
@@ -101,14 +102,7 @@ extension SyncEngine {
             let path = folder.root + "/" + temp
             guard let info = FileIO.lstatInfo(path), let (digest, size) = try FileDigest.of(path: path) else { continue }
             let note = AgentTempName.note(ofTemp: temp).flatMap { try? RecordName(validating: RecordName.nfc($0)) }
-            var neverSwappedIn = false
-            if let note {
-                if let current = scan.files[note] {
-                    neverSwappedIn = current.digest == bases[note]?.digest || current.digest == outbox[note]?.digest
-                } else {
-                    neverSwappedIn = bases[note] == nil && !scan.isUnreadable(note)
-                }
-            }
+            let neverSwappedIn = note.map { scan.files[$0] != nil && scan.files[$0]?.digest == bases[$0]?.digest } ?? false
             if known.contains(digest) || neverSwappedIn || serverHolds(digest, size: size) {
                 unlink(path)
                 continue

@@ -123,6 +123,7 @@ public final class SyncEngine {
 
         // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
         // commit lost its slot to another device): ``ZoneState/unplanned``.
+        var made = Set<RecordName>()
         for round in 1...options.maxRounds {
             report.rounds = round
             let tokenBefore = zone.token
@@ -162,13 +163,15 @@ public final class SyncEngine {
             }
             let finished: Bool
             do {
-                finished = try execute(plan, scan: scan, bases: &bases, zone: &zone, store: store, report: &report)
+                finished = try execute(plan, scan: scan, bases: &bases, zone: &zone, store: store, made: &made, report: &report)
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 return try offline(report, error, options)
             }
             phases.lap("execute")
             if finished { break }
-            scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.map(\.string) })
+            // The next round's partial scan includes the notes this one made (conflict copies): their push was lost
+            // with the race, and no later event names them (the agent ignores its own writes).
+            scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.union(made).map(\.string) })
         }
         if paths == nil { store.removeOwnTemps() }
         report.token = zone.token
@@ -233,19 +236,16 @@ public final class SyncEngine {
                    head.version <= RecordChange.currentVersion { continue }
                 names.insert(name)
             }
-            var basesWithHeads = 0
             for (name, head) in zone.heads {
                 if let base = bases[name] {
-                    basesWithHeads += 1
                     if head.tag != base.tag || head.version > RecordChange.currentVersion { names.insert(name) }
                 } else if !head.deleted {
                     names.insert(name)
                 }
             }
-            // A synced note that is gone or unreadable here, or whose record the server lost.
-            if scan.baseMatches < bases.count || basesWithHeads < bases.count {
-                for name in bases.keys where scan.files[name] == nil || zone.heads[name] == nil { names.insert(name) }
-            }
+            // A synced note that is gone or unreadable here, or whose record the server lost. Looked up, not
+            // counted: the scan's count of notes with a base is stale once a recovered commit changed the bases.
+            for name in bases.keys where scan.files[name] == nil || zone.heads[name] == nil { names.insert(name) }
         }
         var steps: [Step] = []
         for name in names.sorted() {
