@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
 """notesync's benchmark: one-shot syncs against Unison and rclone bisync, and the agent's latency.
 
-Run through scripts/bench, which installs Unison and rclone and builds notesync (release) first:
+Run through scripts/bench, which installs Unison, rclone, sshfs and openssh-server and builds notesync (release)
+first:
 
     scripts/bench                 # 10,000 notes, 5 runs of every one-shot scenario, agent latency
-    scripts/bench --quick         # smoke test: 2,000 notes, 2 runs, 50 agent edits, 10 s idle
+    scripts/bench --quick         # smoke test: 2,000 notes, 2 runs, 50 agent edits, 10 s idle, 30 sshfs edits
     scripts/bench --large         # also the one-shot scenarios at 100,000 notes (notesync and Unison)
+    scripts/bench --only-sshfs --notes 1000    # only the agent's latency across sshfs
+
+The agent's latency across sshfs: an sshd on 127.0.0.1 with its own keys and config in the run's folder, the
+server folder mounted through sshfs; agent A on the folder itself, agent B on the mount polling every
+--sshfs-poll seconds (0.25 by default). Edits on A are timed until B holds the bytes, then edits on B until A
+does; they are spaced by --agent-gap plus a random part of the poll interval, so that they fall at random
+moments of B's poll cycle. Skipped, with the reason printed, where FUSE cannot be mounted.
 
 Every tool syncs device folder A and device folder B through a shared folder (for notesync, the server).
 Each run starts from fresh folders holding the same deterministic corpus (scripts/gen-corpus.py). After every
@@ -343,6 +351,48 @@ def wait_for_bytes(path, data, timeout):
         time.sleep(0.001)
 
 
+def time_edits(source, target, paths, expected, rng, gap, label, result, failures, timeout=10, jitter=0.0):
+    """Edits each of `paths` in `source` in place, one at a time, and times until `target` holds the new bytes:
+    adds lost edits to result["lost"] and the percentiles (ms) to `result`. Between two edits it waits `gap`
+    seconds plus a random part of `jitter`: against a polling agent, a fixed pause would fall at the same moment
+    of every poll cycle and measure that moment only."""
+    latencies = []
+    for i, rel in enumerate(paths):
+        data = edited_bytes(expected[rel], rng, f"{label}{i}")
+        expected[rel] = data
+        start = time.perf_counter()
+        write_in_place(os.path.join(source, rel), data)
+        took = wait_for_bytes(os.path.join(target, rel), data, timeout)
+        if took is None:
+            result["lost"] = result.get("lost", 0) + 1
+            failures.append(f"{label}: edit {i + 1} of {rel} did not arrive within {timeout} s")
+            log(f"FAILED: {label} edit {i + 1} of {rel} did not arrive within {timeout} s")
+        else:
+            latencies.append(time.perf_counter() - start)
+        time.sleep(gap + (rng.uniform(0, jitter) if jitter else 0))
+    if latencies:
+        ms = sorted(x * 1000 for x in latencies)
+        result.update(p50=percentile(ms, 50), p95=percentile(ms, 95), p99=percentile(ms, 99), max=ms[-1],
+                      samples_ms=[round(x * 1000, 2) for x in latencies])
+    return latencies
+
+
+def stop_agents(agents, label, failures):
+    """SIGTERM to every agent; each must exit 0 within 30 s."""
+    for agent in agents:
+        if agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+    for agent in agents:
+        try:
+            rc = agent.wait(30)
+            if rc != 0:
+                failures.append(f"{label}: SIGTERM ended it with exit code {rc}")
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+            failures.append(f"{label}: did not exit within 30 s of SIGTERM")
+
+
 def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, failures):
     ctx = Context.fresh(os.path.join(work, "agent"), template)
     tool = NoteSync(binary)
@@ -366,29 +416,12 @@ def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, 
                 raise BenchFailure(f"agent: warm-up edit of {rel} never reached B\n"
                                    f"{tail(os.path.join(ctx.root, 'agent-A.log'))}")
         time.sleep(gap)
-        latencies = []
-        for i, rel in enumerate(paths[3:]):
-            data = edited_bytes(expected[rel], rng, f"agent{i}")
-            expected[rel] = data
-            start = time.perf_counter()
-            write_in_place(os.path.join(ctx.a, rel), data)
-            took = wait_for_bytes(os.path.join(ctx.b, rel), data, 10)
-            if took is None:
-                result["lost"] += 1
-                failures.append(f"agent: edit {i + 1} of {rel} did not reach B within 10 s")
-                log(f"FAILED: agent edit {i + 1} of {rel} did not reach B within 10 s")
-            else:
-                latencies.append(time.perf_counter() - start)
-            time.sleep(gap)
+        latencies = time_edits(ctx.a, ctx.b, paths[3:], expected, rng, gap, "agent", result, failures)
         for agent in agents:
             if agent.poll() is not None:
                 raise BenchFailure(f"agent exited early with {agent.returncode}")
         time.sleep(2)
         verify("agent edits", expected, [("A", ctx.a, tool.exclude), ("B", ctx.b, tool.exclude)])
-        if latencies:
-            ms = sorted(x * 1000 for x in latencies)
-            result.update(p50=percentile(ms, 50), p95=percentile(ms, 95), p99=percentile(ms, 99), max=ms[-1],
-                          samples_ms=[round(x * 1000, 2) for x in latencies])
         log(f"  agent: {len(latencies)} edits, p50 {result.get('p50', 0):.1f} ms, p99 {result.get('p99', 0):.1f} ms;"
             f" measuring idle CPU for {idle_seconds} s")
         time.sleep(3)
@@ -406,19 +439,154 @@ def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, 
         failures.append(f"agent: {error}")
         log(f"FAILED: agent: {error}")
     finally:
-        for agent in agents:
-            if agent.poll() is None:
-                agent.send_signal(signal.SIGTERM)
-        for agent in agents:
-            try:
-                rc = agent.wait(30)
-                if rc != 0:
-                    failures.append(f"agent: SIGTERM ended it with exit code {rc}")
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
-                failures.append("agent: did not exit within 30 s of SIGTERM")
+        stop_agents(agents, "agent", failures)
     if not any(f.startswith("agent") for f in failures):
+        shutil.rmtree(ctx.root)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The agent across sshfs: the server on the local disk of one machine, reached by the other through sshfs
+
+
+def sshfs_unavailable():
+    """Why an sshfs mount cannot be made here, or None when it can."""
+    for tool in ("/usr/bin/sshfs", "/usr/sbin/sshd", "/usr/bin/ssh-keygen", "/usr/bin/fusermount3"):
+        if not os.access(tool, os.X_OK):
+            return f"{tool} is missing (scripts/bench installs sshfs and openssh-server)"
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as error:
+        return f"/dev/fuse cannot be opened ({error.strerror}): this machine cannot mount FUSE"
+    return None
+
+
+class SshfsMount:
+    """An sshd on loopback with its own host key, user key and config in `state` (no system file is read or
+    changed), and one sshfs mount of `remote` at `mountpoint`, as the Swift tests' SshfsHost makes them."""
+
+    def __init__(self, state, remote, mountpoint):
+        self.state, self.remote, self.mountpoint = state, remote, mountpoint
+        self.sshd_pid = None
+        self.sshfs = None
+
+    def start(self):
+        os.makedirs(self.state, exist_ok=True)
+        os.makedirs(self.mountpoint, exist_ok=True)
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation folder
+        for key in ("hostkey", "userkey"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(self.state, key)],
+                           check=True)
+        shutil.copy(os.path.join(self.state, "userkey.pub"), os.path.join(self.state, "authorized_keys"))
+        log_path = os.path.join(self.state, "sshd.log")
+        for _ in range(5):
+            port = random.randint(20000, 29999)
+            config = os.path.join(self.state, "sshd_config")
+            with open(config, "w") as f:
+                f.write(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {self.state}/hostkey\n"
+                        f"AuthorizedKeysFile {self.state}/authorized_keys\nPasswordAuthentication no\n"
+                        f"KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+                        f"UsePAM no\nPidFile {self.state}/sshd.pid\nSubsystem sftp internal-sftp\n")
+            # sshd listens before it detaches: a port already taken fails here, and another is tried.
+            if subprocess.run(["/usr/sbin/sshd", "-f", config, "-E", log_path]).returncode != 0:
+                continue
+            deadline = time.monotonic() + 10
+            while self.sshd_pid is None and time.monotonic() < deadline:
+                try:
+                    with open(os.path.join(self.state, "sshd.pid")) as f:
+                        self.sshd_pid = int(f.read().strip())
+                except (OSError, ValueError):
+                    time.sleep(0.02)
+            if self.sshd_pid:
+                break
+        if not self.sshd_pid:
+            raise BenchFailure(f"sshfs: sshd did not start on loopback\n{tail(log_path)}")
+        options = (f"IdentityFile={self.state}/userkey,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,"
+                   "BatchMode=yes,LogLevel=ERROR")
+        sshfs_log = open(os.path.join(self.state, "sshfs.log"), "ab")
+        self.sshfs = subprocess.Popen(["sshfs", "-f", "-p", str(port), "-o", options, f"root@127.0.0.1:{self.remote}",
+                                       self.mountpoint], stdin=subprocess.DEVNULL, stdout=sshfs_log,
+                                      stderr=sshfs_log)
+        deadline = time.monotonic() + 15
+        while not os.path.ismount(self.mountpoint):
+            if self.sshfs.poll() is not None or time.monotonic() > deadline:
+                raise BenchFailure(f"sshfs: the mount failed\n{tail(os.path.join(self.state, 'sshfs.log'))}")
+            time.sleep(0.02)
+
+    def stop(self):
+        if os.path.ismount(self.mountpoint):
+            subprocess.run(["fusermount3", "-u", self.mountpoint])
+        if self.sshfs is not None:
+            try:
+                self.sshfs.wait(10)
+            except subprocess.TimeoutExpired:
+                self.sshfs.kill()
+                self.sshfs.wait()
+        if os.path.ismount(self.mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", self.mountpoint])
+        if self.sshd_pid:
+            try:
+                os.kill(self.sshd_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            self.sshd_pid = None
+
+
+def sshfs_bench(binary, template, corpus, work, seed, edits, gap, poll, failures):
+    """Agent A on the server folder itself (inotify on its log), agent B on an sshfs mount of it (polling every
+    `poll` s): N edits on A timed until B holds the bytes, then N edits on B timed until A holds them."""
+    reason = sshfs_unavailable()
+    if reason:
+        log(f"  sshfs: SKIPPED: {reason}")
+        return {"skipped": reason}
+    ctx = Context.fresh(os.path.join(work, "sshfs"), template)
+    mount = SshfsMount(os.path.join(ctx.root, "ssh"), ctx.shared, os.path.join(ctx.root, "mnt"))
+    tool = NoteSync(binary)
+    expected = dict(corpus)
+    rng = random.Random(f"{seed}-sshfs")
+    down = {"edits": edits, "lost": 0, "poll": poll}
+    up = {"edits": edits, "lost": 0}
+    result = {"poll": poll, "notes": len(corpus), "a_to_b": down, "b_to_a": up}
+    agents = []
+    try:
+        mount.start()
+        run_step(tool.first_a(ctx), ctx.log)
+        first_b = run_step([([binary, "init", "--notes", ctx.b, "--server", mount.mountpoint, "--device-name", "B"], None),
+                            ([binary, "sync", "--notes", ctx.b], None)], ctx.log)
+        result["first_sync_b_s"] = first_b["wall"]
+        verify("sshfs setup", expected, [("B", ctx.b, tool.exclude)])
+        for side, extra in ((ctx.a, []), (ctx.b, ["--poll-interval", str(poll)])):
+            out = open(os.path.join(ctx.root, f"agent-{os.path.basename(side)}.log"), "ab")
+            agents.append(subprocess.Popen([binary, "watch", "--notes", side, "--log-level", "debug"] + extra,
+                                           stdin=subprocess.DEVNULL, stdout=out, stderr=out))
+        paths = rng.sample(sorted(expected), 2 * edits + 3)
+        for i, rel in enumerate(paths[:3]):  # warm-up: the agents are up and have scanned
+            expected[rel] = edited_bytes(expected[rel], rng, f"warmup{i}")
+            write_in_place(os.path.join(ctx.a, rel), expected[rel])
+            if wait_for_bytes(os.path.join(ctx.b, rel), expected[rel], 120) is None:
+                raise BenchFailure(f"sshfs: warm-up edit of {rel} never reached B\n"
+                                   f"{tail(os.path.join(ctx.root, 'agent-B.log'))}")
+        time.sleep(gap)
+        time_edits(ctx.a, ctx.b, paths[3:3 + edits], expected, rng, gap, "sshfs A->B", down, failures, jitter=poll)
+        time_edits(ctx.b, ctx.a, paths[3 + edits:], expected, rng, gap, "sshfs B->A", up, failures, jitter=poll)
+        for agent in agents:
+            if agent.poll() is not None:
+                raise BenchFailure(f"agent exited early with {agent.returncode}")
+        time.sleep(2)
+        verify("sshfs edits", expected, [("A", ctx.a, tool.exclude), ("B", ctx.b, tool.exclude)])
+        with open(os.path.join(ctx.root, "agent-B.log"), "rb") as f:
+            primitive = [l for l in f.read().decode("utf-8", "replace").splitlines() if "server.primitive=" in l]
+        result["primitive_log"] = primitive[0] if primitive else None
+        for name, r in (("A→B", down), ("B→A", up)):
+            log(f"  sshfs {name}: {edits} edits, p50 {r.get('p50', 0):.1f} ms, p95 {r.get('p95', 0):.1f} ms, "
+                f"p99 {r.get('p99', 0):.1f} ms, max {r.get('max', 0):.1f} ms, lost {r['lost']}")
+    except BenchFailure as error:
+        failures.append(f"sshfs: {error}")
+        log(f"FAILED: sshfs: {error}")
+    finally:
+        stop_agents(agents, "sshfs agent", failures)
+        mount.stop()
+    if not any(f.startswith("sshfs") for f in failures):
         shutil.rmtree(ctx.root)
     return result
 
@@ -518,6 +686,33 @@ def agent_rows(agent, ntools):
     ]
 
 
+def sshfs_rows(sshfs, ntools):
+    blank = [""] * (ntools - 1)
+    if not sshfs:
+        return []
+    if "skipped" in sshfs:
+        return [["agent across sshfs", f"(skipped: {sshfs['skipped']})", "—"] + blank + [""]]
+    rows = []
+    if "first_sync_b_s" in sshfs:
+        rows.append([f"sshfs: init and first sync of B through the mount ({sshfs['notes']:,} notes)", "wall s",
+                     f"{sshfs['first_sync_b_s']:.2f}"] + blank + [""])
+    titles = {"a_to_b": f"sshfs: edit on A (server folder) → B (sshfs mount, polls every {sshfs['poll']} s)",
+              "b_to_a": "sshfs: edit on B (sshfs mount) → A (inotify on the server's log)"}
+    for key, title in titles.items():
+        r = sshfs.get(key, {})
+        if "p50" not in r:
+            rows.append([title, "(failed)", "—"] + blank + [""])
+            continue
+        rows += [
+            [f"{title} ({r['edits']} edits)", "p50 ms", f"{r['p50']:.1f}"] + blank + [""],
+            ["", "p95 ms", f"{r['p95']:.1f}"] + blank + [""],
+            ["", "p99 ms", f"{r['p99']:.1f}"] + blank + [""],
+            ["", "max ms", f"{r['max']:.1f}"] + blank + [""],
+            ["", "lost edits", f"{r['lost']}"] + blank + [f"0 {mark(r['lost'] == 0)}"],
+        ]
+    return rows
+
+
 def render(rows, header):
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
 
@@ -565,12 +760,22 @@ def main():
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--skip-one-shot", action="store_true")
     parser.add_argument("--skip-agent", action="store_true")
+    parser.add_argument("--skip-sshfs", action="store_true", help="leave out the agent's latency across sshfs")
+    parser.add_argument("--only-sshfs", action="store_true",
+                        help="only the agent's latency across sshfs (sshd on loopback, one sshfs mount)")
+    parser.add_argument("--sshfs-edits", type=int, default=100, help="timed edits each way across sshfs")
+    parser.add_argument("--sshfs-poll", type=float, default=0.25,
+                        help="--poll-interval of the agent behind the sshfs mount, in seconds")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", help="where the folders go (default: a new folder in $TMPDIR, removed after)")
     parser.add_argument("--json", default="bench-results.json", help="where the results go as JSON")
     args = parser.parse_args()
     if args.quick:
-        args.runs, args.notes, args.agent_edits, args.idle_seconds = 2, 2_000, 50, 10
+        args.runs, args.notes, args.agent_edits, args.idle_seconds, args.sshfs_edits = 2, 2_000, 50, 10, 30
+    if args.only_sshfs:
+        args.skip_one_shot = args.skip_agent = True
+        args.skip_sshfs = False
+        args.tools = "notesync"
     if not args.notesync or not os.access(args.notesync, os.X_OK):
         parser.error("give the notesync binary with --notesync or NOTESYNC_BIN (scripts/bench does)")
     args.notesync = os.path.abspath(args.notesync)
@@ -594,7 +799,8 @@ def main():
                                    "digest": gen_corpus.tree_digest(template)})
 
     measure_agent = not args.skip_agent and "notesync" in names
-    if not args.skip_one_shot or measure_agent:
+    measure_sshfs = not args.skip_sshfs and "notesync" in names
+    if not args.skip_one_shot or measure_agent or measure_sshfs:
         template, corpus = make_corpus(work, args.notes, args.seed)
         corpus_info(template, corpus, None if args.skip_one_shot else args.runs)
     if not args.skip_one_shot:
@@ -605,7 +811,12 @@ def main():
         log(f"agent latency, {args.notes} notes, {args.agent_edits} edits")
         results["agent"] = agent_bench(args.notesync, template, corpus, work, args.seed, args.agent_edits,
                                        args.agent_gap, args.idle_seconds, failures)
-    if not args.skip_one_shot or measure_agent:
+    if measure_sshfs:
+        log(f"agent latency across sshfs, {args.notes} notes, {args.sshfs_edits} edits each way, "
+            f"polling every {args.sshfs_poll} s")
+        results["sshfs"] = sshfs_bench(args.notesync, template, corpus, work, args.seed, args.sshfs_edits,
+                                       args.agent_gap, args.sshfs_poll, failures)
+    if not args.skip_one_shot or measure_agent or measure_sshfs:
         shutil.rmtree(template)
         corpus = None
     if args.large:
@@ -630,6 +841,8 @@ def main():
                               targets_10k if args.notes == 10_000 else (lambda *_: ""))
     if "agent" in results:
         rows += agent_rows(results["agent"], len(names) + len(others))
+    if "sshfs" in results:
+        rows += sshfs_rows(results["sshfs"], len(names) + len(others))
     if "large" in results:
         rows += one_shot_rows(results["large"]["summary"], names, others, f"{args.large_notes:,}: ",
                               targets_100k if args.large_notes == 100_000 else (lambda *_: ""))

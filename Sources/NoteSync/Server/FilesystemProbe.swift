@@ -46,9 +46,20 @@ public struct FilesystemKind: Sendable, Hashable, CustomStringConvertible {
 
 /// Chooses the publish primitive for a server directory: from the mount type, then confirmed by a probe.
 public enum FilesystemProbe {
+    /// A chosen primitive and why it was chosen, in words for the debug log.
+    public struct Choice: Sendable, Hashable {
+        public let primitive: PublishPrimitive
+        public let reason: String
+    }
+
     /// Probes in `directory` (the zone's `tmp/`): tries a no-replace rename of a fresh file and, where that
     /// is refused or not atomic at the server, a hard link. Leaves no file behind.
     public static func choosePrimitive(in directory: String, device: String) throws -> PublishPrimitive {
+        try probe(in: directory, device: device).primitive
+    }
+
+    /// Like ``choosePrimitive(in:device:)``, and says why: the filesystem type and what the probe found.
+    public static func probe(in directory: String, device: String) throws -> Choice {
         let kind = try FilesystemKind(path: directory)
         let a = directory + "/" + device + "-probe-" + FileIO.randomToken()
         let b = a + ".b"
@@ -57,19 +68,24 @@ public enum FilesystemProbe {
             unlink(a)
             unlink(b)
         }
+        let renameRefused: String
         if kind.renameNoReplaceIsAtomic {
             if ns_rename_noreplace(AT_FDCWD, a, AT_FDCWD, b) == 0 {
                 StopPoint.pass("server.published")
-                return .rename
+                return Choice(primitive: .rename,
+                              reason: "\(kind.name): renameat2(RENAME_NOREPLACE) worked in the probe and is atomic on a local filesystem")
             }
             let code = errno
             if !AtomicPublish.isUnsupported(renameErrno: code) {
                 throw NoteSyncError.posix("renameat2 probe", path: directory, errno: code)
             }
+            renameRefused = "renameat2(RENAME_NOREPLACE) failed in the probe (\(String(cString: strerror(code))))"
+        } else {
+            renameRefused = "renameat2(RENAME_NOREPLACE) is not tried: \(notAtomicBecause(kind))"
         }
         if Glibc.link(a, b) == 0 {
             StopPoint.pass("server.published")
-            return .link
+            return Choice(primitive: .link, reason: "\(kind.name): \(renameRefused); link(2) worked in the probe")
         }
         let code = errno
         throw NoteSyncError(.unsupportedFilesystem, path: directory,
@@ -77,5 +93,14 @@ public enum FilesystemProbe {
                                 + "so commits cannot be made atomic",
                             fix: "put the server folder on a filesystem with hard links (ext4, xfs, NFS, SMB2, sshfs)",
                             errno: code)
+    }
+
+    /// Why the rename flag cannot be trusted on a network filesystem.
+    private static func notAtomicBecause(_ kind: FilesystemKind) -> String {
+        switch kind.name {
+        case "nfs": return "NFS has no no-replace rename at the server"
+        case "fuse": return "FUSE filesystems such as sshfs refuse the flag (EINVAL) or cannot make it atomic at the server"
+        default: return "the SMB client checks the flag only on this machine and sends ReplaceIfExists=1 to the server"
+        }
     }
 }

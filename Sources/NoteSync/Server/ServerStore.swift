@@ -123,10 +123,11 @@ public final class ServerStore: Sendable {
     public func primitive() throws -> PublishPrimitive {
         if let forcedPrimitive { return forcedPrimitive }
         if let known = probedPrimitive.withLock({ $0 }) { return known }
-        let chosen = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: device)
-        probedPrimitive.withLock { $0 = chosen }
-        logger.debug("server.primitive", metadata: ["server.primitive": "\(chosen.rawValue)"])
-        return chosen
+        let chosen = try FilesystemProbe.probe(in: layout.tmpDirectory, device: device)
+        probedPrimitive.withLock { $0 = chosen.primitive }
+        logger.debug("server.primitive", metadata: ["server.primitive": "\(chosen.primitive.rawValue)",
+                                                    "server.primitive.reason": "\(chosen.reason)"])
+        return chosen.primitive
     }
 
     func requireWritable() throws {
