@@ -64,4 +64,30 @@ import Testing
         #expect(findings.convergence.isEmpty, "\(findings)")
         #expect(findings.idempotence.isEmpty, "\(findings)")
     }
+    /// Alice deletes a note; bob's sync moves his copy to `.notesync/trash/`, and bob moves it back (same text,
+    /// same mtime). The history recovery meant for a sync killed before recording a pull took the note for that
+    /// version of the record, under the delete, and deleted it again. It now applies only to heads the sync
+    /// fetched: this tombstone was known, and the note is one bob made again.
+    @Test func aNoteRestoredFromTheTrashIsUploadedNotDeletedAgain() throws {
+        let harness = try SyncHarness(deviceCount: 2)
+        let text = SyncHarness.text(["keep me", "please"])
+        try harness.write(0, "a/n.md", text)
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        try harness.delete(0, "a/n.md")
+        _ = try harness.sync(0)
+        let pulled = try harness.sync(1)
+        #expect(pulled.changes.map(\.kind) == [.downloadDelete])
+        #expect(try harness.read(1, "a/n.md") == nil)
+
+        let trash = harness.devices[1].folder.trash
+        let trashed = try #require(FileManager.default.subpathsOfDirectory(atPath: trash).first { $0.hasSuffix("a/n.md") })
+        try FileIO.makeDirectories(harness.path(1, "a"))
+        #expect(rename(trash + "/" + trashed, harness.path(1, "a/n.md")) == 0)
+        let restored = try harness.sync(1)
+        #expect(restored.changes.map(\.kind) == [.upload], "\(restored.changes)")
+        #expect(try harness.read(1, "a/n.md") == text)
+        _ = try harness.sync(0)
+        #expect(try harness.read(0, "a/n.md") == text)
+    }
 }

@@ -37,9 +37,15 @@ extension SyncEngine {
     /// on top of the tombstone), or merged against the wrong ancestor (conflict copies of versions everyone has).
     /// The note holds no edit beyond that version, so that version is its base. Reads log entries only for these
     /// few records (merges, pushes over a changed head), walking back through each change's base.
-    func refineWithHistory(_ plan: [Step], zone: ZoneState, store: ServerStore) -> [Step] {
+    ///
+    /// Only for heads this sync fetched (newer than `knownBefore`, the token it started from): a killed sync is
+    /// finished by the next one, which fetches what changed since. A head known before was planned by a sync that
+    /// finished, and a note without a base under it is one the user made: a note restored from the trash or moved
+    /// back keeps its text and mtime, and must not be deleted again.
+    func refineWithHistory(_ plan: [Step], zone: ZoneState, store: ServerStore, knownBefore: Int64) -> [Step] {
         plan.map { step in
-            guard let local = step.local, let head = zone.heads[step.name], head.tag != step.base?.tag else { return step }
+            guard let local = step.local, let head = zone.heads[step.name], head.tag != step.base?.tag,
+                  head.tag > knownBefore else { return step }
             switch step.decision {
             case .merge, .resurrectLocal, .push: break
             default: return step
@@ -64,6 +70,10 @@ extension SyncEngine {
         for _ in 0..<64 {
             guard seq > floor, case .entry(let entry)? = try? store.readSlot(seq),
                   let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
+            // This device deleted the record after that version, and knew it: a note of that name now is one the
+            // user made again (moved back, restored from a backup), not one a killed sync left. An unrecorded
+            // delete of ours was recovered as such before planning.
+            if change.op == .delete && entry.device == config.deviceID { return nil }
             if seq != head.tag, change.op == .save, let text = change.text, text.sha256 == local.digest,
                change.modified == local.modified {
                 return BaseRecord(name: name, tag: seq, digest: text.sha256, size: text.size, modified: change.modified,

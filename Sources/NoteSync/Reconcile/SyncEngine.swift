@@ -124,6 +124,7 @@ public final class SyncEngine {
         // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
         // commit lost its slot to another device): ``ZoneState/unplanned``.
         var made = Set<RecordName>()
+        let tokenAtStart = zone.token
         for round in 1...options.maxRounds {
             report.rounds = round
             let tokenBefore = zone.token
@@ -143,7 +144,8 @@ public final class SyncEngine {
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
             zone.unplanned = []
-            let plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store)
+            let plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store,
+                                         knownBefore: tokenAtStart)
             phases.lap("plan")
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {

@@ -290,6 +290,22 @@ import Testing
         ]))
     }
 
+    /// Dave moves b/c.md to todo.txt and syncs (b/c.md deleted on the server), then moves it back. The note was
+    /// exactly a version of b/c.md's history (a move keeps the mtime), so the recovery meant for a killed pull took
+    /// it for that version under dave's own delete and moved it to the trash, while todo.txt's delete went out: the
+    /// text was gone from every device. Recovery now applies only to heads the sync fetched, and never across a
+    /// delete of this device's own.
+    @Test func aNoteMovedBackToANameItsDeviceDeletedIsKept() {
+        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000, steps: [
+            .init(0, .edit(.pool(4), .changeLine(2), .inPlace)),
+            .init(0, .sync(nil, full: false)),
+            .init(3, .sync(nil, full: false)),
+            .init(3, .move(.pool(4), to: 5)),
+            .init(3, .sync(nil, full: false)),
+            .init(3, .move(.existing(5), to: 4)),
+        ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()

@@ -14,6 +14,11 @@ import Testing
     static let environment = ProcessInfo.processInfo.environment
     static let enabled = environment["NOTESYNC_SOAK_SCHEDULES"] != nil || environment["NOTESYNC_SOAK_SECONDS"] != nil
 
+    /// Writes a line at once: stdout is a pipe to scripts/soak, where a buffered `print` shows minutes late.
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
     struct Failure: Sendable {
         var seed: UInt64
         var summary: String
@@ -50,7 +55,7 @@ import Testing
                 if !findings.isEmpty {
                     let summary = findings.all.filter { !$0.1.isEmpty }.map { "\($0.0): \($0.1.first ?? "")" }.joined(separator: "; ")
                     failures.withLock { $0.append(Failure(seed: seed, summary: summary)) }
-                    print("soak: seed \(seed) FAILED: \(summary)")
+                    Self.say("soak: seed \(seed) FAILED: \(summary)")
                 }
                 let total = totals.withLock { total in
                     total.add(figures)
@@ -62,7 +67,9 @@ import Testing
                     last = now
                     return true
                 }
-                if due { print(line(total, now.timeIntervalSince(start))) }
+                if due {
+                    Self.say(line(total, now.timeIntervalSince(start)))
+                }
             }
         }
 
