@@ -234,29 +234,81 @@ public struct NoteApplier: Sendable {
         timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
     }
 
+    /// The suffix of a trash folder whose note is not checked yet: moved aside first (so an edit made meanwhile is
+    /// never lost in a check-then-move race), compared with the base, then the folder loses the suffix.
+    static let uncheckedSuffix = ".unchecked"
+
     /// Moves the note `name` to the trash if it still has the `expected` content; an edited note stays.
+    ///
+    /// The note goes to `trash/<stamp>.unchecked/` first and is compared there; a process killed before the
+    /// comparison leaves it there, and ``recoverUncheckedDeletes(bases:)`` finishes the job at the next sync.
     public func delete(_ name: RecordName, path relative: String, expected: ContentDigest) throws -> Outcome {
         let path = root + "/" + relative
         guard FileIO.lstatInfo(path) != nil else { return .alreadyGone }
         let stamp = String(Clock.nowNanoseconds())
-        let target = trash + "/" + stamp + "/" + relative
+        let unchecked = trash + "/" + stamp + Self.uncheckedSuffix
+        let target = unchecked + "/" + relative
         try FileIO.makeDirectories(FileIO.parent(of: target))
         guard rename(path, target) == 0 else {
-            if errno == ENOENT { return .alreadyGone }
-            throw NoteSyncError.posix("rename to trash", path: path, errno: errno)
+            let code = errno
+            try? FileManager.default.removeItem(atPath: unchecked)
+            if code == ENOENT { return .alreadyGone }
+            throw NoteSyncError.posix("rename to trash", path: path, errno: code)
         }
         try FaultPoint.hit("delete.trashed")
         if let moved = try FileDigest.of(path: target), moved.digest != expected {
             // Edited while we synced: the edit wins, put it back (no-replace, in case a new note took the name).
-            if ns_rename_noreplace(AT_FDCWD, target, AT_FDCWD, path) != 0 && Glibc.link(target, path) != 0 {
-                throw NoteSyncError(.conflict, path: path, "was edited during the sync and a new file took its place",
-                                    fix: "your edit is safe at \(target); move it back by hand")
-            }
+            try putBack(target, as: relative, name: name)
+            try? FileManager.default.removeItem(atPath: unchecked)
             return .keptEdited
+        }
+        guard rename(unchecked, trash + "/" + stamp) == 0 else {
+            throw NoteSyncError.posix("rename in the trash", path: unchecked, errno: errno)
         }
         try FileIO.syncDirectory(FileIO.parent(of: path))
         removeEmptyParents(of: relative)
         return .trashed
+    }
+
+    /// Moves a version that must not be deleted back to its note's name (no-replace); a file that took the name
+    /// meanwhile stays, and the version becomes a conflict copy of it.
+    private func putBack(_ source: String, as relative: String, name: RecordName) throws {
+        let path = root + "/" + relative
+        try makeParents(of: relative)
+        if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, path) == 0 { return }
+        if AtomicPublish.isUnsupported(renameErrno: errno), Glibc.link(source, path) == 0 {
+            unlink(source)
+            return
+        }
+        _ = try keepAsConflictCopy(name, from: source)
+    }
+
+    /// Finishes the deletes a killed process left unchecked in the trash (``delete(_:path:expected:)``): a note
+    /// that is still its base goes on to the trash proper (the next sync plans its delete again); any other is an
+    /// edit made during that sync and goes back to its name, where the scan finds it and the edit wins. Returns
+    /// the names put back.
+    @discardableResult
+    public func recoverUncheckedDeletes(bases: [RecordName: BaseRecord]) throws -> [RecordName] {
+        guard let entries = try FileIO.listEntries(trash) else { return [] }
+        var restored: [RecordName] = []
+        for entry in entries where entry.name.hasSuffix(Self.uncheckedSuffix) {
+            let folder = trash + "/" + entry.name
+            for relative in (FileManager.default.subpaths(atPath: folder) ?? []).sorted() {
+                let source = folder + "/" + relative
+                guard let info = FileIO.lstatInfo(source), (info.st_mode & S_IFMT) == S_IFREG,
+                      let name = try? RecordName(validating: RecordName.nfc(relative)),
+                      let (digest, _) = try FileDigest.of(path: source) else { continue }
+                if digest == bases[name]?.digest { continue }
+                try putBack(source, as: relative, name: name)
+                restored.append(name)
+            }
+            // What is left is checked: a trash folder like any other (never removed: it may hold a version).
+            let final = String(folder.dropLast(Self.uncheckedSuffix.count))
+            if rename(folder, final) != 0 && rename(folder, final + "-" + FileIO.randomToken()) != 0 {
+                throw NoteSyncError.posix("rename in the trash", path: folder, errno: errno)
+            }
+        }
+        return restored
     }
 
     /// Renames `source` to a free conflict-copy name of `name` made on this device (no-replace, so an

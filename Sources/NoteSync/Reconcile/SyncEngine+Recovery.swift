@@ -84,6 +84,17 @@ extension SyncEngine {
         return nil
     }
 
+    /// Finishes the remote deletes a killed process moved to the trash and never checked against their base (at
+    /// the start of a full sync that reaches the server, like temp files): an edit made during that sync goes back
+    /// to its name and is scanned now, so that the edit wins over the delete as it would have.
+    func recoverUncheckedDeletes(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord]) throws {
+        let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
+        let restored = try applier.recoverUncheckedDeletes(bases: bases)
+        guard !restored.isEmpty else { return }
+        for name in restored { logger.warning("sync.delete.restored", metadata: ["note.path": "\(name)"]) }
+        scan.merge(try scanner.scan(bases: bases, only: restored.map(\.string)))
+    }
+
     /// Deals with the temp files an interrupted apply left next to notes (a process killed between writing a new
     /// version and swapping it in, or between the swap and the check of the old version), at the start of a full
     /// sync that reaches the server, before local changes are queued:

@@ -108,6 +108,7 @@ public final class SyncEngine {
         // the sync changes no note.
         let opened = Result { try openStore() }
         if !options.dryRun, case .success(let store) = opened {
+            if paths == nil { try recoverUncheckedDeletes(&scan, scanner: scanner, bases: bases) }
             try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, zone: zone, store: store, report: &report)
         }
         if !options.dryRun { try recordLocalChanges(scan, bases) }

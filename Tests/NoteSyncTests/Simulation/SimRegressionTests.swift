@@ -306,6 +306,22 @@ import Testing
         ]))
     }
 
+    /// Bob saves a/x/README during the sync that applies dave's delete of it, and is killed after the note was moved
+    /// to the trash, before it was compared with its base. His save stayed in the trash and the next sync took the
+    /// note for deleted: the save was lost. The note now goes to `trash/<stamp>.unchecked/` until it is checked, and
+    /// the next sync puts an edited one back, where the edit wins over the delete.
+    @Test func aSaveTrashedByAKilledDeleteComesBack() {
+        Self.expectClean(SimSchedule(deviceCount: 5, clockStep: 1_000_000_000, steps: [
+            .init(1, .edit(.existing(2), .changeLine(4), .inPlace)),
+            .init(1, .sync(.userEdit(at: 1, .existing(3)), full: false)),
+            .init(4, .edit(.pool(1), .changeLine(0), .inPlace)),
+            .init(3, .sync(nil, full: false)),
+            .init(3, .move(.existing(7), to: 0)),
+            .init(3, .sync(.race(at: 1, device: 4), full: false)),
+            .init(1, .sync(.userEditThenCrash(at: 1, .existing(6), crashAt: 7), full: false)),
+        ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
