@@ -135,7 +135,11 @@ public final class SyncEngine {
                 return try offline(report, error, options)
             }
             let recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
-            for (name, base) in recovered { bases[name] = base }
+            for (name, base) in recovered {
+                // The count of found notes with a base follows (the planner trusts it to find notes that are gone).
+                if scan.files[name] != nil { scan.baseMatches += (base == nil ? 0 : 1) - (bases[name] == nil ? 0 : 1) }
+                bases[name] = base
+            }
             if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) {
                 try saveZone(&zone, recovered: recovered, scan: scan)
             }
@@ -239,16 +243,20 @@ public final class SyncEngine {
                    head.version <= RecordChange.currentVersion { continue }
                 names.insert(name)
             }
+            var basesWithHeads = 0
             for (name, head) in zone.heads {
                 if let base = bases[name] {
+                    basesWithHeads += 1
                     if head.tag != base.tag || head.version > RecordChange.currentVersion { names.insert(name) }
                 } else if !head.deleted {
                     names.insert(name)
                 }
             }
-            // A synced note that is gone or unreadable here, or whose record the server lost. Looked up, not
-            // counted: the scan's count of notes with a base is stale once a recovered commit changed the bases.
-            for name in bases.keys where scan.files[name] == nil || zone.heads[name] == nil { names.insert(name) }
+            // A synced note that is gone or unreadable here, or whose record the server lost. The scan's count
+            // of notes with a base is kept up to date when a recovered commit changes the bases (``SyncEngine``).
+            if scan.baseMatches < bases.count || basesWithHeads < bases.count {
+                for name in bases.keys where scan.files[name] == nil || zone.heads[name] == nil { names.insert(name) }
+            }
         }
         var steps: [Step] = []
         for name in names.sorted() {
