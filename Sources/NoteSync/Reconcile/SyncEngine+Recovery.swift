@@ -38,10 +38,11 @@ extension SyncEngine {
     /// The note holds no edit beyond that version, so that version is its base. Reads log entries only for these
     /// few records (merges, pushes over a changed head), walking back through each change's base.
     ///
-    /// Only for heads this sync fetched (newer than `knownBefore`, the token it started from): a killed sync is
-    /// finished by the next one, which fetches what changed since. A head known before was planned by a sync that
-    /// finished, and a note without a base under it is one the user made: a note restored from the trash or moved
-    /// back keeps its text and mtime, and must not be deleted again.
+    /// Only for heads newer than `knownBefore`, the token the last finished sync planned and applied up to: a
+    /// head it planned left the note with the right base, and a note without a base under it is one the user
+    /// made: a note restored from the trash or moved back keeps its text and mtime, and must not be deleted again.
+    /// Heads fetched since (by this sync, or by one killed or cut off before it applied them) may sit above a
+    /// note a killed pull left.
     func refineWithHistory(_ plan: [Step], zone: ZoneState, store: ServerStore, knownBefore: Int64) -> [Step] {
         plan.map { step in
             guard let local = step.local, let head = zone.heads[step.name], head.tag != step.base?.tag,

@@ -65,6 +65,9 @@ public final class SyncEngine {
         self.logger = logger
     }
 
+    /// The local state's key for the token a finished sync planned and applied up to.
+    static let plannedTokenKey = "planned.token"
+
     /// A walk of the whole notes folder started before the engine exists (``startWalk(_:)``): a one-shot sync
     /// walks while the process opens its state database and loads the bases, instead of after.
     public struct EarlyWalk: Sendable {
@@ -145,7 +148,9 @@ public final class SyncEngine {
         // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
         // commit lost its slot to another device): ``ZoneState/unplanned``.
         var made = Set<RecordName>()
-        let tokenAtStart = zone.token
+        // The token the last finished sync planned up to: heads after it were fetched by this sync or by one that
+        // did not finish (killed, or the server gone before it applied anything).
+        let plannedBefore = Int64(try state.meta(Self.plannedTokenKey) ?? "") ?? 0
         for round in 1...options.maxRounds {
             report.rounds = round
             let tokenBefore = zone.token
@@ -170,7 +175,7 @@ public final class SyncEngine {
             }
             zone.unplanned = []
             let plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store,
-                                         knownBefore: tokenAtStart)
+                                         knownBefore: plannedBefore)
             phases.lap("plan")
             try checkMassDelete(plan, scan: scan, bases: bases, options: options)
             if options.dryRun {
@@ -207,7 +212,8 @@ public final class SyncEngine {
         zone.quarantined.removeAll()
         zone.damaged.removeAll()
         report.pending = try state.outboxCount()
-        try state.setMeta(["last.sync": String(Clock.nowNanoseconds()), "last.error": nil])
+        try state.setMeta(["last.sync": String(Clock.nowNanoseconds()), "last.error": nil,
+                           Self.plannedTokenKey: String(zone.token)])
         if zone.token != lastReportedToken {
             try? store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName,
                                                   lastSeen: Clock.nowNanoseconds(), token: zone.token))

@@ -322,6 +322,23 @@ import Testing
         ]))
     }
 
+    /// Carol's sync pulls todo.txt and is killed before recording it; alice deletes it; carol's next sync fetches
+    /// the delete, saves the token and loses the server. Her sync after that knew the tombstone already, took the
+    /// note for one she had made again (the rule for notes restored from the trash) and uploaded it over the
+    /// delete. The rule now counts from the token the last *finished* sync planned, not the last one fetched.
+    @Test func aPullKilledThenADeleteFetchedByASyncCutOffIsStillApplied() {
+        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000_000, steps: [
+            .init(3, .edit(.pool(0), .changeLine(4), .inPlace)),
+            .init(1, .edit(.pool(5), .changeLine(5), .inPlace)),
+            .init(3, .sync(.race(at: 4, device: 1), full: false)),
+            .init(0, .sync(nil, full: false)),
+            .init(0, .delete(.pool(5))),
+            .init(2, .sync(.crash(at: 10), full: false)),
+            .init(0, .sync(nil, full: false)),
+            .init(2, .sync(.partition(at: 2), full: false)),
+        ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
