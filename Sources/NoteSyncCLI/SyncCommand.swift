@@ -46,16 +46,12 @@ struct DiffCommand: ParsableCommand {
 func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, json: Bool, allowMassDelete: Bool) throws {
     let logger = global.makeLogger()
     try reportingErrors {
-        let folder = try folderOptions.folder()
-        // The lock first, then the walk of the notes folder, which runs while the state database opens and loads.
+        let (folder, state, config) = try folderOptions.open(readOnly: dryRun)
         let lock = dryRun ? nil : try FolderLock(folder)
         defer { withExtendedLifetime(lock) {} }
-        let early = try SyncEngine.startWalk(folder)
-        let state = try LocalState(path: folder.database, readOnly: dryRun)
-        let config = try FolderConfig(state: state, folder: folder)
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
         var report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json,
-                                                 allowMassDelete: allowMassDelete), early: early)
+                                                 allowMassDelete: allowMassDelete))
         if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
             report.warnings += ServerFsck.conflictCopies(in: store, near: report.token)
         }

@@ -68,33 +68,13 @@ public final class SyncEngine {
     /// The local state's key for the token a finished sync planned and applied up to.
     static let plannedTokenKey = "planned.token"
 
-    /// A walk of the whole notes folder started before the engine exists (``startWalk(_:)``): a one-shot sync
-    /// walks while the process opens its state database and loads the bases, instead of after.
-    public struct EarlyWalk: Sendable {
-        let scanner: Scanner
-        let walked: Pending<Scanner.Walked>
-    }
-
-    /// Starts walking `folder` on a thread of its own, for a full sync of it that follows. Take the folder's lock
-    /// first: a walk must not see another process's sync half done.
-    public static func startWalk(_ folder: NotesFolder) throws -> EarlyWalk {
-        let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
-        let walked = Pending<Scanner.Walked>()
-        let thread = Thread { walked.finish(Result { try scanner.walkAll() }) }
-        thread.name = "notesync-walk"
-        thread.start()
-        return EarlyWalk(scanner: scanner, walked: walked)
-    }
-
     /// Runs one sync. With `only`, a partial sync for the agent: just those paths (relative files or folders),
-    /// plus every record the server changed since the last sync. With `early`, a full sync that uses that walk.
-    public func sync(_ options: SyncOptions = SyncOptions(), only paths: [String]? = nil,
-                     early: EarlyWalk? = nil) throws -> SyncReport {
+    /// plus every record the server changed since the last sync.
+    public func sync(_ options: SyncOptions = SyncOptions(), only paths: [String]? = nil) throws -> SyncReport {
         var report = SyncReport(dryRun: options.dryRun)
         var phases = PhaseTimer()
         defer { logger.debug("sync.phases", metadata: phases.metadata) }
-        precondition(early == nil || (paths == nil && memo == nil), "an early walk is for the first, full sync")
-        let scanner = try early?.scanner ?? Scanner(root: folder.root, rules: try folder.ignoreRules())
+        let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
         var bases: [RecordName: BaseRecord]
         var zone: ZoneState
@@ -108,7 +88,7 @@ public final class SyncEngine {
         } else if paths == nil {
             // A first sync in this process: the folder is walked while the bases and heads load on another thread.
             let loaded = Self.loadInBackground(state)
-            let walked = early.map { early in Result { try early.walked.wait() } } ?? Result { try scanner.walkAll() }
+            let walked = Result { try scanner.walkAll() }
             phases.lap("walk")
             (bases, zone) = try loaded.wait()
             phases.lap("load")
