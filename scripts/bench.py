@@ -393,6 +393,26 @@ def stop_agents(agents, label, failures):
             failures.append(f"{label}: did not exit within 30 s of SIGTERM")
 
 
+def start_agents(binary, ctx, sides):
+    """Starts `notesync watch` on each (folder, extra arguments), logging to agent-<folder>.log in the run's folder."""
+    agents = []
+    for side, extra in sides:
+        out = open(os.path.join(ctx.root, f"agent-{os.path.basename(side)}.log"), "ab")
+        agents.append(subprocess.Popen([binary, "watch", "--notes", side] + extra, stdin=subprocess.DEVNULL,
+                                       stdout=out, stderr=out))
+    return agents
+
+
+def warm_up(ctx, paths, expected, rng, label, logname):
+    """Edits `paths` on A and waits for each on B: the agents are up and have scanned before anything is timed."""
+    for i, rel in enumerate(paths):
+        expected[rel] = edited_bytes(expected[rel], rng, f"warmup{i}")
+        write_in_place(os.path.join(ctx.a, rel), expected[rel])
+        if wait_for_bytes(os.path.join(ctx.b, rel), expected[rel], 120) is None:
+            raise BenchFailure(f"{label}: warm-up edit of {rel} never reached B\n"
+                               f"{tail(os.path.join(ctx.root, logname))}")
+
+
 def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, failures):
     ctx = Context.fresh(os.path.join(work, "agent"), template)
     tool = NoteSync(binary)
@@ -404,17 +424,9 @@ def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, 
         run_step(tool.first_a(ctx), ctx.log)
         run_step(tool.first_b(ctx), ctx.log)
         verify("agent setup", expected, [("B", ctx.b, tool.exclude)])
-        for side in (ctx.a, ctx.b):
-            out = open(os.path.join(ctx.root, f"agent-{os.path.basename(side)}.log"), "ab")
-            agents.append(subprocess.Popen([binary, "watch", "--notes", side], stdin=subprocess.DEVNULL,
-                                           stdout=out, stderr=out))
+        agents += start_agents(binary, ctx, [(ctx.a, []), (ctx.b, [])])
         paths = rng.sample(sorted(expected), edits + 3)
-        for i, rel in enumerate(paths[:3]):  # warm-up: the agents are up and have scanned
-            expected[rel] = edited_bytes(expected[rel], rng, f"warmup{i}")
-            write_in_place(os.path.join(ctx.a, rel), expected[rel])
-            if wait_for_bytes(os.path.join(ctx.b, rel), expected[rel], 120) is None:
-                raise BenchFailure(f"agent: warm-up edit of {rel} never reached B\n"
-                                   f"{tail(os.path.join(ctx.root, 'agent-A.log'))}")
+        warm_up(ctx, paths[:3], expected, rng, "agent", "agent-A.log")
         time.sleep(gap)
         latencies = time_edits(ctx.a, ctx.b, paths[3:], expected, rng, gap, "agent", result, failures)
         for agent in agents:
@@ -555,17 +567,10 @@ def sshfs_bench(binary, template, corpus, work, seed, edits, gap, poll, failures
                             ([binary, "sync", "--notes", ctx.b], None)], ctx.log)
         result["first_sync_b_s"] = first_b["wall"]
         verify("sshfs setup", expected, [("B", ctx.b, tool.exclude)])
-        for side, extra in ((ctx.a, []), (ctx.b, ["--poll-interval", str(poll)])):
-            out = open(os.path.join(ctx.root, f"agent-{os.path.basename(side)}.log"), "ab")
-            agents.append(subprocess.Popen([binary, "watch", "--notes", side, "--log-level", "debug"] + extra,
-                                           stdin=subprocess.DEVNULL, stdout=out, stderr=out))
+        agents += start_agents(binary, ctx, [(ctx.a, ["--log-level", "debug"]),
+                                             (ctx.b, ["--log-level", "debug", "--poll-interval", str(poll)])])
         paths = rng.sample(sorted(expected), 2 * edits + 3)
-        for i, rel in enumerate(paths[:3]):  # warm-up: the agents are up and have scanned
-            expected[rel] = edited_bytes(expected[rel], rng, f"warmup{i}")
-            write_in_place(os.path.join(ctx.a, rel), expected[rel])
-            if wait_for_bytes(os.path.join(ctx.b, rel), expected[rel], 120) is None:
-                raise BenchFailure(f"sshfs: warm-up edit of {rel} never reached B\n"
-                                   f"{tail(os.path.join(ctx.root, 'agent-B.log'))}")
+        warm_up(ctx, paths[:3], expected, rng, "sshfs", "agent-B.log")
         time.sleep(gap)
         time_edits(ctx.a, ctx.b, paths[3:3 + edits], expected, rng, gap, "sshfs A->B", down, failures, jitter=poll)
         time_edits(ctx.b, ctx.a, paths[3 + edits:], expected, rng, gap, "sshfs B->A", up, failures, jitter=poll)

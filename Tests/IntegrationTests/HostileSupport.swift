@@ -212,16 +212,8 @@ final class StoppingNotesync {
         try process.run()
     }
 
-    /// Whether every thread of the process is stopped (state `T` in /proc): a group stop, nothing runs on.
-    private var isStopped: Bool {
-        let pid = process.processIdentifier
-        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !tasks.isEmpty
-        else { return false }
-        return tasks.allSatisfy { task in
-            let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)) ?? ""
-            return stat.split(separator: ")").last?.split(separator: " ").first == "T"
-        }
-    }
+    /// Whether every thread of the process is stopped: a group stop, nothing runs on.
+    private var isStopped: Bool { processIsStopped(process.processIdentifier) }
 
     /// Waits until notesync has stopped itself at the chosen step; false if it ended first.
     func stopped(within seconds: Double = 60) -> Bool {

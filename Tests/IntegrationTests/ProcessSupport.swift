@@ -70,3 +70,14 @@ final class Scratch {
 
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
+
+/// Whether every thread of process `pid` is stopped (state `T` in /proc): a group stop, nothing runs on. A process
+/// that hit its `NOTESYNC_TEST_STOP_AT` point stops itself so.
+func processIsStopped(_ pid: Int32) -> Bool {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !tasks.isEmpty
+    else { return false }
+    return tasks.allSatisfy { task in
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)) ?? ""
+        return stat.split(separator: ")").last?.split(separator: " ").first == "T"
+    }
+}

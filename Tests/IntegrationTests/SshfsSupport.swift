@@ -210,15 +210,7 @@ final class WatchAgent {
     }
 
     /// Whether every thread of the agent is stopped: it stopped itself at its `NOTESYNC_TEST_STOP_AT` point.
-    var isStopped: Bool {
-        let pid = process.pid
-        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !tasks.isEmpty
-        else { return false }
-        return tasks.allSatisfy { task in
-            let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)) ?? ""
-            return stat.split(separator: ")").last?.split(separator: " ").first == "T"
-        }
-    }
+    var isStopped: Bool { processIsStopped(process.pid) }
 
     /// Stops the agent with SIGTERM (it pushes what is pending and exits 0); killed if it takes over 30 s.
     @discardableResult

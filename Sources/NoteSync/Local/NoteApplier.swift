@@ -234,24 +234,27 @@ public struct NoteApplier: Sendable {
         timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
     }
 
-    /// The suffix of a trash folder whose note is not checked yet: moved aside first (so an edit made meanwhile is
-    /// never lost in a check-then-move race), compared with the base, then the folder loses the suffix.
-    static let uncheckedSuffix = ".unchecked"
+    /// Where a deleted note waits until it is checked: moved aside first (so an edit made meanwhile is never lost
+    /// in a check-then-move race), compared with its base, then moved on to the trash. A folder of its own, which
+    /// exists only while a delete is under way or a killed process left one: a sync looks for those leftovers
+    /// without listing the whole trash.
+    var uncheckedTrash: String { trash + ".unchecked" }
 
     /// Moves the note `name` to the trash if it still has the `expected` content; an edited note stays.
     ///
-    /// The note goes to `trash/<stamp>.unchecked/` first and is compared there; a process killed before the
+    /// The note goes to `trash.unchecked/<stamp>/` first and is compared there; a process killed before the
     /// comparison leaves it there, and ``recoverUncheckedDeletes(bases:)`` finishes the job at the next sync.
     public func delete(_ name: RecordName, path relative: String, expected: ContentDigest) throws -> Outcome {
         let path = root + "/" + relative
         guard FileIO.lstatInfo(path) != nil else { return .alreadyGone }
         let stamp = String(Clock.nowNanoseconds())
-        let unchecked = trash + "/" + stamp + Self.uncheckedSuffix
+        let unchecked = uncheckedTrash + "/" + stamp
         let target = unchecked + "/" + relative
         try FileIO.makeDirectories(FileIO.parent(of: target))
         guard rename(path, target) == 0 else {
             let code = errno
             try? FileManager.default.removeItem(atPath: unchecked)
+            rmdir(uncheckedTrash)
             if code == ENOENT { return .alreadyGone }
             throw NoteSyncError.posix("rename to trash", path: path, errno: code)
         }
@@ -260,11 +263,10 @@ public struct NoteApplier: Sendable {
             // Edited while we synced: the edit wins, put it back (no-replace, in case a new note took the name).
             try putBack(target, as: relative, name: name)
             try? FileManager.default.removeItem(atPath: unchecked)
+            rmdir(uncheckedTrash)
             return .keptEdited
         }
-        guard rename(unchecked, trash + "/" + stamp) == 0 else {
-            throw NoteSyncError.posix("rename in the trash", path: unchecked, errno: errno)
-        }
+        try moveToTrash(unchecked, as: stamp)
         try FileIO.syncDirectory(FileIO.parent(of: path))
         removeEmptyParents(of: relative)
         return .trashed
@@ -289,10 +291,10 @@ public struct NoteApplier: Sendable {
     /// the names put back.
     @discardableResult
     public func recoverUncheckedDeletes(bases: [RecordName: BaseRecord]) throws -> [RecordName] {
-        guard let entries = try FileIO.listEntries(trash) else { return [] }
+        guard let entries = try FileIO.listEntries(uncheckedTrash) else { return [] }
         var restored: [RecordName] = []
-        for entry in entries where entry.name.hasSuffix(Self.uncheckedSuffix) {
-            let folder = trash + "/" + entry.name
+        for entry in entries {
+            let folder = uncheckedTrash + "/" + entry.name
             for relative in (FileManager.default.subpaths(atPath: folder) ?? []).sorted() {
                 let source = folder + "/" + relative
                 guard let info = FileIO.lstatInfo(source), (info.st_mode & S_IFMT) == S_IFREG,
@@ -303,12 +305,21 @@ public struct NoteApplier: Sendable {
                 restored.append(name)
             }
             // What is left is checked: a trash folder like any other (never removed: it may hold a version).
-            let final = String(folder.dropLast(Self.uncheckedSuffix.count))
-            if rename(folder, final) != 0 && rename(folder, final + "-" + FileIO.randomToken()) != 0 {
-                throw NoteSyncError.posix("rename in the trash", path: folder, errno: errno)
-            }
+            try moveToTrash(folder, as: entry.name)
         }
         return restored
+    }
+
+    /// Moves a checked folder of deleted notes into the trash as `trash/<stamp>` (with a suffix if that is taken),
+    /// and removes the unchecked folder once nothing waits there.
+    private func moveToTrash(_ folder: String, as stamp: String) throws {
+        try FileIO.makeDirectories(trash)
+        let final = trash + "/" + stamp
+        if ns_rename_noreplace(AT_FDCWD, folder, AT_FDCWD, final) != 0
+            && ns_rename_noreplace(AT_FDCWD, folder, AT_FDCWD, final + "-" + FileIO.randomToken()) != 0 {
+            throw NoteSyncError.posix("rename into the trash", path: folder, errno: errno)
+        }
+        rmdir(uncheckedTrash)
     }
 
     /// Renames `source` to a free conflict-copy name of `name` made on this device (no-replace, so an

@@ -114,9 +114,9 @@ extension SyncEngine {
         let outbox = try state.outbox()
         let known = Set(bases.values.map(\.digest)).union(outbox.values.compactMap(\.digest))
             .union(zone.heads.values.compactMap(\.text?.sha256))
-        /// Read back and verified: a damaged asset file of that name does not count as holding the text.
+        /// Read back and verified: a missing or damaged asset file of that name does not count as holding the text.
         func serverHolds(_ digest: ContentDigest, size: Int64) -> Bool {
-            store.hasAsset(digest) && (try? store.readAsset(AssetRef(sha256: digest, size: size))) != nil
+            (try? store.readAsset(AssetRef(sha256: digest, size: size))) != nil
         }
         let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
         var copies: [String] = []
@@ -124,7 +124,7 @@ extension SyncEngine {
             let path = folder.root + "/" + temp
             guard let info = FileIO.lstatInfo(path), let (digest, size) = try FileDigest.of(path: path) else { continue }
             let note = AgentTempName.note(ofTemp: temp).flatMap { try? RecordName(validating: RecordName.nfc($0)) }
-            let neverSwappedIn = note.map { scan.files[$0] != nil && scan.files[$0]?.digest == bases[$0]?.digest } ?? false
+            let neverSwappedIn = note.flatMap { scan.files[$0] }.map { $0.digest == bases[$0.name]?.digest } ?? false
             if known.contains(digest) || neverSwappedIn || serverHolds(digest, size: size) {
                 unlink(path)
                 continue

@@ -308,7 +308,7 @@ import Testing
 
     /// Bob saves a/x/README during the sync that applies dave's delete of it, and is killed after the note was moved
     /// to the trash, before it was compared with its base. His save stayed in the trash and the next sync took the
-    /// note for deleted: the save was lost. The note now goes to `trash/<stamp>.unchecked/` until it is checked, and
+    /// note for deleted: the save was lost. The note now goes to `trash.unchecked/<stamp>/` until it is checked, and
     /// the next sync puts an edited one back, where the edit wins over the delete.
     @Test func aSaveTrashedByAKilledDeleteComesBack() {
         Self.expectClean(SimSchedule(deviceCount: 5, clockStep: 1_000_000_000, steps: [
