@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include "CSyscalls.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -31,3 +32,5 @@ int64_t ns_statfs_type(const char *path) {
 int ns_syncfs(int fd) {
     return syncfs(fd);
 }
+
+int ns_malloc_top_pad(int bytes) { return mallopt(M_TOP_PAD, bytes); }

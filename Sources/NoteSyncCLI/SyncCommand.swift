@@ -45,11 +45,13 @@ struct DiffCommand: ParsableCommand {
 
 func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, json: Bool, allowMassDelete: Bool) throws {
     let logger = global.makeLogger()
+    OneShotProcess.growHeapInLargeSteps()
     try reportingErrors {
         let (folder, state, config) = try folderOptions.open(readOnly: dryRun)
         let lock = dryRun ? nil : try FolderLock(folder)
         defer { withExtendedLifetime(lock) {} }
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
+        engine.leavesMemoryToExit = true
         var report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json,
                                                  allowMassDelete: allowMassDelete))
         if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
@@ -60,6 +62,8 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         } else {
             printReport(report)
         }
+        try state.close()
+        OneShotProcess.leaveToExit(engine)
         return report.offline ? ExitCodes.offline : ExitCodes.ok
     }
 }

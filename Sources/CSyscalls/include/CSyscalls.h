@@ -16,4 +16,7 @@ int64_t ns_statfs_type(const char *path);
 /// syncfs(2) of the filesystem holding `fd`.
 int ns_syncfs(int fd);
 
+/// mallopt(M_TOP_PAD, bytes): how much extra the heap grows by each time it must grow. Returns 1 on success.
+int ns_malloc_top_pad(int bytes);
+
 #endif

@@ -46,8 +46,10 @@ public struct ForeignConflictCopy: Sendable, Equatable {
     }
 
     /// The tool whose conflict copy `name` (a path or a bare name) is, or nil for any other name.
+    private static let conflictPattern: [UInt8] = Array("onflict".utf8)
+
     static func mayBeConflict(_ name: String) -> Bool {
-        let pattern: [UInt8] = Array("onflict".utf8)
+        let pattern = conflictPattern
         let bytes = name.utf8
         guard bytes.count >= pattern.count else { return false }
         var matched = 0

@@ -143,6 +143,14 @@ public final class LocalState: Sendable {
         return migrator
     }
 
+    /// Closes the database now (a checkpoint folds the write-ahead log in) rather than when the last reference
+    /// goes: for a one-shot command that leaves its objects to the process exit (``OneShotProcess``).
+    public func close() throws {
+        do { try queue.close() } catch let error as DatabaseError {
+            throw Self.failure(error, path: queue.path, doing: "close")
+        }
+    }
+
     // MARK: meta
 
     public func meta(_ key: String) throws -> String? {
@@ -164,7 +172,7 @@ public final class LocalState: Sendable {
             // Straight from SQLite, names trusted: this loads every note on every sync (names were validated
             // before they were stored, and only this process writes the file).
             try Self.eachRow(db, "SELECT name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode FROM base") { row in
-                guard let name = RecordName(trusted: row.text(0)), let digest = ContentDigest(hex: row.text(2)) else { return }
+                guard let name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
                 var fingerprint: StatFingerprint?
                 if !row.isNull(5) && !row.isNull(6) && !row.isNull(7) && !row.isNull(8) {
                     fingerprint = StatFingerprint(size: row.int(5), mtime: row.int(6), ctime: row.int(7),
@@ -182,14 +190,16 @@ public final class LocalState: Sendable {
         try queue.read { db in
             var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0)
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
+            // A handful of devices write every record: their ids are shared, not allocated once per head.
+            var devices: [String] = []
             try Self.eachRow(db, "SELECT name, tag, deleted, digest, size, modified, version, device FROM head") { row in
                 guard let name = RecordName(trusted: row.text(0)) else { return }
                 var text: AssetRef?
-                if !row.isNull(3), !row.isNull(4), let digest = ContentDigest(hex: row.text(3)) {
+                if !row.isNull(3), !row.isNull(4), let digest = row.digest(3) {
                     text = AssetRef(sha256: digest, size: row.int(4))
                 }
                 state.heads[name] = RecordHead(tag: row.int(1), deleted: row.int(2) != 0, text: text, modified: row.int(5),
-                                               version: Int(row.int(6)), device: row.text(7))
+                                               version: Int(row.int(6)), device: row.text(7, reusing: &devices))
             }
             return state
         }
@@ -204,6 +214,25 @@ public final class LocalState: Sendable {
             guard let bytes = sqlite3_column_text(statement, column) else { return "" }
             let count = Int(sqlite3_column_bytes(statement, column))
             return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+        }
+        /// The column's text, taken from `known` if it is there (no new string), else added to it (up to 16).
+        func text(_ column: Int32, reusing known: inout [String]) -> String {
+            guard let bytes = sqlite3_column_text(statement, column) else { return "" }
+            let buffer = UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column)))
+            for index in known.indices {
+                var candidate = known[index]
+                if candidate.withUTF8({ $0.count == buffer.count && ($0.isEmpty || memcmp($0.baseAddress!, buffer.baseAddress!, $0.count) == 0) }) {
+                    return candidate
+                }
+            }
+            let text = String(decoding: buffer, as: UTF8.self)
+            if known.count < 16 { known.append(text) }
+            return text
+        }
+        /// The column's text as a digest, parsed straight from SQLite's buffer.
+        func digest(_ column: Int32) -> ContentDigest? {
+            guard let bytes = sqlite3_column_text(statement, column) else { return nil }
+            return ContentDigest(hexBytes: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column))))
         }
     }
 

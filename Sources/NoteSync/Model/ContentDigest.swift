@@ -1,37 +1,105 @@
 import Crypto
 import Foundation
 
-/// A SHA-256 content digest, as 64 lowercase hex characters: the one digest function of notesync.
+/// A SHA-256 content digest: the one digest function of notesync. Written as 64 lowercase hex characters.
 ///
-/// Assets on the server are named by it, and it alone decides whether a note changed (never mtime).
+/// Assets on the server are named by it, and it alone decides whether a note changed (never mtime). Held as four
+/// words, not as its hex text: a sync keeps one for every note's base, head and scan (three per note), and a
+/// string would be a heap allocation each.
 public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStringConvertible {
-    public let hex: String
+    /// The 32 bytes as four big-endian words: comparing the tuple in order compares the bytes (and the hex).
+    private let words: (UInt64, UInt64, UInt64, UInt64)
 
-    /// Validates a digest read from outside (a server entry or a file name).
+    /// Validates a digest read from outside (a server entry, a file name, the local state).
     public init?(hex: String) {
-        guard hex.utf8.count == 64, hex.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
-            return nil
+        var hex = hex
+        guard let words = hex.withUTF8({ Self.parse($0) }) else { return nil }
+        self.words = words
+    }
+
+    /// A digest from its hex digits' UTF-8 bytes (as SQLite hands them over, without making a string).
+    init?(hexBytes: UnsafeBufferPointer<UInt8>) {
+        guard let words = Self.parse(hexBytes) else { return nil }
+        self.words = words
+    }
+
+    /// The digest written as `hex`: exactly 64 lowercase hex digits.
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64, UInt64, UInt64)? {
+        guard bytes.count == 64 else { return nil }
+        return hexValues.withUnsafeBufferPointer { values in
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            var invalid: UInt8 = 0
+            func word(_ start: Int) -> UInt64 {
+                var word: UInt64 = 0
+                for index in start..<start + 16 {
+                    let value = values[Int(bytes[index])]
+                    invalid |= value
+                    word = word << 4 | UInt64(value & 0x0F)
+                }
+                return word
+            }
+            words = (word(0), word(16), word(32), word(48))
+            return invalid & 0x80 == 0 ? words : nil
         }
-        self.hex = hex
+    }
+
+    /// Each byte's value as a lowercase hex digit, or 0x80 for a byte that is not one.
+    private static let hexValues: [UInt8] = (0...255).map { byte in
+        switch byte {
+        case 48...57: UInt8(byte - 48)
+        case 97...102: UInt8(byte - 87)
+        default: 0x80
+        }
     }
 
     public init(of data: Data) {
-        self.hex = Self.hexString(SHA256.hash(data: data))
+        self.init(SHA256.hash(data: data))
     }
 
     public init(of bytes: UnsafeRawBufferPointer) {
-        self.hex = Self.hexString(SHA256.hash(data: bytes))
+        self.init(SHA256.hash(data: bytes))
     }
 
     init(_ digest: SHA256.Digest) {
-        self.hex = Self.hexString(digest)
+        words = digest.withUnsafeBytes { raw in
+            func word(_ start: Int) -> UInt64 { raw[start..<start + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+            return (word(0), word(8), word(16), word(24))
+        }
     }
 
     /// The digest of the empty text: the ancestor of two notes created on both sides.
     public static let empty = ContentDigest(of: Data())
 
+    /// The 64 lowercase hex digits: an asset's file name, and the digest in entries and the local state.
+    public var hex: String {
+        String(unsafeUninitializedCapacity: 64) { buffer in
+            func write(_ word: UInt64, at start: Int) {
+                for nibble in 0..<16 {
+                    buffer[start + nibble] = Self.digits[Int(truncatingIfNeeded: word >> UInt64(60 - 4 * nibble)) & 0xF]
+                }
+            }
+            write(words.0, at: 0)
+            write(words.1, at: 16)
+            write(words.2, at: 32)
+            write(words.3, at: 48)
+            return 64
+        }
+    }
+
     public var description: String { hex }
-    public static func < (a: ContentDigest, b: ContentDigest) -> Bool { a.hex < b.hex }
+
+    public static func == (a: ContentDigest, b: ContentDigest) -> Bool {
+        a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(words.0)
+        hasher.combine(words.1)
+        hasher.combine(words.2)
+        hasher.combine(words.3)
+    }
+
+    public static func < (a: ContentDigest, b: ContentDigest) -> Bool { a.words < b.words }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
@@ -46,17 +114,7 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
         try container.encode(hex)
     }
 
-    private static let digits = Array("0123456789abcdef".utf8)
-
-    private static func hexString(_ digest: SHA256.Digest) -> String {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(64)
-        for byte in digest {
-            bytes.append(digits[Int(byte >> 4)])
-            bytes.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 }
 
 /// Streaming SHA-256 of a file, read in chunks so a large note does not sit in memory twice.
