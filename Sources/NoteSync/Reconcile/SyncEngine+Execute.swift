@@ -26,8 +26,9 @@ extension SyncEngine {
     /// Applies the plan locally and commits the pushes. Returns false when the commit lost a race and another
     /// round is needed (the state already has the winner folded in).
     /// `made`: gets the names of the notes it made (conflict copies) and pushes as new.
-    /// The plan is consumed: a first sync of 100,000 notes holds 30 MB of steps, freed before the commits.
-    func execute(_ plan: consuming [Step], scan: ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+    /// The plan and the scan are consumed: a first sync of 100,000 notes holds 60 MB of them, freed before the
+    /// commits add as much in bases and heads.
+    func execute(_ plan: consuming [Step], scan: consuming ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
                  store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport) throws -> Bool {
         let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
         var pushes: [Push] = []
@@ -176,6 +177,9 @@ extension SyncEngine {
             }
         }
         _ = consume plan
+        // A one-shot process with little left to commit leaves the scan to the process exit (freeing 100,000
+        // records one by one costs more than the rest of a no-op sync's planning).
+        if leavesMemoryToExit && pushes.count < 1000 { OneShotProcess.leaveToExit(Box(scan)) } else { _ = consume scan }
 
         var bulkWarnings: [String] = []
         for (name, head, outcome) in try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) {

@@ -176,9 +176,11 @@ public final class SyncEngine {
                 report.token = zone.token
                 return report
             }
+            let scope = scan.scope
             let finished: Bool
             do {
-                finished = try execute(consume plan, scan: scan, bases: &bases, zone: &zone, store: store, made: &made, report: &report)
+                finished = try execute(consume plan, scan: consume scan, bases: &bases, zone: &zone, store: store, made: &made,
+                                       report: &report)
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 return try offline(report, error, options)
             }
@@ -186,7 +188,7 @@ public final class SyncEngine {
             if finished { break }
             // The next round's partial scan includes the notes this one made (conflict copies): their push was lost
             // with the race, and no later event names them (the agent ignores its own writes).
-            scan = try scanner.scan(bases: bases, only: scan.scope.map { $0.union(made).map(\.string) })
+            scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) })
         }
         if paths == nil { store.removeOwnTemps() }
         report.token = zone.token
@@ -203,7 +205,6 @@ public final class SyncEngine {
             lastReportedToken = zone.token
         }
         memo = (bases, zone)
-        if leavesMemoryToExit { OneShotProcess.leaveToExit(Box(scan)) }
         phases.lap("finish")
         return report
     }
