@@ -11,6 +11,43 @@ import Testing
         #expect(FileIO.parent(of: path) == parent)
     }
 
+    /// A first sync's batch: written, flushed and published on every core. Duplicates and assets already there
+    /// are written once or not at all, every asset reads back verified, and no temp file is left, with either
+    /// publish primitive.
+    @Test(arguments: [PublishPrimitive.rename, .link])
+    func aBigBatchOfAssetsIsPublishedOnceEach(_ primitive: PublishPrimitive) throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir, primitive: primitive)
+        let texts = (0..<700).map { Data("note \($0 % 600)\n".utf8 + Data(repeating: UInt8($0 % 251), count: $0 % 5000)) }
+        let early = try store.putAsset(texts[5])
+        let refs = try store.putAssets(texts)
+        #expect(refs == texts.map(AssetRef.init(of:)))
+        #expect(refs[5] == early)
+        for (ref, text) in zip(refs, texts) { #expect(try store.readAsset(ref) == text) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.layout.tmpDirectory).isEmpty)
+        let published = try FileManager.default.subpathsOfDirectory(atPath: store.layout.assetsDirectory)
+            .filter { $0.contains("/") }
+        #expect(published.count == Set(refs).count)
+    }
+
+    /// A batch that cannot be published (a file stands where a shard folder must go) fails with that file named,
+    /// and leaves no temp file behind; the assets that could be published are there and verified.
+    @Test func aBatchThatFailsLeavesNoTempFile() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let texts = (0..<300).map { Data("text \($0)\n".utf8) }
+        let blocked = AssetRef(of: texts[123])
+        try FileIO.makeDirectory(store.layout.assetsDirectory)
+        try writeFile(store.layout.assetShard(blocked.sha256), Data("in the way".utf8))
+        #expect {
+            try store.putAssets(texts)
+        } throws: { ($0 as? NoteSyncError)?.path == store.layout.assetShard(blocked.sha256) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.layout.tmpDirectory).isEmpty)
+        for text in texts where AssetRef(of: text).sha256.hex.prefix(2) != blocked.sha256.hex.prefix(2) {
+            if store.hasAsset(AssetRef(of: text).sha256) { #expect(try store.readAsset(AssetRef(of: text)) == text) }
+        }
+    }
+
     @Test func createRefusesForeignAndExistingFolders() throws {
         let dir = try TempDirectory()
         try FileIO.makeDirectory(dir.sub("foreign"))

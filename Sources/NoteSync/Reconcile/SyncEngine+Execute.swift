@@ -293,9 +293,14 @@ extension SyncEngine {
             var newBases: [RecordName: BaseRecord?] = [:]
             var kinds: [RecordName: PlannedChange.Kind] = [:]
             var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
-            for push in slice {
-                if let path = push.path {
-                    guard let (data, fingerprint) = try readStable(folder.root + "/" + path) else { continue }
+            // The notes of a big batch are read on every core; a failure stops the sync as the first one in order.
+            let root = folder.root
+            let reads = Parallel.map(slice.count) { offset in
+                Result { try slice[slice.startIndex + offset].path.flatMap { try readStable(root + "/" + $0) } }
+            }
+            for (offset, push) in slice.enumerated() {
+                if push.path != nil {
+                    guard let (data, fingerprint) = try reads[offset]!.get() else { continue }
                     saves.append((push, data, fingerprint))
                 } else {
                     changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))

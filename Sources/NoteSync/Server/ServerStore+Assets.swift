@@ -21,34 +21,56 @@ extension ServerStore {
     /// Temp files are written without fsync, then made durable together — `syncfs(2)` on a local filesystem,
     /// fsync per file on a network one (where syncfs may not reach the server) — and only then published; the
     /// shard directories are flushed the same way. Durability is the same as ``putAsset(_:)``: no entry can
-    /// reference an asset before it is on disk, because the entry is committed after this returns.
+    /// reference an asset before it is on disk, because the entry is committed after this returns. Hashing,
+    /// writing and publishing a big batch run on every core.
     public func putAssets(_ items: [Data]) throws -> [AssetRef] {
         try requireWritable()
-        let refs = items.map(AssetRef.init(of:))
-        var todo: [(index: Int, temp: String)] = []
+        let refs = try Parallel.map(items.count) { index in Result { AssetRef(of: items[index]) } }.map { try $0!.get() }
+        var missing: [Int] = []
         var seen = Set<ContentDigest>()
-        // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
-        let batched = !isNetwork && items.count >= 16
-        defer { for item in todo { unlink(item.temp) } }
         for (index, ref) in refs.enumerated() where seen.insert(ref.sha256).inserted {
             let path = layout.assetPath(ref.sha256)
             if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == ref.size { continue }
-            let temp = layout.tempPath(device: device, suffix: "asset")
-            todo.append((index, temp))
-            try FileIO.createAndSync(temp, items[index], sync: !batched)
-            try FaultPoint.hit("assets.tempWritten")
+            missing.append(index)
         }
-        guard !todo.isEmpty else { return refs }
+        guard !missing.isEmpty else { return refs }
+        // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
+        let batched = !isNetwork && items.count >= 16
+        let layout = layout, device = device
+        let written = Parallel.map(missing.count) { slot in
+            Result { () throws -> String in
+                let temp = layout.tempPath(device: device, suffix: "asset")
+                try FileIO.createAndSync(temp, items[missing[slot]], sync: !batched)
+                try FaultPoint.hit("assets.tempWritten")
+                return temp
+            }
+        }
+        var temps = written.map { try? $0?.get() }
+        defer { for temp in temps { if let temp { unlink(temp) } } }
+        if let failure = written.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
+            _ = try failure.get()
+        }
         if batched { try FileIO.syncFilesystem(layout.tmpDirectory) }
         let primitive = try primitive()
-        var shards = Set<String>()
-        for item in todo {
-            let digest = refs[item.index].sha256
-            try FileIO.makeDirectory(layout.assetShard(digest))
-            if try AtomicPublish.publish(item.temp, as: layout.assetPath(digest), using: primitive) == .published {
-                shards.insert(layout.assetShard(digest))
+        let outcomes = Parallel.map(missing.count) { slot in
+            Result { () throws -> String? in
+                let digest = refs[missing[slot]].sha256
+                try FileIO.makeDirectory(layout.assetShard(digest))
+                let outcome = try AtomicPublish.publish(temps[slot]!, as: layout.assetPath(digest), using: primitive)
+                try FaultPoint.hit("assets.published")
+                return outcome == .published ? layout.assetShard(digest) : nil
             }
-            try FaultPoint.hit("assets.published")
+        }
+        var shards = Set<String>()
+        for (slot, outcome) in outcomes.enumerated() {
+            // A published temp is gone (renamed, or linked and removed); any other is removed on the way out.
+            if case .success(let shard?) = outcome {
+                temps[slot] = nil
+                shards.insert(shard)
+            }
+        }
+        if let failure = outcomes.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
+            _ = try failure.get()
         }
         if !batched || shards.count < 4 {
             for shard in shards { try FileIO.syncDirectory(shard) }

@@ -32,6 +32,9 @@ public enum FaultPoint {
         try hooks?.hit(name)
     }
 
+    /// Whether any simulation's hooks are installed in this process (then work runs in order, on its thread).
+    static var isActive: Bool { scopes.load(ordering: .relaxed) != 0 }
+
     /// The simulated time, when a simulation installed a clock for the current task.
     @inline(__always)
     static func simulatedNow() -> Int64? {

@@ -1,0 +1,41 @@
+import Dispatch
+import Foundation
+
+/// Work spread over every core, for the big batches of a first sync (hashing, writing and publishing assets).
+enum Parallel {
+    /// `body(index)` for every index in `0..<count`, results in index order.
+    ///
+    /// Runs in order on the calling thread, stopping at the first failure (the later slots stay `nil`), when the
+    /// batch is small or a simulation installed fault hooks (they are task-local: its crash points must be hit on
+    /// the thread that installed them, one after another). Otherwise in chunks on every core, each chunk stopping
+    /// at its first failure: the caller sees every slot that succeeded (to clean up after it) and the failures.
+    static func map<T>(_ count: Int, serialBelow minimum: Int = 64,
+                       _ body: (Int) -> Result<T, any Error>) -> [Result<T, any Error>?] {
+        if count < minimum || FaultPoint.isActive {
+            var results = [Result<T, any Error>?](repeating: nil, count: count)
+            for index in 0..<count {
+                let result = body(index)
+                results[index] = result
+                if case .failure = result { break }
+            }
+            return results
+        }
+        let chunks = min(count, ProcessInfo.processInfo.activeProcessorCount * 4)
+        return [Result<T, any Error>?](unsafeUninitializedCapacity: count) { buffer, initialized in
+            buffer.initialize(repeating: nil)
+            nonisolated(unsafe) let slots = buffer
+            withoutActuallyEscaping(body) { body in
+                nonisolated(unsafe) let body = body
+                // Each chunk writes only its own range of slots.
+                DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+                    for index in chunk * count / chunks ..< (chunk + 1) * count / chunks {
+                        let result = body(index)
+                        slots[index] = result
+                        if case .failure = result { break }
+                    }
+                }
+            }
+            initialized = count
+        }
+    }
+}
