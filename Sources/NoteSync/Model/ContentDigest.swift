@@ -72,7 +72,14 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
 
     /// The 64 lowercase hex digits: an asset's file name, and the digest in entries and the local state.
     public var hex: String {
-        String(unsafeUninitializedCapacity: 64) { buffer in
+        withHex { String(decoding: $0, as: UTF8.self) }
+    }
+
+    public var description: String { hex }
+
+    /// The 64 hex digits in a buffer on the stack, for writing them out without making a string.
+    func withHex<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buffer in
             func write(_ word: UInt64, at start: Int) {
                 for nibble in 0..<16 {
                     buffer[start + nibble] = Self.digits[Int(truncatingIfNeeded: word >> UInt64(60 - 4 * nibble)) & 0xF]
@@ -82,11 +89,9 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
             write(words.1, at: 16)
             write(words.2, at: 32)
             write(words.3, at: 48)
-            return 64
+            return try body(UnsafeBufferPointer(buffer))
         }
     }
-
-    public var description: String { hex }
 
     public static func == (a: ContentDigest, b: ContentDigest) -> Bool {
         a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3

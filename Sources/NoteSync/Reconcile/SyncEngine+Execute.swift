@@ -286,6 +286,16 @@ extension SyncEngine {
         var foldedOthers = false
         var start = 0
         let batchSize = 2000
+        // A batch's local state is written on another thread while the next batch is read and uploaded (a first
+        // sync's batches overlap: the state database works while the server's disk flushes), one write at a time,
+        // in order. Every write is finished before this returns or throws.
+        var pendingWrite: Pending<Void>?
+        func finishPendingWrite() throws {
+            guard let write = pendingWrite else { return }
+            pendingWrite = nil
+            try write.wait()
+        }
+        defer { _ = try? finishPendingWrite() }
         while start < pushes.count {
             let slice = pushes[start..<min(start + batchSize, pushes.count)]
             start += batchSize
@@ -324,34 +334,62 @@ extension SyncEngine {
                 foldedOthers = foldedOthers || folded
                 // Every head folded in since the last save: ours, and those of entries that won a slot first.
                 let changedHeads = zone.takeUnsaved()
-                try state.update { batch in
-                    try batch.setZone(token: zone.token, changed: changedHeads)
-                    for (name, base) in newBases {
-                        if var base {
-                            base.tag = entry.seq
-                            try batch.setBase(base)
-                            bases[name] = base
-                        } else {
-                            try batch.removeBase(name)
-                            bases[name] = nil
-                        }
-                        try batch.dequeue(name)
+                let token = zone.token
+                var rows: [(name: RecordName, base: BaseRecord?)] = []
+                rows.reserveCapacity(newBases.count)
+                for (name, base) in newBases {
+                    if var base {
+                        base.tag = entry.seq
+                        bases[name] = base
+                        rows.append((name, base))
+                    } else {
+                        bases[name] = nil
+                        rows.append((name, nil))
                     }
                 }
-                for change in changes {
-                    guard let name = try? RecordName(validating: change.name), let kind = kinds[name] else { continue }
+                let state = state, written = rows
+                let write: @Sendable () throws -> Void = {
+                    try state.update { batch in
+                        try batch.setZone(token: token, changed: changedHeads)
+                        for (name, base) in written {
+                            if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                            try batch.dequeue(name)
+                        }
+                    }
+                }
+                try finishPendingWrite()
+                // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
+                // task-local).
+                if start >= pushes.count || FaultPoint.isActive {
+                    try write()
+                } else {
+                    pendingWrite = Self.inBackground(write)
+                }
+                for push in slice {
+                    guard let kind = kinds[push.name] else { continue }
                     if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
-                        report.changes.append(PlannedChange(kind: kind, name: name.description, detail: nil))
+                        report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
                     }
                 }
             case .conflicts(let conflicts):
+                try finishPendingWrite()
                 let changedHeads = zone.takeUnsaved()
                 try state.update { try $0.setZone(token: zone.token, changed: changedHeads) }
                 logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
                 return false
             }
         }
+        try finishPendingWrite()
         return !foldedOthers
+    }
+
+    /// Runs `work` on a thread of its own; the caller waits for it (and its error) with ``Pending/wait()``.
+    static func inBackground(_ work: @escaping @Sendable () throws -> Void) -> Pending<Void> {
+        let pending = Pending<Void>()
+        let thread = Thread { pending.finish(Result { try work() }) }
+        thread.name = "notesync-state"
+        thread.start()
+        return pending
     }
 
     /// Reads a note and the fingerprint it had while being read (re-reading if it changed meanwhile).

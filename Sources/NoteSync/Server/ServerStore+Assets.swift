@@ -26,17 +26,21 @@ extension ServerStore {
     public func putAssets(_ items: [Data]) throws -> [AssetRef] {
         try requireWritable()
         let refs = try Parallel.map(items.count) { index in Result { AssetRef(of: items[index]) } }.map { try $0!.get() }
-        var missing: [Int] = []
+        var unique: [Int] = []
         var seen = Set<ContentDigest>()
-        for (index, ref) in refs.enumerated() where seen.insert(ref.sha256).inserted {
-            let path = layout.assetPath(ref.sha256)
-            if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == ref.size { continue }
-            missing.append(index)
+        for (index, ref) in refs.enumerated() where seen.insert(ref.sha256).inserted { unique.append(index) }
+        let layout = layout, device = device
+        let present = Parallel.map(unique.count) { slot in
+            Result { () -> Bool in
+                let ref = refs[unique[slot]]
+                guard let info = FileIO.lstatInfo(layout.assetPath(ref.sha256)) else { return false }
+                return (info.st_mode & S_IFMT) == S_IFREG && Int64(info.st_size) == ref.size
+            }
         }
+        let missing = unique.indices.filter { (try? present[$0]?.get()) != true }.map { unique[$0] }
         guard !missing.isEmpty else { return refs }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
         let batched = !isNetwork && items.count >= 16
-        let layout = layout, device = device
         let written = Parallel.map(missing.count) { slot in
             Result { () throws -> String in
                 let temp = layout.tempPath(device: device, suffix: "asset")
@@ -52,10 +56,14 @@ extension ServerStore {
         }
         if batched { try FileIO.syncFilesystem(layout.tmpDirectory) }
         let primitive = try primitive()
+        // Each shard folder once, not once per asset (256 at most).
+        var made = Set<String>()
+        for index in missing where made.insert(layout.assetShard(refs[index].sha256)).inserted {
+            try FileIO.makeDirectory(layout.assetShard(refs[index].sha256))
+        }
         let outcomes = Parallel.map(missing.count) { slot in
             Result { () throws -> String? in
                 let digest = refs[missing[slot]].sha256
-                try FileIO.makeDirectory(layout.assetShard(digest))
                 let outcome = try AtomicPublish.publish(temps[slot]!, as: layout.assetPath(digest), using: primitive)
                 try FaultPoint.hit("assets.published")
                 return outcome == .published ? layout.assetShard(digest) : nil
