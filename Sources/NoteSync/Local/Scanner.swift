@@ -248,14 +248,7 @@ public struct Scanner: Sendable {
     /// Hashes a file and returns the fingerprint taken after reading, re-reading if the file changed meanwhile
     /// (a note being saved while it is scanned). `nil` when it vanished.
     static func hashStable(_ path: String) throws -> (ContentDigest, Int64, StatFingerprint)? {
-        for _ in 0..<3 {
-            guard let before = FileIO.lstatInfo(path) else { return nil }
-            guard let (digest, size) = try FileDigest.of(path: path) else { return nil }
-            guard let after = FileIO.lstatInfo(path) else { return nil }
-            let fingerprint = StatFingerprint(after)
-            if StatFingerprint(before) == fingerprint && fingerprint.size == size { return (digest, size, fingerprint) }
-        }
-        throw NoteSyncError(.io, path: path, "keeps changing while it is read", fix: "sync again when it is quiet")
+        try FileDigest.stable(path: path).map { ($0.digest, $0.size, $0.fingerprint) }
     }
 
     /// What one walk of a subtree found, before it is merged into the scan's result.

@@ -295,37 +295,73 @@ extension SyncEngine {
             pendingWrite = nil
             try write.wait()
         }
-        defer { _ = try? finishPendingWrite() }
-        while start < pushes.count {
-            let slice = pushes[start..<min(start + batchSize, pushes.count)]
-            start += batchSize
-            var changes: [RecordChange] = []
-            var newBases: [RecordName: BaseRecord?] = [:]
-            var kinds: [RecordName: PlannedChange.Kind] = [:]
-            var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
-            // The notes of a big batch are read on every core; a failure stops the sync as the first one in order.
-            let root = folder.root
-            let reads = Parallel.map(slice.count) { offset in
-                Result { try slice[slice.startIndex + offset].path.flatMap { try readStable(root + "/" + $0) } }
+        // A batch is prepared (its notes read and its texts written to server temps, on every core) while the one
+        // before it is flushed, published and committed: a first sync's disk flushes overlap the next batch's work.
+        // Not under a simulation's fault hooks (they are task-local): then each batch is prepared in turn. A
+        // failure stops the sync as the first one in order would.
+        let root = folder.root
+        let ahead = pushes.count > batchSize && !FaultPoint.isActive
+        let allPushes = pushes
+        @Sendable func prepare(_ range: Range<Int>) throws -> PreparedBatch {
+            let reads = Parallel.map(range.count) { offset in
+                Result { try allPushes[range.lowerBound + offset].path.flatMap { try Self.readStable(root + "/" + $0) } }
             }
-            for (offset, push) in slice.enumerated() {
+            var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
+            var deletes: [Push] = []
+            for (offset, push) in allPushes[range].enumerated() {
                 if push.path != nil {
                     guard let (data, fingerprint) = try reads[offset]!.get() else { continue }
                     saves.append((push, data, fingerprint))
                 } else {
-                    changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
-                    newBases[push.name] = .some(nil)
-                    kinds[push.name] = push.kind
+                    deletes.append(push)
                 }
             }
-            let texts = try store.putAssets(saves.map(\.data))
-            for (save, text) in zip(saves, texts) {
+            let staged = try store.stageAssets(saves.map(\.data))
+            return PreparedBatch(range: range, saves: saves.map { ($0.push, $0.fingerprint) }, deletes: deletes, staged: staged)
+        }
+        func batch(after end: Int) -> Range<Int>? {
+            end < pushes.count ? end..<min(end + batchSize, pushes.count) : nil
+        }
+        var nextBatch: Pending<PreparedBatch>?
+        defer {
+            _ = try? finishPendingWrite()
+            _ = try? nextBatch?.wait()
+        }
+        var upcoming = try batch(after: 0).map(prepare)
+        while let prepared = upcoming {
+            upcoming = nil
+            let following = batch(after: prepared.range.upperBound)
+            if ahead, let following { nextBatch = Self.inBackground { try prepare(following) } }
+            start = prepared.range.upperBound
+            let slice = pushes[prepared.range]
+            var changes: [RecordChange] = []
+            var newBases: [RecordName: BaseRecord?] = [:]
+            var kinds: [RecordName: PlannedChange.Kind] = [:]
+            for push in prepared.deletes {
+                changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
+                newBases[push.name] = .some(nil)
+                kinds[push.name] = push.kind
+            }
+            let texts = try store.publish(prepared.staged)
+            for (save, text) in zip(prepared.saves, texts) {
                 changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
                 newBases[save.push.name] = BaseRecord(name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
                                                       modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
                 kinds[save.push.name] = save.push.kind
             }
-            guard !changes.isEmpty else { continue }
+            func advance() throws {
+                guard let following else { return }
+                if let pending = nextBatch {
+                    nextBatch = nil
+                    upcoming = try pending.wait()
+                } else {
+                    upcoming = try prepare(following)
+                }
+            }
+            guard !changes.isEmpty else {
+                try advance()
+                continue
+            }
             // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
             let beforeToken = zone.token
             switch try store.commit(changes, into: &zone) {
@@ -371,6 +407,7 @@ extension SyncEngine {
                         report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
                     }
                 }
+                try advance()
             case .conflicts(let conflicts):
                 try finishPendingWrite()
                 let changedHeads = zone.takeUnsaved()
@@ -383,23 +420,26 @@ extension SyncEngine {
         return !foldedOthers
     }
 
+    /// One batch of pushes, its notes read and its texts staged on the server (``ServerStore/stageAssets(_:)``).
+    struct PreparedBatch: @unchecked Sendable {
+        var range: Range<Int>
+        var saves: [(push: Push, fingerprint: StatFingerprint)]
+        var deletes: [Push]
+        var staged: StagedAssets
+    }
+
     /// Runs `work` on a thread of its own; the caller waits for it (and its error) with ``Pending/wait()``.
-    static func inBackground(_ work: @escaping @Sendable () throws -> Void) -> Pending<Void> {
-        let pending = Pending<Void>()
+    static func inBackground<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) -> Pending<Value> {
+        let pending = Pending<Value>()
         let thread = Thread { pending.finish(Result { try work() }) }
-        thread.name = "notesync-state"
+        thread.name = "notesync-background"
         thread.start()
         return pending
     }
 
     /// Reads a note and the fingerprint it had while being read (re-reading if it changed meanwhile).
-    func readStable(_ path: String) throws -> (Data, StatFingerprint)? {
-        for _ in 0..<3 {
-            guard let before = FileIO.lstatInfo(path), let data = try FileIO.read(path),
-                  let after = FileIO.lstatInfo(path) else { return nil }
-            if StatFingerprint(before) == StatFingerprint(after) { return (data, StatFingerprint(after)) }
-        }
-        throw NoteSyncError(.io, path: path, "keeps changing while it is read", fix: "sync again when it is quiet")
+    static func readStable(_ path: String) throws -> (Data, StatFingerprint)? {
+        try FileIO.readStable(path)
     }
 
     /// Three-way merges a local note with the server head; returns the resolution and the texts involved.

@@ -24,6 +24,12 @@ extension ServerStore {
     /// reference an asset before it is on disk, because the entry is committed after this returns. Hashing,
     /// writing and publishing a big batch run on every core.
     public func putAssets(_ items: [Data]) throws -> [AssetRef] {
+        try publish(stageAssets(items))
+    }
+
+    /// The first half of ``putAssets(_:)``: hashes the texts and writes those the server lacks to temp files,
+    /// unflushed. A first sync stages its next batch while the current one is published and committed.
+    public func stageAssets(_ items: [Data]) throws -> StagedAssets {
         try requireWritable()
         let refs = try Parallel.map(items.count) { index in Result { AssetRef(of: items[index]) } }.map { try $0!.get() }
         var unique: [Int] = []
@@ -38,7 +44,6 @@ extension ServerStore {
             }
         }
         let missing = unique.indices.filter { (try? present[$0]?.get()) != true }.map { unique[$0] }
-        guard !missing.isEmpty else { return refs }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
         let batched = !isNetwork && items.count >= 16
         let written = Parallel.map(missing.count) { slot in
@@ -49,18 +54,25 @@ extension ServerStore {
                 return temp
             }
         }
-        var temps = written.map { try? $0?.get() }
-        defer { for temp in temps { if let temp { unlink(temp) } } }
+        let staged = StagedAssets(refs: refs, missing: missing, temps: written.map { try? $0?.get() }, batched: batched)
         if let failure = written.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
             _ = try failure.get()
         }
-        if batched { try FileIO.syncFilesystem(layout.tmpDirectory) }
+        return staged
+    }
+
+    /// The second half of ``putAssets(_:)``: flushes the staged temps, publishes each, flushes the shard folders.
+    public func publish(_ staged: StagedAssets) throws -> [AssetRef] {
+        let refs = staged.refs, missing = staged.missing, layout = layout
+        guard !missing.isEmpty else { return refs }
+        if staged.batched { try FileIO.syncFilesystem(layout.tmpDirectory) }
         let primitive = try primitive()
         // Each shard folder once, not once per asset (256 at most).
         var made = Set<String>()
         for index in missing where made.insert(layout.assetShard(refs[index].sha256)).inserted {
             try FileIO.makeDirectory(layout.assetShard(refs[index].sha256))
         }
+        let temps = staged.temps
         let outcomes = Parallel.map(missing.count) { slot in
             Result { () throws -> String? in
                 let digest = refs[missing[slot]].sha256
@@ -71,16 +83,16 @@ extension ServerStore {
         }
         var shards = Set<String>()
         for (slot, outcome) in outcomes.enumerated() {
-            // A published temp is gone (renamed, or linked and removed); any other is removed on the way out.
+            // A published temp is gone (renamed, or linked and removed); any other is removed with `staged`.
             if case .success(let shard?) = outcome {
-                temps[slot] = nil
+                staged.temps[slot] = nil
                 shards.insert(shard)
             }
         }
         if let failure = outcomes.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
             _ = try failure.get()
         }
-        if !batched || shards.count < 4 {
+        if !staged.batched || shards.count < 4 {
             for shard in shards { try FileIO.syncDirectory(shard) }
         } else {
             try FileIO.syncFilesystem(layout.assetsDirectory)
@@ -108,4 +120,25 @@ extension ServerStore {
     public func hasAsset(_ digest: ContentDigest) -> Bool {
         FileIO.lstatInfo(layout.assetPath(digest)) != nil
     }
+}
+
+/// Texts written to temp files on the server and not published yet (``ServerStore/stageAssets(_:)``). Temps
+/// that are never published are removed when this goes.
+public final class StagedAssets: @unchecked Sendable {
+    /// Every text's asset, in the order given.
+    public let refs: [AssetRef]
+    /// The indices of the texts the server lacked, once each.
+    let missing: [Int]
+    /// The temp file of each missing text, nil once published.
+    var temps: [String?]
+    let batched: Bool
+
+    init(refs: [AssetRef], missing: [Int], temps: [String?], batched: Bool) {
+        self.refs = refs
+        self.missing = missing
+        self.temps = temps
+        self.batched = batched
+    }
+
+    deinit { for temp in temps { if let temp { unlink(temp) } } }
 }

@@ -33,8 +33,54 @@ public enum FileIO {
         return try readAll(fd: fd, path: path, sizeHint: size)
     }
 
+    /// Opens a file to read it, refusing links (`nil` when it does not exist), for ``stable(_:_:)``.
+    static func openForReading(_ path: String) throws -> Int32? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        if fd >= 0 { return fd }
+        let code = errno
+        if code == ENOENT { return nil }
+        if code == ELOOP {
+            throw NoteSyncError(.corrupt, path: path, "is a symbolic link; notesync never follows links",
+                                fix: "remove the link or replace it with a regular file")
+        }
+        throw NoteSyncError.posix("open", path: path, errno: code)
+    }
+
+    /// Reads an open regular file with `body` and returns what it made and the fingerprint the file had
+    /// throughout, reading again (from the start) if the file changed meanwhile: a note being saved while it is
+    /// read. Stat calls on the descriptor, not the path: no path lookups. A save that renames a new file over
+    /// the name is not seen here: what was read is the old file, with the old file's fingerprint, and the next
+    /// scan finds the new one by its other inode.
+    static func stable<T>(_ fd: Int32, _ path: String, _ body: (Int) throws -> (T, Int)) throws -> (T, StatFingerprint) {
+        for attempt in 0..<3 {
+            var before = stat()
+            guard fstat(fd, &before) == 0 else { throw NoteSyncError.posix("fstat", path: path, errno: errno) }
+            guard (before.st_mode & S_IFMT) == S_IFREG else {
+                throw NoteSyncError(.corrupt, path: path, "is not a regular file", fix: "move it out of the way")
+            }
+            if attempt > 0, lseek(fd, 0, SEEK_SET) != 0 { throw NoteSyncError.posix("lseek", path: path, errno: errno) }
+            let (value, count) = try body(Int(before.st_size))
+            var after = stat()
+            guard fstat(fd, &after) == 0 else { throw NoteSyncError.posix("fstat", path: path, errno: errno) }
+            let fingerprint = StatFingerprint(after)
+            if StatFingerprint(before) == fingerprint && fingerprint.size == Int64(count) { return (value, fingerprint) }
+        }
+        throw NoteSyncError(.io, path: path, "keeps changing while it is read", fix: "sync again when it is quiet")
+    }
+
+    /// A regular file's bytes and the fingerprint it had while they were read; `nil` when it does not exist.
+    public static func readStable(_ path: String) throws -> (Data, StatFingerprint)? {
+        guard let fd = try openForReading(path) else { return nil }
+        defer { close(fd) }
+        return try stable(fd, path) { size in
+            let data = try readAll(fd: fd, path: path, sizeHint: size)
+            return (data, data.count)
+        }
+    }
+
     static func readAll(fd: Int32, path: String, sizeHint: Int) throws -> Data {
-        var data = Data(count: max(sizeHint, 0))
+        // One byte more than expected: the read that finds the end needs no bigger buffer.
+        var data = Data(count: max(sizeHint, 0) + 1)
         var filled = 0
         while true {
             if filled == data.count { data.count += max(4096, data.count / 2) }
