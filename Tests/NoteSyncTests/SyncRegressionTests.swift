@@ -64,6 +64,22 @@ import Testing
         #expect(findings.convergence.isEmpty, "\(findings)")
         #expect(findings.idempotence.isEmpty, "\(findings)")
     }
+    /// Alice saves a note, syncs, saves the same text again a second later, and syncs twice. The second save
+    /// changes no byte, only the mtime: like a touch, it uploads nothing (DESIGN.md), and the checker must not
+    /// take the note's local mtime for a divergence. Found by `devicesConvergeOnTheServerHeads`.
+    @Test func theSameTextSavedAgainUploadsNothing() {
+        let note = "note.md"
+        let history = SyncHistory(deviceCount: 2, clockStep: 1_000_000_000, steps: [
+            Self.step(0, note, .edit(.rewriteShared(1))), Self.step(0, note, .sync),
+            Self.step(0, note, .edit(.rewriteShared(1))), Self.step(0, note, .sync), Self.step(0, note, .sync),
+        ])
+        let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .idempotence])
+        #expect(findings.harness.isEmpty, "\(findings)")
+        #expect(findings.lostWrites.isEmpty, "\(findings)")
+        #expect(findings.convergence.isEmpty, "\(findings)")
+        #expect(findings.idempotence.isEmpty, "\(findings)")
+    }
+
     /// Alice deletes a note; bob's sync moves his copy to `.notesync/trash/`, and bob moves it back (same text,
     /// same mtime). The history recovery meant for a sync killed before recording a pull took the note for that
     /// version of the record, under the delete, and deleted it again. It now applies only to heads the sync
