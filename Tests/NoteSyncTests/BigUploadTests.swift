@@ -36,6 +36,9 @@ import Testing
         }
         #expect(Set(bases.values.map(\.tag)) == [1, 2, 3])
 
+        // Every staged text was published: no temp is left on the server.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: ServerLayout(root: harness.serverRoot).tmpDirectory).isEmpty)
+
         let again = try harness.sync(0)
         #expect(again.changes.isEmpty && again.hashed == 0, "\(again.changes.count) changes, \(again.hashed) hashed")
         _ = try harness.sync(1)

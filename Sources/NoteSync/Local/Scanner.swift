@@ -166,7 +166,7 @@ public struct Scanner: Sendable {
             let candidate = (path: paths[index], ())
             let outcome: Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>
             do {
-                outcome = .success(try Self.hashStable(rootPath + "/" + candidate.path))
+                outcome = .success(try FileDigest.stable(path: rootPath + "/" + candidate.path).map { ($0.digest, $0.size, $0.fingerprint) })
             } catch let error as NoteSyncError {
                 outcome = .failure(error)
             } catch {
@@ -222,33 +222,12 @@ public struct Scanner: Sendable {
     /// Looked up on every core (the bases are only read): at 100,000 notes this is a tenth of a no-op sync.
     static func unchangedSinceBase(_ candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)],
                                    bases: [RecordName: BaseRecord]) -> [Unchanged?] {
-        let count = candidates.count
-        let chunks = min(ProcessInfo.processInfo.activeProcessorCount * 2, count / 2048)
-        guard chunks > 1 else {
-            return candidates.map { candidate in
-                bases[candidate.name].flatMap { $0.fingerprint == candidate.fingerprint ? Unchanged(digest: $0.digest, size: $0.size) : nil }
-            }
-        }
-        let found = [Unchanged?](unsafeUninitializedCapacity: count) { buffer, initialized in
-            nonisolated(unsafe) let slots = buffer
-            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                // Each chunk writes its own range of the buffer.
-                for index in chunk * count / chunks ..< (chunk + 1) * count / chunks {
-                    let candidate = candidates[index]
-                    let base = bases[candidate.name]
-                    (slots.baseAddress! + index).initialize(
-                        to: base.flatMap { $0.fingerprint == candidate.fingerprint ? Unchanged(digest: $0.digest, size: $0.size) : nil })
-                }
-            }
-            initialized = count
-        }
-        return found
-    }
-
-    /// Hashes a file and returns the fingerprint taken after reading, re-reading if the file changed meanwhile
-    /// (a note being saved while it is scanned). `nil` when it vanished.
-    static func hashStable(_ path: String) throws -> (ContentDigest, Int64, StatFingerprint)? {
-        try FileDigest.stable(path: path).map { ($0.digest, $0.size, $0.fingerprint) }
+        Parallel.map(candidates.count, serialBelow: 4096) { index in
+            let candidate = candidates[index]
+            return .success(bases[candidate.name].flatMap {
+                $0.fingerprint == candidate.fingerprint ? Unchanged(digest: $0.digest, size: $0.size) : nil
+            })
+        }.map { try? $0?.get() ?? nil }
     }
 
     /// What one walk of a subtree found, before it is merged into the scan's result.

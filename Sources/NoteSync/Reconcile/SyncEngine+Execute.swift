@@ -284,7 +284,6 @@ extension SyncEngine {
     private func commit(_ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
                         store: ServerStore, report: inout SyncReport) throws -> Bool {
         var foldedOthers = false
-        var start = 0
         let batchSize = 2000
         // A batch's local state is written on another thread while the next batch is read and uploaded (a first
         // sync's batches overlap: the state database works while the server's disk flushes), one write at a time,
@@ -304,7 +303,7 @@ extension SyncEngine {
         let allPushes = pushes
         @Sendable func prepare(_ range: Range<Int>) throws -> PreparedBatch {
             let reads = Parallel.map(range.count) { offset in
-                Result { try allPushes[range.lowerBound + offset].path.flatMap { try Self.readStable(root + "/" + $0) } }
+                Result { try allPushes[range.lowerBound + offset].path.flatMap { try FileIO.readStable(root + "/" + $0) } }
             }
             var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
             var deletes: [Push] = []
@@ -331,8 +330,7 @@ extension SyncEngine {
         while let prepared = upcoming {
             upcoming = nil
             let following = batch(after: prepared.range.upperBound)
-            if ahead, let following { nextBatch = Self.inBackground { try prepare(following) } }
-            start = prepared.range.upperBound
+            if ahead, let following { nextBatch = Pending.inBackground { try prepare(following) } }
             let slice = pushes[prepared.range]
             var changes: [RecordChange] = []
             var newBases: [RecordName: BaseRecord?] = [:]
@@ -396,10 +394,10 @@ extension SyncEngine {
                 try finishPendingWrite()
                 // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
                 // task-local).
-                if start >= pushes.count || FaultPoint.isActive {
+                if following == nil || FaultPoint.isActive {
                     try write()
                 } else {
-                    pendingWrite = Self.inBackground(write)
+                    pendingWrite = Pending.inBackground(write)
                 }
                 for push in slice {
                     guard let kind = kinds[push.name] else { continue }
@@ -428,19 +426,7 @@ extension SyncEngine {
         var staged: StagedAssets
     }
 
-    /// Runs `work` on a thread of its own; the caller waits for it (and its error) with ``Pending/wait()``.
-    static func inBackground<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) -> Pending<Value> {
-        let pending = Pending<Value>()
-        let thread = Thread { pending.finish(Result { try work() }) }
-        thread.name = "notesync-background"
-        thread.start()
-        return pending
-    }
 
-    /// Reads a note and the fingerprint it had while being read (re-reading if it changed meanwhile).
-    static func readStable(_ path: String) throws -> (Data, StatFingerprint)? {
-        try FileIO.readStable(path)
-    }
 
     /// Three-way merges a local note with the server head; returns the resolution and the texts involved.
     func resolveMerge(_ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,

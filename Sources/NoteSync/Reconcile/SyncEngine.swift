@@ -75,7 +75,7 @@ public final class SyncEngine {
     /// plus every record the server changed since the last sync.
     public func sync(_ options: SyncOptions = SyncOptions(), only paths: [String]? = nil) throws -> SyncReport {
         var report = SyncReport(dryRun: options.dryRun)
-        var phases = PhaseTimer()
+        var phases = PhaseTimer(measuresMemory: logger.logLevel <= .debug)
         defer { logger.debug("sync.phases", metadata: phases.metadata) }
         let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
@@ -211,11 +211,7 @@ public final class SyncEngine {
 
     /// The bases and the zone state, loaded from the state database on a thread of their own.
     private static func loadInBackground(_ state: LocalState) -> Pending<([RecordName: BaseRecord], ZoneState)> {
-        let pending = Pending<([RecordName: BaseRecord], ZoneState)>()
-        let thread = Thread { pending.finish(Result { (try state.bases(), try state.zoneState()) }) }
-        thread.name = "notesync-load"
-        thread.start()
-        return pending
+        Pending.inBackground(named: "notesync-load") { (try state.bases(), try state.zoneState()) }
     }
 
     /// The server, opened once and kept while it stays reachable.
@@ -382,12 +378,17 @@ struct PhaseTimer {
     private let clock = ContinuousClock()
     private var last: ContinuousClock.Instant
     private var laps: [(String, Duration, Int)] = []
+    /// Reading /proc at every lap is for the debug log only: the agent's syncs skip it.
+    private let measuresMemory: Bool
 
-    init() { last = clock.now }
+    init(measuresMemory: Bool) {
+        last = clock.now
+        self.measuresMemory = measuresMemory
+    }
 
     mutating func lap(_ name: String) {
         let now = clock.now
-        laps.append((name, now - last, Self.residentMegabytes()))
+        laps.append((name, now - last, measuresMemory ? Self.residentMegabytes() : 0))
         last = now
     }
 
@@ -419,6 +420,16 @@ struct PhaseTimer {
 
 /// A result another thread delivers once: ``wait()`` blocks until ``finish(_:)``.
 final class Pending<Value: Sendable>: Sendable {
+    /// Runs `work` on a thread of its own; the caller waits for its value (or error) with ``wait()``.
+    static func inBackground(named name: String = "notesync-background",
+                             _ work: @escaping @Sendable () throws -> Value) -> Pending<Value> {
+        let pending = Pending<Value>()
+        let thread = Thread { pending.finish(Result { try work() }) }
+        thread.name = name
+        thread.start()
+        return pending
+    }
+
     private let state = Mutex<Result<Value, any Error>?>(nil)
     private let done = DispatchSemaphore(value: 0)
 

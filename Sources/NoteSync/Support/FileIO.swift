@@ -9,16 +9,7 @@ import Synchronization
 public enum FileIO {
     /// Reads a regular file whole; `nil` when it does not exist. Refuses symlinks and non-regular files.
     public static func read(_ path: String, limit: Int = 1 << 31) throws -> Data? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        if fd < 0 {
-            let code = errno
-            if code == ENOENT { return nil }
-            if code == ELOOP {
-                throw NoteSyncError(.corrupt, path: path, "is a symbolic link; notesync never follows links",
-                                    fix: "remove the link or replace it with a regular file")
-            }
-            throw NoteSyncError.posix("open", path: path, errno: code)
-        }
+        guard let fd = try openForReading(path) else { return nil }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw NoteSyncError.posix("fstat", path: path, errno: errno) }
@@ -33,7 +24,7 @@ public enum FileIO {
         return try readAll(fd: fd, path: path, sizeHint: size)
     }
 
-    /// Opens a file to read it, refusing links (`nil` when it does not exist), for ``stable(_:_:)``.
+    /// Opens a file to read it, refusing links (`nil` when it does not exist).
     static func openForReading(_ path: String) throws -> Int32? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         if fd >= 0 { return fd }

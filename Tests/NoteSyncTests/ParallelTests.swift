@@ -1,0 +1,33 @@
+import Foundation
+import Testing
+@testable import NoteSync
+
+/// ``Parallel/map(_:serialBelow:_:)``: results in index order; a failure stops its own chunk, and the caller
+/// sees which slots ran (to clean up after them).
+@Suite struct ParallelTests {
+    struct Failed: Error {}
+
+    @Test func resultsComeInIndexOrder() throws {
+        let results = Parallel.map(10_000) { index in .success(index * 3) }
+        #expect(try results.map { try $0!.get() } == (0..<10_000).map { $0 * 3 })
+    }
+
+    /// In order on the calling thread (a small batch): nothing runs after the first failure.
+    @Test func aSmallBatchStopsAtTheFirstFailure() {
+        let results = Parallel.map(40) { index in index == 7 ? .failure(Failed()) : .success(index) }
+        #expect(results[0..<7].allSatisfy { if case .success? = $0 { true } else { false } })
+        #expect({ if case .failure? = results[7] { true } else { false } }())
+        #expect(results[8...].allSatisfy { $0 == nil })
+    }
+
+    /// On every core: the failing slot's chunk stops there; every slot before it in index order ran, and every
+    /// slot that did not run is after a failure of its chunk.
+    @Test func aBigBatchReportsEverySlotThatRan() {
+        let results = Parallel.map(1_000) { index in index == 500 ? .failure(Failed()) : .success(index) }
+        #expect(results[0..<500].allSatisfy { if case .success? = $0 { true } else { false } })
+        #expect({ if case .failure? = results[500] { true } else { false } }())
+        #expect(results[501] == nil)
+        let firstMissing = results.firstIndex { $0 == nil } ?? results.count
+        #expect(firstMissing == 501)
+    }
+}
