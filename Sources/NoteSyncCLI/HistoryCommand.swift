@@ -80,7 +80,7 @@ struct RestoreCommand: ParsableCommand {
             let data = try store.readAsset(text)
             let path = folder.root + "/" + name.string
             let current = try FileDigest.of(path: path)
-            let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
+            let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
             _ = try applier.write(name, path: name.string, data: data, modified: Clock.nowNanoseconds(), expected: current?.digest)
             print("restored version \(version) of \(name)")
             let report = try SyncEngine(folder: folder, state: state, config: config, logger: logger).sync()

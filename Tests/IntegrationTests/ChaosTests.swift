@@ -165,7 +165,11 @@ import Testing
                     #expect(actual == last, "\(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), its owner left it \(last.map { "\($0)" } ?? "deleted")")
                 }
                 let temps = try FileManager.default.subpathsOfDirectory(atPath: folder(device))
-                    .filter { ($0 as NSString).lastPathComponent.hasPrefix(IgnoreRules.agentTempPrefix) && !$0.hasPrefix(".notesync/") }
+                    .filter { path in
+                        path.hasPrefix(".notesync/") ? path.hasPrefix(".notesync/staging/") && !path.hasSuffix("/")
+                            && FileIO.lstatInfo(folder(device) + "/" + path).map { ($0.st_mode & S_IFMT) == S_IFREG } == true
+                            : (path as NSString).lastPathComponent.hasPrefix(IgnoreRules.agentTempPrefix)
+                    }
                 #expect(temps.isEmpty, "\(who) keeps temp files: \(temps)")
             }
             let fsck = try notesync(["server", "fsck", server], scratch: scratch.path)

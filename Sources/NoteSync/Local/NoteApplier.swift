@@ -3,14 +3,21 @@ import Foundation
 
 /// Writes server changes into the notes folder without ever overwriting an edit the user made meanwhile.
 ///
-/// A new version is written to a temp file in the note's own folder, fsynced, given the record's mtime, then
-/// swapped in with `renameat2(RENAME_EXCHANGE)`: the note is never missing, and the old version lands at the
-/// temp name where it is checked against the base. A mismatch means the user edited it during the sync: that
-/// version is kept as a conflict copy. Where the filesystem has no exchange, the note is moved aside first and
-/// checked before the new file is renamed in (no-replace). Deletes move the note into `.notesync/trash/`.
+/// A new version is written to a temp file under `.notesync/staging/`, fsynced, given the record's mtime, then
+/// swapped in with `renameat2(RENAME_EXCHANGE)` (which works between two folders of one filesystem): the note is
+/// never missing, and the old version lands in the staging folder, where it is checked against the base. A
+/// mismatch means the user edited it during the sync: that version is kept as a conflict copy. Until that check,
+/// the displaced version lives where nothing the user does to their notes (deleting or renaming the note's
+/// folder) can reach it; a process killed before the check leaves it there, and the next sync settles it
+/// (``stagedLeftovers()``). Where the note's folder is on another filesystem than `.notesync/` (a mount inside the
+/// notes folder), the temp goes beside the note instead. Where the filesystem has no exchange, the note is moved
+/// aside first and checked before the new file is renamed in (no-replace). Deletes move the note into
+/// `.notesync/trash/`.
 public struct NoteApplier: Sendable {
     public let root: String
     public let trash: String
+    /// Where versions wait on their way into and out of the notes folder: `<staging>/<temp name>/<note's path>`.
+    public let staging: String
     public let deviceName: String
 
     /// How an apply ended.
@@ -27,10 +34,86 @@ public struct NoteApplier: Sendable {
         case alreadyGone
     }
 
-    public init(root: String, trash: String, deviceName: String) {
+    public init(root: String, trash: String, staging: String? = nil, deviceName: String) {
         self.root = root
         self.trash = trash
+        self.staging = staging ?? NotesFolder(root: root).staging
         self.deviceName = deviceName
+    }
+
+    public init(folder: NotesFolder, deviceName: String) {
+        self.init(root: folder.root, trash: folder.trash, staging: folder.staging, deviceName: deviceName)
+    }
+
+    /// A temp file for a version of the note at `relative` (in folder `directory`): under the staging folder, in
+    /// a folder of its own that mirrors the note's path, or beside the note when `.notesync/` is on another
+    /// filesystem than the note's folder (renames cannot cross filesystems).
+    struct Temp {
+        /// The temp file's path.
+        let path: String
+        /// The staging folder made for it (removed with ``NoteApplier/discard(_:keepingFile:)``), or nil beside the note.
+        let folder: String?
+    }
+
+    func makeTemp(for relative: String, in directory: String) throws -> Temp {
+        try FileIO.makeDirectories(staging)
+        if let here = FileIO.lstatInfo(directory), let there = FileIO.lstatInfo(staging), here.st_dev == there.st_dev {
+            let folder = staging + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+            var current = folder
+            try FileIO.makeDirectory(current)
+            // By components of scalars: a component may start with a combining mark, which a Character split
+            // would fuse with the slash before it.
+            for component in RecordName.components(of: relative).dropLast() {
+                current += "/" + component
+                try FileIO.makeDirectory(current)
+            }
+            return Temp(path: folder + "/" + relative, folder: folder)
+        }
+        return Temp(path: directory + "/" + AgentTempName.make(for: relative.split(separator: "/").last ?? ""), folder: nil)
+    }
+
+    /// A version an interrupted apply left in the staging folder: `note` is the note's path when the temp's place
+    /// says it (a version on its way in or out of that note), nil for a flat temp of ``writeNew(_:)``.
+    public struct StagedLeftover: Sendable {
+        public var path: String
+        public var note: String?
+    }
+
+    /// The versions an interrupted apply left in the staging folder (one `opendir` when there are none).
+    public func stagedLeftovers() throws -> [StagedLeftover] {
+        guard let entries = try FileIO.listEntries(staging) else { return [] }
+        var found: [StagedLeftover] = []
+        for entry in entries.sorted(by: { $0.name < $1.name }) {
+            let path = staging + "/" + entry.name
+            guard let info = FileIO.lstatInfo(path) else { continue }
+            switch info.st_mode & S_IFMT {
+            case S_IFREG:
+                found.append(StagedLeftover(path: path, note: nil))
+            case S_IFDIR:
+                for relative in (FileManager.default.subpaths(atPath: path) ?? []).sorted() {
+                    guard let info = FileIO.lstatInfo(path + "/" + relative), (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                    found.append(StagedLeftover(path: path + "/" + relative, note: relative))
+                }
+            default:
+                continue
+            }
+        }
+        return found
+    }
+
+    /// Removes the staging folders that hold nothing any more (after the leftovers were settled).
+    public func removeEmptyStagingFolders() {
+        for entry in (try? FileIO.listEntries(staging)) ?? [] {
+            let path = staging + "/" + entry.name
+            if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFDIR { FileIO.removeEmptyFolders(path) }
+        }
+    }
+
+    /// Removes a temp (unless `keepingFile`: it was renamed away, or must stay for the next sync to settle) and the
+    /// staging folders made for it, as far as they are empty.
+    func discard(_ temp: Temp, keepingFile: Bool = false) {
+        if !keepingFile { unlink(temp.path) }
+        if let folder = temp.folder { FileIO.removeEmptyFolders(folder) }
     }
 
     /// Writes `data` as the note `name` (at `path`, relative). `expected` is the digest the file must still have
@@ -41,10 +124,11 @@ public struct NoteApplier: Sendable {
         let path = root + "/" + relative
         let directory = FileIO.parent(of: path)
         try makeParents(of: relative)
-        let temp = directory + "/" + AgentTempName.make(for: relative.split(separator: "/").last ?? "")
-        try FileIO.createAndSync(temp, data)
+        let staged = try makeTemp(for: relative, in: directory)
+        let temp = staged.path
         var cleanup = true
-        defer { if cleanup { unlink(temp) } }
+        defer { discard(staged, keepingFile: !cleanup) }
+        try FileIO.createAndSync(temp, data)
         try setModified(temp, modified)
         let written = try writtenFingerprint(temp)
         try FaultPoint.hit("apply.tempWritten")
@@ -60,10 +144,10 @@ public struct NoteApplier: Sendable {
             }
             if errno != EEXIST, Glibc.link(temp, path) == 0 { return try finish(path, directory, written) }
             // Someone created the note while we synced: keep theirs as a conflict copy, then put ours in place.
-            return try replaceExisting(name, path: path, temp: temp, directory: directory, expected: nil,
+            return try replaceExisting(name, relative: relative, temp: temp, directory: directory, expected: nil,
                                        written: written, cleanup: &cleanup)
         }
-        return try replaceExisting(name, path: path, temp: temp, directory: directory, expected: expected,
+        return try replaceExisting(name, relative: relative, temp: temp, directory: directory, expected: expected,
                                    written: written, cleanup: &cleanup)
     }
 
@@ -83,7 +167,7 @@ public struct NoteApplier: Sendable {
     }
 
     /// Writes notes that do not exist here yet, many at once (a first sync downloads thousands): every note
-    /// goes to a temp file beside it with the record's mtime, one `syncfs` makes all of them durable, each is
+    /// goes to a temp file in the staging folder (beside it where that is another filesystem) with the record's mtime, one `syncfs` makes all of them durable, each is
     /// published with rename-no-replace, and one more `syncfs` makes the new names durable. The guarantees of
     /// ``write(_:path:data:modified:expected:)`` note by note — no note appears before its bytes are on disk,
     /// none replaces a file — for two flushes per batch instead of two per note. A note whose name was taken
@@ -95,11 +179,14 @@ public struct NoteApplier: Sendable {
         func fail(_ index: Int, _ error: any Error) {
             results[index] = .failure(error as? NoteSyncError ?? NoteSyncError(.io, path: notes[index].path, "\(error)"))
         }
+        // One flat temp per note: nothing is displaced by a no-replace rename, so a leftover holds a server version.
+        let stagingDevice: dev_t? = notes.isEmpty ? nil : (try? FileIO.makeDirectories(staging)).flatMap { FileIO.lstatInfo(staging)?.st_dev }
         for (index, note) in notes.enumerated() {
             do {
                 try makeParents(of: note.path)
                 let directory = FileIO.parent(of: root + "/" + note.path)
-                let temp = directory + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
+                let temp = (stagingDevice != nil && FileIO.lstatInfo(directory)?.st_dev == stagingDevice ? staging : directory)
+                    + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
                 try FileIO.createAndSync(temp, note.data, sync: false)
                 temps[index] = temp
                 try setModified(temp, note.modified)
@@ -151,15 +238,17 @@ public struct NoteApplier: Sendable {
         return results.map { $0! }
     }
 
-    private func replaceExisting(_ name: RecordName, path: String, temp: String, directory: String,
+    private func replaceExisting(_ name: RecordName, relative: String, temp: String, directory: String,
                                  expected: ContentDigest?, written: StatFingerprint, cleanup: inout Bool) throws -> Outcome {
+        let path = root + "/" + relative
         try requireNoteOrNothing(path)
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
-            // `temp` now holds what was at `path`. If a folder or link took the name since the check, swap back:
-            // it must neither be hidden under an ignored temp name nor deleted with the temp.
+            // `temp` now holds what was at `path`: from here on it is never unlinked unseen. If a folder or link
+            // took the name since the check, swap back: it must neither be hidden under a temp name nor deleted.
+            cleanup = false
             if let swapped = notANote(temp) {
-                // Should swapping back fail, both stay as they are: the temp name must then not be unlinked.
-                if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) != 0 { cleanup = false }
+                // Should swapping back fail, both stay as they are, and the next sync settles the temp.
+                if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 { cleanup = true }
                 throw Self.notANoteError(path, swapped)
             }
             try FaultPoint.hit("apply.exchanged")
@@ -167,10 +256,10 @@ public struct NoteApplier: Sendable {
             try FaultPoint.hit("apply.checked")
             if let old, old.digest != expected {
                 let copy = try keepAsConflictCopy(name, from: temp)
-                cleanup = false
                 try FaultPoint.hit("apply.copyKept")
                 return .writtenKeepingLocalEdit(try fingerprint(path, directory, written), copy: copy)
             }
+            cleanup = true
             return try finish(path, directory, written)
         }
         let code = errno
@@ -187,9 +276,12 @@ public struct NoteApplier: Sendable {
             throw NoteSyncError.posix("renameat2(RENAME_EXCHANGE)", path: path, errno: code)
         }
         // No exchange here: move the note aside, check it, then rename the new version in.
-        let aside = directory + "/" + AgentTempName.make(for: path.split(separator: "/").last ?? "")
+        let asideTemp = try makeTemp(for: relative, in: directory)
+        let aside = asideTemp.path
         if rename(path, aside) != 0 {
-            if errno != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: errno) }
+            let code = errno
+            discard(asideTemp, keepingFile: true)
+            if code != ENOENT { throw NoteSyncError.posix("rename", path: path, errno: code) }
         }
         if let moved = notANote(aside) {
             // Put it back without replacing anything: no-replace rename, else link (a link or FIFO), else rename(2)
@@ -197,6 +289,7 @@ public struct NoteApplier: Sendable {
             if ns_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, path) != 0 {
                 if Glibc.link(aside, path) == 0 { unlink(aside) } else if moved == Self.folder { rename(aside, path) }
             }
+            discard(asideTemp, keepingFile: true)
             throw Self.notANoteError(path, moved)
         }
         var copy: RecordName?
@@ -204,7 +297,9 @@ public struct NoteApplier: Sendable {
             if old.digest != expected { copy = try keepAsConflictCopy(name, from: aside) }
             else { unlink(aside) }
         }
+        discard(asideTemp, keepingFile: true)
         if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) != 0 && Glibc.link(temp, path) != 0 {
+            cleanup = false
             throw NoteSyncError(.io, path: path, "a new file appeared while notesync replaced it; the server version stays at \(temp)",
                                 fix: "sync again", errno: errno)
         }
@@ -327,7 +422,6 @@ public struct NoteApplier: Sendable {
     /// record of that name on the server) are passed over too.
     public func keepAsConflictCopy(_ name: RecordName, from source: String, date: Date = Date(),
                                    avoiding isTaken: (RecordName) -> Bool = { _ in false }) throws -> RecordName {
-        let directory = FileIO.parent(of: source)
         var attempt = 1
         while true {
             let copyName = try RecordName(validating: ConflictCopyName.notesyncConflictName(
@@ -336,9 +430,11 @@ public struct NoteApplier: Sendable {
                 attempt += 1
                 continue
             }
+            // The note's folder may be gone (deleted by the user while the version waited in the staging folder).
+            try makeParents(of: copyName.string)
             let target = root + "/" + copyName.string
             if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
-                try FileIO.syncDirectory(directory)
+                try FileIO.syncDirectory(FileIO.parent(of: target))
                 return copyName
             }
             if errno == EEXIST && attempt < 100 { attempt += 1; continue }

@@ -13,6 +13,9 @@ public struct NotesFolder: Sendable, Hashable {
     public var database: String { stateDirectory + "/state.sqlite" }
     public var lockFile: String { stateDirectory + "/lock" }
     public var trash: String { stateDirectory + "/trash" }
+    /// Where versions wait on their way into and out of notes (``NoteApplier``): on the notes folder's filesystem,
+    /// out of reach of what the user does to their notes.
+    public var staging: String { stateDirectory + "/staging" }
     public var statusFile: String { stateDirectory + "/status.json" }
     public var ignoreFile: String { root + "/" + IgnoreRules.fileName }
 

@@ -30,7 +30,7 @@ extension SyncEngine {
     /// commits add as much in bases and heads.
     func execute(_ plan: consuming [Step], scan: consuming ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
                  store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport) throws -> Bool {
-        let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         var pushes: [Push] = []
         // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
         var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []

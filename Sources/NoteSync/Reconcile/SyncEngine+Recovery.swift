@@ -89,28 +89,38 @@ extension SyncEngine {
     /// the start of a full sync that reaches the server, like temp files): an edit made during that sync goes back
     /// to its name and is scanned now, so that the edit wins over the delete as it would have.
     func recoverUncheckedDeletes(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord]) throws {
-        let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         let restored = try applier.recoverUncheckedDeletes(bases: bases)
         guard !restored.isEmpty else { return }
         for name in restored { logger.warning("sync.delete.restored", metadata: ["note.path": "\(name)"]) }
         scan.merge(try scanner.scan(bases: bases, only: restored.map(\.string)))
     }
 
-    /// Deals with the temp files an interrupted apply left next to notes (a process killed between writing a new
-    /// version and swapping it in, or between the swap and the check of the old version), at the start of a full
-    /// sync that reaches the server, before local changes are queued:
+    /// Deals with the temp files an interrupted apply left in the staging folder (or, where a note's folder is on
+    /// another filesystem, next to the note): a process killed between writing a new version and swapping it in,
+    /// or between the swap and the check of the old version. At the start of a sync that reaches the server, before
+    /// local changes are queued:
     /// - a temp holding a base, a queued change, a server head known here or a text the server holds (the version
     ///   a pull wrote and never swapped in, or the version an apply swapped out after, or before, checking it) is
     ///   removed: the engine has it;
     /// - so is a temp whose note is still at its base: nothing was swapped in (a swap leaves the note at the new
     ///   version), and the sync that follows pulls again;
-    /// - any other is kept as a conflict copy of its note, scanned now so that this sync uploads it: an edit the
-    ///   user saved while the killed apply was swapping the note, which no one else has, or (rarely) a merged text
-    ///   that was never swapped in, which the sync merges again. Never deleted unseen: the outbox is no evidence
-    ///   that a temp was never swapped in, because an offline sync after the crash queues the swapped-in version.
+    /// - any other is kept as a conflict copy of its note (in the note's folder, made again if the user removed
+    ///   it meanwhile), scanned now so that this sync uploads it: an edit the user saved while the killed apply was
+    ///   swapping the note, which no one else has, or (rarely) a merged text that was never swapped in, which the
+    ///   sync merges again. Never deleted unseen: the outbox is no evidence that a temp was never swapped in,
+    ///   because an offline sync after the crash queues the swapped-in version.
     func recoverLeftoverTemps(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
                               store: ServerStore, report: inout SyncReport) throws {
-        guard !scan.leftoverTemps.isEmpty else { return }
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
+        var leftovers = try applier.stagedLeftovers()
+        for temp in scan.leftoverTemps {
+            let directory = temp.lastIndex(of: "/").map { String(temp[...$0]) } ?? ""
+            leftovers.append(NoteApplier.StagedLeftover(path: folder.root + "/" + temp,
+                                                        note: AgentTempName.note(ofTemp: temp) ?? directory + "recovered"))
+        }
+        guard !leftovers.isEmpty else { return }
+        defer { applier.removeEmptyStagingFolders() }
         let outbox = try state.outbox()
         let known = Set(bases.values.map(\.digest)).union(outbox.values.compactMap(\.digest))
             .union(zone.heads.values.compactMap(\.text?.sha256))
@@ -118,19 +128,17 @@ extension SyncEngine {
         func serverHolds(_ digest: ContentDigest, size: Int64) -> Bool {
             (try? store.readAsset(AssetRef(sha256: digest, size: size))) != nil
         }
-        let applier = NoteApplier(root: folder.root, trash: folder.trash, deviceName: config.deviceName)
         var copies: [String] = []
-        for temp in scan.leftoverTemps {
-            let path = folder.root + "/" + temp
+        for leftover in leftovers {
+            let path = leftover.path
             guard let info = FileIO.lstatInfo(path), let (digest, size) = try FileDigest.of(path: path) else { continue }
-            let note = AgentTempName.note(ofTemp: temp).flatMap { try? RecordName(validating: RecordName.nfc($0)) }
+            let note = leftover.note.flatMap { try? RecordName(validating: RecordName.nfc($0)) }
             let neverSwappedIn = note.flatMap { scan.files[$0] }.map { $0.digest == bases[$0.name]?.digest } ?? false
             if known.contains(digest) || neverSwappedIn || serverHolds(digest, size: size) {
                 unlink(path)
                 continue
             }
-            let directory = temp.lastIndex(of: "/").map { String(temp[...$0]) } ?? ""
-            let original = try note ?? RecordName(validating: directory + "recovered")
+            let original = try note ?? RecordName(validating: "recovered")
             let date = Date(timeIntervalSince1970: Double(StatFingerprint(info).mtime) / 1e9)
             let copy = try applier.keepAsConflictCopy(original, from: path, date: date) { scan.files[$0] != nil || bases[$0] != nil }
             try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: original, device: config.deviceName,

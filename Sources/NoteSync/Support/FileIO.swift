@@ -171,6 +171,23 @@ public enum FileIO {
         try makeDirectory(path)
     }
 
+    /// Removes `path` and the folders under it, as far as they are empty: a file anywhere keeps its folders.
+    /// Never removes a file, and never follows a link.
+    @discardableResult
+    public static func removeEmptyFolders(_ path: String) -> Bool {
+        if rmdir(path) == 0 { return true }
+        guard errno == ENOTEMPTY || errno == EEXIST, let entries = try? listEntries(path) else { return false }
+        var empty = true
+        for entry in entries {
+            let child = path + "/" + entry.name
+            guard let info = lstatInfo(child), (info.st_mode & S_IFMT) == S_IFDIR, removeEmptyFolders(child) else {
+                empty = false
+                continue
+            }
+        }
+        return empty && rmdir(path) == 0
+    }
+
     /// lstat(2); `nil` when the path does not exist or cannot be examined.
     public static func lstatInfo(_ path: String) -> stat? {
         var info = stat()

@@ -138,6 +138,33 @@ import Testing
                 "the schedule no longer crashes where it should: \(figures.crashPoints)")
     }
 
+    /// Carol saves b/c.md while her sync is pulling it, right before the swap; the sync is killed right after the
+    /// swap, and carol then deletes the folder `b/` (she saw the pulled text in the note, not her edit). The swap
+    /// used to leave her edit in a temp file beside the note, in `b/`, which went with the folder: a lost write
+    /// (seed 57111914). The displaced version now waits in `.notesync/staging/`, and the next sync keeps it as a
+    /// conflict copy in a `b/` made again.
+    @Test func anEditSwappedOutByAKilledPullSurvivesItsFoldersDelete() {
+        let schedule = SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
+            .init(0, .edit(.pool(4), .rewrite(lines: 3), .inPlace)),
+            .init(0, .sync(nil, full: true)),
+            .init(2, .sync(nil, full: true)),
+            .init(0, .edit(.pool(4), .changeLine(1), .inPlace)),
+            .init(0, .sync(nil, full: true)),
+            .init(2, .sync(.userEditThenCrash(at: 5, .pool(4), crashAt: 6), full: true)),
+            .init(2, .deleteFolder(.pool(4))),
+            .init(2, .sync(nil, full: true)),
+        ])
+        let (findings, figures) = SimRunner.run(schedule)
+        #expect(findings.isEmpty, "\(findings)")
+        #expect(figures.crashPoints == ["apply.exchanged": 1] && figures.midSyncEdits == 1,
+                "the schedule no longer crashes where it should: \(figures.crashPoints)")
+    }
+
+    /// The seed the soak found it with, as generated today (the shrunk schedule above stays if generation changes).
+    @Test func seed57111914() {
+        Self.expectClean(SimSchedule.forSeed(57_111_914))
+    }
+
     /// Carol's sync pulls b/c.md, and she appends a line to it right after the rename put it in place. The
     /// applier then took the note's fingerprint with `lstat` — of her edited file — and recorded it with the digest
     /// of the version it had written: every later scan saw an unchanged note and her line was never uploaded.

@@ -680,12 +680,14 @@ final class SimRunner {
         if let stash = try FileIO.list(stashDirectory), !stash.isEmpty {
             findings.harness.append("\(at): the crash stash still holds \(stash.count) file(s)")
         }
-        let stateFiles: Set<String> = ["state.sqlite", "state.sqlite-wal", "state.sqlite-shm", "trash"]
+        let stateFiles: Set<String> = ["state.sqlite", "state.sqlite-wal", "state.sqlite-shm", "trash", "staging"]
         for device in devices {
             for (relative, info) in try SyncHarness.walk(device.folder.root, skipTopLevel: nil) {
                 let components = relative.split(separator: "/")
                 let name = String(components.last ?? "")
-                if name.hasPrefix(IgnoreRules.agentTempPrefix) {
+                let staged = components.count > 2 && components[0] == Substring(IgnoreRules.stateDirectoryName)
+                    && components[1] == "staging"
+                if name.hasPrefix(IgnoreRules.agentTempPrefix) || staged {
                     findings.confinement.append("\(at): \(device.name) has a leftover temp file \(relative)")
                 } else if components.first == Substring(IgnoreRules.stateDirectoryName), components.count == 2,
                           !stateFiles.contains(name) {

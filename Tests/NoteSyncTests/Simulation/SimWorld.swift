@@ -176,6 +176,15 @@ final class SimFaultInjector: Sendable {
             }
         }
         visit(notesRoot)
+        // Everything in the staging folder is a temp of an apply (a version on its way in or out of a note).
+        func visitStaging(_ directory: String) {
+            for entry in (try? FileIO.list(directory)) ?? [] {
+                let path = directory + "/" + entry
+                guard let info = FileIO.lstatInfo(path) else { continue }
+                if (info.st_mode & S_IFMT) == S_IFDIR { visitStaging(path) } else { temps.append(path) }
+            }
+        }
+        visitStaging(NotesFolder(root: notesRoot).staging)
         let serverTemp = ServerLayout(root: serverRoot).tmpDirectory
         temps += ((try? FileIO.list(serverTemp)) ?? []).map { serverTemp + "/" + $0 }
         state.withLock { state in
@@ -195,6 +204,8 @@ final class SimFaultInjector: Sendable {
         }
         for (original, stash) in stashed {
             if FileIO.lstatInfo(original) == nil {
+                // The unwinding may have removed the temp's own staging folder too.
+                try? FileIO.makeDirectories(FileIO.parent(of: original))
                 if rename(stash, original) != 0 { fatalError("cannot restore \(original) after a simulated crash: \(errno)") }
             } else {
                 unlink(stash)
