@@ -19,12 +19,15 @@ struct NoteSyncCommand: AsyncParsableCommand {
         discussion: """
             Exit codes:
               0   success (fsck: the server is clean)
-              1   failure, or fsck found problems
+              1   failure, or fsck found problems; or a safety stop: the server at the path is not this
+                  folder's server (another id), is behind this device (restored from an older copy) or
+                  holds another log (replaced, forked): see `notesync recover`; or a gap in the server's
+                  log (an entry missing while later ones are there): see `notesync server fsck --repair`
               3   the server is unreachable: local changes stay queued
               64  bad usage
             """,
         version: NoteSyncVersion.string,
-        subcommands: [InitCommand.self, SyncCommand.self, DiffCommand.self, WatchCommand.self, StatusCommand.self, ConflictsCommand.self,
+        subcommands: [InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self, ConflictsCommand.self,
                       HistoryCommand.self, RestoreCommand.self, ServerCommand.self, DebugCommand.self]
     )
 }

@@ -6,7 +6,7 @@ struct ServerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "server",
         abstract: "Create and check server directories.",
-        subcommands: [ServerInit.self, ServerFsckCommand.self]
+        subcommands: [ServerInit.self, ServerFsckCommand.self, ServerUpgrade.self]
     )
 }
 
@@ -14,7 +14,11 @@ struct ServerInit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
         abstract: "Make DIR a new notesync server (format \(ServerMarker.currentFormat), zone \"notes\").",
-        discussion: "DIR is created if missing. A non-empty folder that is not a server is refused."
+        discussion: """
+            DIR is created if missing. A non-empty folder that is not a server is refused. Only for the first \
+            device of a new server: a notes folder is bound to its server's id at `notesync init` and never syncs \
+            with a server made later in its place.
+            """
     )
 
     @OptionGroup var global: GlobalOptions
@@ -49,17 +53,49 @@ struct ServerFsckCommand: ParsableCommand {
     @Argument(help: "The server directory.") var directory: String
     @Flag(help: "Sweep old temp files and quarantine foreign or corrupt files.") var repair = false
     @Option(help: "With --repair: sweep temp files at least this many seconds old.") var tempAge: Double = 3600
+    @Option(help: "With --repair: seal a gap in the log (a missing entry with later ones present) with a void entry once the first entry after it is this many seconds old.")
+    var gapAge: Double = 3600
 
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
             let store = try ServerStore(root: directory, device: "fsck", logger: logger)
-            let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge)
+            let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge, gapGraceSeconds: gapAge)
             for finding in report.findings { print(finding) }
             let open = report.findings.filter { $0.repaired == nil }.count
             print("\(report.entries) entries (log at \(report.token)), \(report.snapshots) snapshots, "
                   + "\(report.assets) assets; \(report.findings.count) findings, \(open) unrepaired")
             return report.isClean ? ExitCodes.ok : ExitCodes.failure
+        }
+    }
+}
+
+struct ServerUpgrade: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "upgrade",
+        abstract: "Move a format-1 server to format \(ServerMarker.currentFormat): its log is hash-chained from then on.",
+        discussion: """
+            This build reads and writes format-1 servers as they are (its entries carry the chain link, which \
+            format-1 builds ignore), but a format-1 build may still write unchained entries there. After the \
+            upgrade, builds that know only format 1 read the server and write nothing (they say to update). \
+            Nothing in the log is rewritten: no history is lost. Update notesync on every device first.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The server directory.") var directory: String
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let store = try ServerStore(root: directory, device: "upgrade", logger: logger)
+            if store.marker.format >= ServerMarker.currentFormat {
+                print("server \(store.marker.id) is already format \(store.marker.format): nothing to do")
+                return ExitCodes.ok
+            }
+            try store.upgradeMarker()
+            print("server \(store.marker.id) is now format \(ServerMarker.currentFormat)")
+            return ExitCodes.ok
         }
     }
 }

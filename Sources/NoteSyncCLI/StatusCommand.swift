@@ -5,7 +5,12 @@ import NoteSync
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the server, its reachability, the change token, pending changes, conflicts and the last sync."
+        abstract: "Show the server, its reachability, the change token, pending changes, conflicts and the last sync.",
+        discussion: """
+            Exit code 1 when syncing is stopped by the server ("SYNC STOPPED"): another server at the path, a \
+            server behind this device or holding another log (see `notesync recover`), or a gap in its log (see \
+            `notesync server fsck --repair`). An unreachable server is not an error here (exit 0).
+            """
     )
 
     @OptionGroup var global: GlobalOptions
@@ -19,6 +24,8 @@ struct StatusCommand: ParsableCommand {
         var deviceID: String
         var reachable: Bool
         var serverError: String?
+        /// The server is there but syncing is stopped: not this folder's server, behind it, or a gap in its log.
+        var serverProblem = false
         var token: Int64
         var serverToken: Int64?
         var pending: [String]
@@ -45,19 +52,29 @@ struct StatusCommand: ParsableCommand {
             }
             do {
                 let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+                if let bound = config.serverID, store.marker.id != bound {
+                    throw NoteSyncError(.serverMismatch, path: store.layout.marker,
+                                        "is the marker of notesync server \(store.marker.id), but this notes folder syncs with server \(bound)",
+                                        fix: "mount or restore this folder's own server there, or run `notesync recover --dry-run`, then `notesync recover`")
+                }
                 var zone = try state.zoneState()
                 try store.fetch(into: &zone)
                 status.reachable = true
                 status.serverToken = zone.token
             } catch let error as NoteSyncError {
                 status.serverError = error.description
+                status.serverProblem = error.kind == .serverMismatch || error.kind == .logGap
+                status.reachable = status.serverProblem
             }
+            let code = status.serverProblem ? ExitCodes.failure : ExitCodes.ok
             if json {
                 try printJSON(status)
-                return ExitCodes.ok
+                return code
             }
             print("notes:     \(DisplayName.escape(status.notes))  (device \"\(status.device)\", id \(status.deviceID))")
-            print("server:    \(DisplayName.escape(status.server))  " + (status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))
+            print("server:    \(DisplayName.escape(status.server))  "
+                  + (status.serverProblem ? "SYNC STOPPED: \(status.serverError ?? "")"
+                     : status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))
             let behind = (status.serverToken ?? status.token) - status.token
             print("token:     \(status.token)" + (behind > 0 ? "  (\(behind) newer entries on the server)" : ""))
             print("pending:   \(status.pending.count) local change(s) not yet on the server")
@@ -71,7 +88,7 @@ struct StatusCommand: ParsableCommand {
             }
             print("last sync: \(status.lastSync ?? "never")")
             if let error = status.lastError { print("last error: \(error)") }
-            return ExitCodes.ok
+            return code
         }
     }
 }

@@ -43,6 +43,53 @@ struct DiffCommand: ParsableCommand {
     }
 }
 
+struct RecoverCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "recover",
+        abstract: "Sync again, from scratch, with the server now at the server path: after it was restored from an older copy, replaced, or on purpose moved to a new server.",
+        discussion: """
+            A sync stops (exit 1) when the server is not the one this notes folder synced with: another server id             at the path, a log that is behind this device (restored from an older backup) or that does not continue             the one it read (replaced, forked). `recover` forgets what this device knew of the server, binds the             notes folder to the server now at the path, and syncs as a first sync would with the notes it holds:             every note whose text the server lacks is pushed as a new commit after the server's current end, notes             the server has are pulled, and a note changed on both sides is merged or kept twice (a conflict copy).             It only adds: no note is deleted on any device for the sake of the recovery (deletes the server lost             are not made again). Run it with --dry-run first: it prints the same diff as `notesync diff`.
+            To move a notes folder to a new server on purpose (an old share retired): point it there with             `notesync recover --server DIR`.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var folderOptions: FolderOptions
+    @Flag(help: "Show what the recovery would do, as diffs; change nothing.") var dryRun = false
+    @Flag(help: "Print the result as JSON.") var json = false
+    @Option(help: "Move the notes folder to this server directory (an existing notesync server).") var server: String?
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let (folder, state, folderConfig) = try folderOptions.open(readOnly: dryRun)
+            let lock = dryRun ? nil : try FolderLock(folder)
+            defer { withExtendedLifetime(lock) {} }
+            var config = folderConfig
+            if let server {
+                config.server = NotesFolder(root: server).root
+                if config.server == folder.root || config.server.hasPrefix(folder.root + "/") || folder.root.hasPrefix(config.server + "/") {
+                    throw NoteSyncError(.usage, path: config.server, "the server and the notes folder must not contain each other",
+                                        fix: "choose a server folder outside the notes folder")
+                }
+                // Refused before anything changes: a recovery never makes a server.
+                _ = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+                if !dryRun { try state.setMeta(["server.path": config.server]) }
+            }
+            let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
+            var options = SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json)
+            options.forgetServer = true
+            let report = try engine.sync(options)
+            if json { try printJSON(report) } else { printReport(report) }
+            if !dryRun && !json {
+                print("recovered: this notes folder now syncs with server \(try state.meta(FolderConfig.serverIDKey) ?? "?") at \(DisplayName.escape(config.server))")
+            }
+            try state.close()
+            return ExitCodes.ok
+        }
+    }
+}
+
 func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, json: Bool, allowMassDelete: Bool) throws {
     let logger = global.makeLogger()
     OneShotProcess.growHeapInLargeSteps()

@@ -94,19 +94,23 @@ import Testing
     }
 
     /// Reads the whole log and checks: dense from 1, every slot a valid entry, each entry the commit its
-    /// writer says it won, every change based on the head at its slot, every referenced asset intact.
+    /// writer says it won and chained to the entry before it (each writer claimed its slot with that entry read and
+    /// verified), every change based on the head at its slot, every referenced asset intact.
     private func verifyLog(_ store: ServerStore, expectedEntries: Int64, won: [Int64: String],
                            everyEntryListed: Bool = true) throws {
         var heads: [String: Int64] = [:]
         var commits = Set<String>()
         var assets = Set<AssetRef>()
         var seq: Int64 = 1
+        var previous: ContentDigest?
         while true {
             let slot = try store.readSlot(seq)
             guard case .entry(let entry) = slot else {
                 #expect(slot == .missing, "slot \(seq) is damaged: \(slot)")
                 break
             }
+            #expect(entry.prev == previous, "entry \(seq) does not name the entry before it")
+            previous = entry.digest
             #expect(commits.insert(entry.commit).inserted, "commit \(entry.commit) appears twice")
             if let listed = won[seq] { #expect(listed == entry.commit) } else { #expect(!everyEntryListed, "entry \(seq) was won by nobody") }
             for change in entry.changes {

@@ -90,7 +90,8 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         let path = w.forger.layout.entryPath(seq)
         let good = try w.forger.save("fine.md", "a valid change in the same entry\n")
         func entry(_ changes: [RecordChange]) throws -> Data {
-            try SealedFile.seal(LogEntry(seq: seq, commit: "c-\(seq)", device: "evil", time: 0, changes: changes), kind: "entry")
+            try SealedFile.seal(LogEntry(seq: seq, commit: "c-\(seq)", device: "evil", time: 0, changes: changes,
+                                         prev: w.forger.prev(before: seq)), kind: "entry")
         }
         func named(_ names: [String]) throws -> [RecordChange] {
             try names.enumerated().map { try w.forger.save($1, "evil \($0)\n") } + [good]
@@ -179,7 +180,8 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         let seq = w.forger.nextSlot()
         let entry = LogEntry(seq: seq, commit: "planted", device: "evil", time: 0,
                              changes: [try w.forger.save("pwned.md", "followed the link\n"),
-                                       try w.forger.save("keep.md", "overwritten through a link\n", base: 1)])
+                                       try w.forger.save("keep.md", "overwritten through a link\n", base: 1)],
+                             prev: w.forger.prev(before: seq))
         let target = w.outside + "/entry"
         try Data(try SealedFile.seal(entry, kind: "entry")).write(to: URL(fileURLWithPath: target))
         try FileIO.makeDirectories(w.forger.layout.shardDirectory(of: seq))
@@ -327,19 +329,20 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         let marker = w.forger.layout.marker
         let text = try #require(w.t.read(w.t.server, ServerLayout.markerName))
         unlink(marker)
-        try Data(text.replacingOccurrences(of: "\"format\" : 1", with: "\"format\" : 2").utf8).write(to: URL(fileURLWithPath: marker))
+        try Data(text.replacingOccurrences(of: "\"format\" : 2", with: "\"format\" : 3").utf8).write(to: URL(fileURLWithPath: marker))
         try w.t.write(w.t.b, "mine.md", "written on B\n")
         let server = try treeState(w.t.server)
 
         let first = try w.t.run(["sync", "--notes", w.t.b])
         #expect(first.status == 1)
-        #expect(first.stderr.contains(marker) && first.stderr.contains("format 2") && first.stderr.contains("update notesync"),
+        #expect(first.stderr.contains(marker) && first.stderr.contains("format 3") && first.stderr.contains("update notesync"),
                 "\(first.stderr)")
         #expect(w.t.read(w.t.b, "before.md") == "committed before the upgrade\n", "what it understands is read")
         #expect(try treeState(w.t.server) == server, "nothing is written to a newer server")
 
         let seq = w.forger.nextSlot()
-        let newer = LogEntry(seq: seq, commit: "v2", device: "newer", time: 0, changes: [try w.forger.save("v2.md", "from v2\n")])
+        let newer = LogEntry(seq: seq, commit: "v2", device: "newer", time: 0, changes: [try w.forger.save("v2.md", "from v2\n")],
+                             prev: w.forger.prev(before: seq))
         var sealed = try SealedFile.seal(newer, kind: "entry")
         sealed.replaceSubrange(0..<16, with: Data("notesync-entry 2".utf8))
         try w.forger.plantBytes(sealed, seq: seq)
@@ -428,7 +431,8 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         let forger = ServerForger(t.server)
         let seq = forger.nextSlot()
         var torn = try SealedFile.seal(LogEntry(seq: seq, commit: "torn", device: "evil", time: 0,
-                                                changes: [try forger.save("torn.md", "never applied\n")]), kind: "entry")
+                                                changes: [try forger.save("torn.md", "never applied\n")],
+                                                prev: forger.prev(before: seq)), kind: "entry")
         torn.removeLast(3)
         try forger.plantBytes(torn, seq: seq)
         for index in 0..<3 {

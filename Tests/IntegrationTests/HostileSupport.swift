@@ -28,10 +28,16 @@ struct ServerForger {
         Data("notesync-entry 1 \(body.count) \(ContentDigest(of: body).hex)\n".utf8) + body
     }
 
-    /// A correctly sealed entry: it passes the checksum, so whatever is wrong with it is found by the layers after.
+    /// The digest of the file in the slot before `seq`, which an entry in `seq` names to continue the chain.
+    func prev(before seq: Int64) -> ContentDigest? {
+        ((try? FileIO.read(layout.entryPath(seq - 1))) ?? nil).map { ContentDigest(of: $0) }
+    }
+
+    /// A correctly sealed and chained entry: it passes the checksum and the chain, so whatever is wrong with it is
+    /// found by the layers after.
     func plant(_ changes: [RecordChange], seq: Int64, device: String = "evil") throws {
         let entry = LogEntry(seq: seq, commit: UUID().uuidString.lowercased(), device: device, time: Clock.nowNanoseconds(),
-                             changes: changes)
+                             changes: changes, prev: prev(before: seq))
         try plantBytes(try SealedFile.seal(entry, kind: "entry"), seq: seq)
     }
 

@@ -76,7 +76,7 @@ import Testing
         var state = ZoneState()
         _ = try store.commit([.save(try name("a.md"), base: 0, text: try store.putAsset(Data("a".utf8)), modified: 1)], into: &state)
         let marker = dir.sub("server/notesync-server.json")
-        let text = try String(contentsOfFile: marker, encoding: .utf8).replacingOccurrences(of: "\"format\" : 1", with: "\"format\" : 2")
+        let text = try String(contentsOfFile: marker, encoding: .utf8).replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : \(ServerMarker.currentFormat + 1)")
         unlink(marker)
         try writeFile(marker, Data(text.utf8))
         let newer = try ServerStore(root: dir.sub("server"), device: "dev-b", logger: testLogger)
@@ -243,7 +243,12 @@ import Testing
         #expect(try store.readAsset(keep) == Data("keep".utf8))
     }
 
+    /// Plants `entry` in slot `seq`, chained to the file in the slot before it (as a device writes it).
     private func plant(_ store: ServerStore, seq: Int64, _ entry: LogEntry) throws {
+        var entry = entry
+        if entry.prev == nil, let before = (try? FileIO.read(store.layout.entryPath(seq - 1))) ?? nil {
+            entry.prev = ContentDigest(of: before)
+        }
         try plantBytes(store, seq: seq, try SealedFile.seal(entry, kind: "entry"))
     }
 

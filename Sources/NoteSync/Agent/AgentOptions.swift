@@ -17,6 +17,9 @@ public struct AgentOptions: Sendable, Hashable {
     /// Retry backoff while the server is unreachable.
     public var minBackoff: Duration = .milliseconds(500)
     public var maxBackoff: Duration = .seconds(30)
+    /// How long a gap in the server's log is waited for (a replicating tool may deliver the missing entry late)
+    /// before the agent reports it as an error; meanwhile it pushes nothing, as if offline.
+    public var gapGrace: Duration = .seconds(600)
 
     public init() {}
 

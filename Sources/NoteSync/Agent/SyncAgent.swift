@@ -109,7 +109,9 @@ public final class SyncAgent: Service, Sendable {
 
         func syncNow(_ paths: [String]?) {
             do {
-                let report = try engine.sync(SyncOptions(), only: paths)
+                var syncOptions = SyncOptions()
+                syncOptions.gapGrace = Int64(options.gapGrace.seconds * 1e9)
+                let report = try engine.sync(syncOptions, only: paths)
                 for warning in report.warnings { logger.warning("sync.warning", metadata: ["detail": "\(warning)"]) }
                 for change in report.changes where change.kind != .adopt {
                     logger.info("sync.change", metadata: ["note.path": "\(change.name)", "sync.kind": "\(change.kind.rawValue)"])

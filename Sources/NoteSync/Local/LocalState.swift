@@ -188,7 +188,8 @@ public final class LocalState: Sendable {
     /// The server state as last fetched (token and heads), so a sync reads only the entries after it.
     public func zoneState() throws -> ZoneState {
         try queue.read { db in
-            var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0)
+            var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0,
+                                  chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain'").flatMap(ContentDigest.init(hex:)))
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
@@ -337,7 +338,7 @@ public final class LocalState: Sendable {
         }
 
         /// Stores the token and the heads that changed since the last save.
-        public func setZone(token: Int64, changed heads: [RecordName: RecordHead]) throws {
+        public func setZone(token: Int64, chain: ContentDigest?, changed heads: [RecordName: RecordHead]) throws {
             let statement = try statements.get(.setHead, """
                 INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -359,6 +360,11 @@ public final class LocalState: Sendable {
                 try statement.run()
             }
             try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('token', ?)", arguments: [String(token)])
+            if let chain {
+                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('chain', ?)", arguments: [chain.hex])
+            } else {
+                try db.execute(sql: "DELETE FROM meta WHERE key = 'chain'")
+            }
         }
 
         public func queue(_ item: OutboxItem) throws {
@@ -447,6 +453,21 @@ public final class LocalState: Sendable {
 
         public func removeConflict(_ copy: RecordName) throws {
             try db.execute(sql: "DELETE FROM conflict WHERE copy = ?", arguments: [copy.string])
+        }
+
+        /// Forgets everything this device knew of its server (bases, heads, token, chain) and binds the folder to
+        /// the server `serverID`: what `notesync recover` starts from. Notes, queued changes and conflicts stay.
+        /// Forgets the heads, token and chain: the next fetch reads the whole log again.
+        public func forgetZone() throws {
+            try db.execute(sql: "DELETE FROM head")
+            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain')")
+        }
+
+        public func forgetServer(bindingTo serverID: String) throws {
+            try db.execute(sql: "DELETE FROM base")
+            try db.execute(sql: "DELETE FROM head")
+            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'planned.token')")
+            try setMeta("server.id", serverID)
         }
 
         public func setMeta(_ key: String, _ value: String?) throws {

@@ -59,7 +59,26 @@ public struct RecordChange: Codable, Hashable, Sendable {
     }
 }
 
+/// What a void entry says: the slot was found empty with later entries present (an entry lost by a replicating
+/// tool, or deleted), and `notesync server fsck --repair` claimed it so that readers can go on.
+public struct VoidSeal: Codable, Hashable, Sendable {
+    /// Why the slot was sealed, for people reading the log.
+    public var reason: String
+    /// The digest the lost entry had, as the entry after it names it (its `prev`): the chain goes on from there.
+    /// `nil` when the entry after it names none.
+    public var lost: ContentDigest?
+
+    public init(reason: String, lost: ContentDigest?) {
+        self.reason = reason
+        self.lost = lost
+    }
+}
+
 /// One immutable entry of a zone's change log: an atomic batch of record changes from one device.
+///
+/// Entries are hash-chained: `prev` is the digest of the file of the entry before it (``digest``), so a device
+/// that keeps the digest of the last entry it read finds out when the log it reads next does not continue that one
+/// (a server replaced, forked, or restored from an older copy).
 public struct LogEntry: Codable, Hashable, Sendable {
     /// The slot this entry was written for; a file found in another slot is misplaced, not applied.
     public var seq: Int64
@@ -69,12 +88,39 @@ public struct LogEntry: Codable, Hashable, Sendable {
     /// Wall-clock time of the commit, nanoseconds since 1970.
     public var time: Int64
     public var changes: [RecordChange]
+    /// The digest of the entry file in slot `seq - 1`; `nil` in slot 1 and in entries of format-1 builds.
+    public var prev: ContentDigest?
+    /// Set on a void entry: no changes, a slot sealed by fsck.
+    public var void: VoidSeal?
+    /// The digest of this entry's file as read from the server (or as sealed by its writer); not stored in it.
+    public var digest: ContentDigest?
 
-    public init(seq: Int64, commit: String, device: String, time: Int64, changes: [RecordChange]) {
+    enum CodingKeys: String, CodingKey {
+        case seq, commit, device, time, changes, prev, void
+    }
+
+    public init(seq: Int64, commit: String, device: String, time: Int64, changes: [RecordChange],
+                prev: ContentDigest? = nil, void: VoidSeal? = nil) {
         self.seq = seq
         self.commit = commit
         self.device = device
         self.time = time
         self.changes = changes
+        self.prev = prev
+        self.void = void
+    }
+
+    /// The chain digest a reader holds after this entry: the digest of its file, or for a void entry, the digest
+    /// the lost entry had (the next entry names that one).
+    public var chainDigest: ContentDigest? { void.map { $0.lost ?? digest } ?? digest }
+
+    public static func == (a: LogEntry, b: LogEntry) -> Bool {
+        a.seq == b.seq && a.commit == b.commit && a.device == b.device && a.time == b.time && a.changes == b.changes
+            && a.prev == b.prev && a.void == b.void
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(seq)
+        hasher.combine(commit)
     }
 }

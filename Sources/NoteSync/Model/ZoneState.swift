@@ -44,6 +44,9 @@ public struct DamagedEntry: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(path): \(reason)" }
 
+    /// The digest of the file's bytes, when it could be read: the entry after it names it as `prev`.
+    public var digest: ContentDigest?
+
     /// Whether the entry was sealed in a format newer than this build's: it may be valid, only unreadable here.
     public var isNewerFormat = false
 }
@@ -55,6 +58,9 @@ public struct DamagedEntry: Hashable, Sendable, CustomStringConvertible {
 public struct ZoneState: Sendable, Hashable {
     /// The change token: the sequence of the last entry folded in.
     public var token: Int64
+    /// The digest of the entry at `token` (``LogEntry/chainDigest``): the next entry must name it as `prev`.
+    /// `nil` at token 0, and where it is not known (a token stored by a build before the chain).
+    public var chain: ContentDigest?
     public var heads: [RecordName: RecordHead]
     public var quarantined: [QuarantinedChange]
     /// Changes whose `base` was not the head when their entry claimed its slot. A correct writer never
@@ -71,9 +77,16 @@ public struct ZoneState: Sendable, Hashable {
     /// the paths it was given, including records of an entry folded in while a commit lost its race. Not part
     /// of equality.
     public var unplanned: Set<RecordName> = []
+    /// The file of the entry at `token` as it was when last read and found to be the entry read (its digest), so
+    /// that a quick check of the log's end needs only an `lstat`. Not stored, not part of equality.
+    public var verifiedTail: StatFingerprint?
+    /// Slots whose entry could not be read (damaged) or was lost (a void entry): a change based on one of them is
+    /// not a compare-and-swap violation. Not stored, not part of equality.
+    public var unreadableSlots: Set<Int64> = []
 
-    public init(token: Int64 = 0, heads: [RecordName: RecordHead] = [:]) {
+    public init(token: Int64 = 0, chain: ContentDigest? = nil, heads: [RecordName: RecordHead] = [:]) {
         self.token = token
+        self.chain = chain
         self.heads = heads
         self.quarantined = []
         self.casViolations = []
@@ -93,7 +106,7 @@ public struct ZoneState: Sendable, Hashable {
     }
 
     public static func == (a: ZoneState, b: ZoneState) -> Bool {
-        a.token == b.token && a.heads == b.heads && a.quarantined == b.quarantined && a.casViolations == b.casViolations
+        a.token == b.token && a.chain == b.chain && a.heads == b.heads && a.quarantined == b.quarantined && a.casViolations == b.casViolations
             && a.damaged == b.damaged
     }
 
@@ -117,6 +130,8 @@ public struct ZoneState: Sendable, Hashable {
     public mutating func apply(_ entry: LogEntry) {
         precondition(entry.seq == token + 1, "entries are folded in order")
         token = entry.seq
+        chain = entry.chainDigest
+        if entry.void != nil { unreadableSlots.insert(entry.seq) }
         for change in entry.changes {
             let name: RecordName
             do { name = try RecordName(validating: change.name) } catch {
@@ -129,7 +144,8 @@ public struct ZoneState: Sendable, Hashable {
                                                      reason: "a save without text"))
                 continue
             }
-            if change.base != tag(of: name) {
+            // A change based on a slot whose entry is lost (damaged, or sealed void) cannot be checked.
+            if change.base != tag(of: name) && !unreadableSlots.contains(change.base) {
                 casViolations.append(QuarantinedChange(
                     seq: entry.seq, name: name.description,
                     reason: "based on \(change.base) but the head was \(tag(of: name))"))
@@ -142,9 +158,12 @@ public struct ZoneState: Sendable, Hashable {
         }
     }
 
-    /// Passes over a slot whose entry is damaged: the token moves, nothing is applied.
-    public mutating func skip(seq: Int64) {
+    /// Passes over a slot whose entry is damaged: the token moves, nothing is applied; `digest` is that of the
+    /// file's bytes, which the next entry names.
+    public mutating func skip(seq: Int64, digest: ContentDigest?) {
         precondition(seq == token + 1, "entries are folded in order")
         token = seq
+        chain = digest
+        unreadableSlots.insert(seq)
     }
 }

@@ -151,3 +151,80 @@ extension SyncEngine {
         if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies)) }
     }
 }
+
+extension SyncEngine {
+    /// The local state's key for the void entries this device has looked at (a comma-separated list of slots).
+    static let voidsSeenKey = "voids.seen"
+
+    /// The slots fsck sealed with a void entry (their entry lost from the server: deleted, or never delivered by a
+    /// replicating tool) that this device had read as real entries before: its heads and bases still hold what
+    /// those entries changed. Whoever holds such a change pushes it again (``requeueLostCommits``): the device that
+    /// wrote it, and every device that pulled it. Voids this device reads in the log itself need nothing.
+    ///
+    /// The voids looked at are recorded with the bases that requeue their changes, in one transaction (or at once
+    /// when nothing is to be queued): a process killed in between finds them again, by the bases still tagged
+    /// with the lost slot.
+    func lostEntriesRead(_ store: ServerStore, zone: ZoneState, bases: [RecordName: BaseRecord]) throws -> LostEntries {
+        let voids = try store.voidedSlots()
+        guard !voids.isEmpty else { return LostEntries() }
+        let seen = Set((try state.meta(Self.voidsSeenKey) ?? "").split(separator: ",").compactMap { Int64($0) })
+        let fresh = voids.filter { !seen.contains($0) }
+        guard !fresh.isEmpty else { return LostEntries() }
+        let tags = Set(zone.heads.values.map(\.tag)).union(bases.values.map(\.tag))
+        let found = LostEntries(slots: fresh.filter { tags.contains($0) },
+                                seen: seen.union(fresh).sorted().map(String.init).joined(separator: ","))
+        if found.slots.isEmpty { try state.setMeta([Self.voidsSeenKey: found.seen]) }
+        return found
+    }
+
+    /// What ``lostEntriesRead(_:zone:bases:)`` found: the slots, and the list of voids looked at once they are dealt with.
+    struct LostEntries {
+        var slots: [Int64] = []
+        var seen = ""
+        var isEmpty: Bool { slots.isEmpty }
+    }
+
+    /// Queues again what the lost entries this device had read changed (``lostEntriesRead(_:zone:bases:)``), with
+    /// `zone` read afresh:
+    /// each note whose base is a lost entry gets, as its base, the version the server held before it, so the plan
+    /// sees the note changed since and pushes it (merged if another device changed the note meanwhile). Returns
+    /// the names to scan again. A lost delete is not made again: the note comes back from the server (nothing is
+    /// deleted for a recovery).
+    func requeueLostCommits(_ lost: LostEntries, zone: ZoneState, bases: inout [RecordName: BaseRecord], scan: inout ScanResult,
+                            store: ServerStore) throws -> [RecordName] {
+        var requeued: [RecordName] = []
+        try state.update { batch in
+            for seq in lost.slots {
+                logger.warning("sync.entry.lost", metadata: ["server.seq": "\(seq)"])
+                let names = bases.values.filter { $0.tag == seq }.map(\.name)
+                for name in names {
+                    let prior = priorVersion(name, before: seq, zone: zone, store: store)
+                    // Scanned again by the caller, which counts the note's base again.
+                    if scan.files[name] != nil { scan.baseMatches -= 1 }
+                    bases[name] = prior
+                    if let prior { try batch.setBase(prior) } else { try batch.removeBase(name) }
+                }
+                requeued += names
+            }
+            try batch.setMeta(Self.voidsSeenKey, lost.seen)
+        }
+        return requeued
+    }
+
+    /// The version of `name` the server held just before slot `seq`, as a base: found by walking back from the
+    /// head through each change's base. `nil` when the record did not exist or was deleted then.
+    private func priorVersion(_ name: RecordName, before seq: Int64, zone: ZoneState, store: ServerStore) -> BaseRecord? {
+        var tag = zone.heads[name]?.tag ?? 0
+        for _ in 0..<256 {
+            guard tag > 0, case .entry(let entry)? = try? store.readSlot(tag),
+                  let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
+            if tag < seq {
+                guard change.op == .save, let text = change.text else { return nil }
+                return BaseRecord(name: name, tag: tag, digest: text.sha256, size: text.size, modified: change.modified,
+                                  fingerprint: nil)
+            }
+            tag = change.base
+        }
+        return nil
+    }
+}

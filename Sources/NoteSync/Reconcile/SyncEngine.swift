@@ -11,6 +11,13 @@ public struct SyncOptions: Sendable {
     public var colorDiffs = false
     public var allowMassDelete = false
     public var maxRounds = 8
+    /// How long a gap in the server's log (an entry missing while later ones are there) is waited for before it is
+    /// reported as an error: replicating tools deliver files out of order. `nil` reports it at once (one-shot
+    /// commands); meanwhile the sync pushes nothing and pulls nothing past the gap, as if offline.
+    public var gapGrace: Int64?
+    /// Forget what this device knew of the server (token, heads, bases) and sync as if for the first time with
+    /// the notes it holds: ``SyncEngine/recover(_:)``.
+    public var forgetServer = false
 
     public init(dryRun: Bool = false, withDiffs: Bool = false, colorDiffs: Bool = false, allowMassDelete: Bool = false) {
         self.dryRun = dryRun
@@ -25,12 +32,19 @@ public struct FolderConfig: Sendable, Hashable {
     public var deviceID: String
     public var deviceName: String
     public var server: String
+    /// The id of the server this notes folder syncs with (its marker's id), bound at `init`; `nil` for a folder
+    /// made by a build before binding: the first sync that reaches a server binds it.
+    public var serverID: String?
 
-    public init(deviceID: String, deviceName: String, server: String) {
+    public init(deviceID: String, deviceName: String, server: String, serverID: String? = nil) {
         self.deviceID = deviceID
         self.deviceName = deviceName
         self.server = server
+        self.serverID = serverID
     }
+
+    /// The local state's key for ``serverID``.
+    public static let serverIDKey = "server.id"
 
     public init(state: LocalState, folder: NotesFolder) throws {
         guard let id = try state.meta("device.id"), let name = try state.meta("device.name"),
@@ -38,7 +52,7 @@ public struct FolderConfig: Sendable, Hashable {
             throw NoteSyncError(.notInitialized, path: folder.database, "holds no device or server",
                                 fix: "run `notesync init --notes \(folder.root) --server DIR`")
         }
-        self.init(deviceID: id, deviceName: name, server: server)
+        self.init(deviceID: id, deviceName: name, server: server, serverID: try state.meta(Self.serverIDKey))
     }
 }
 
@@ -56,6 +70,13 @@ public final class SyncEngine {
     /// memory instead of reloading every record (only this process writes them: it holds the folder lock).
     private var memo: (bases: [RecordName: BaseRecord], zone: ZoneState)?
     private var store: ServerStore?
+    /// The marker file as it was when ``store`` was opened: another file there (a share mounted again, a server
+    /// put in its place) is opened and its id checked again.
+    private var markerSeen: StatFingerprint?
+    /// The server id this engine checks every server against (``FolderConfig/serverID``, or bound by this engine).
+    private var boundServerID: String?
+    /// When a sync first found a gap at a slot (``SyncOptions/gapGrace``).
+    private var gapSeen: (path: String, since: Int64)?
     private var lastReportedToken: Int64 = -1
     /// For a process that exits after one sync: what a sync held is left to the exit (``OneShotProcess``)
     /// instead of being released record by record (20 ms at 100,000 notes). Never for the agent.
@@ -66,6 +87,7 @@ public final class SyncEngine {
         self.state = state
         self.config = config
         self.logger = logger
+        self.boundServerID = config.serverID
     }
 
     /// The local state's key for the token a finished sync planned and applied up to.
@@ -82,7 +104,14 @@ public final class SyncEngine {
         var bases: [RecordName: BaseRecord]
         var zone: ZoneState
         var scan: ScanResult
-        if memo != nil {
+        if options.forgetServer {
+            // As a first sync with the notes this device holds: nothing is known of the server.
+            memo = nil
+            bases = [:]
+            zone = ZoneState()
+            scan = try scanner.scan(bases: bases, only: nil)
+            phases.lap("scan")
+        } else if memo != nil {
             bases = memo!.bases
             zone = memo!.zone
             memo = nil
@@ -112,7 +141,16 @@ public final class SyncEngine {
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
         // the sync changes no note.
-        let opened = Result { try openStore() }
+        let opened = Result { try openStore(binding: !options.dryRun, anyServer: options.forgetServer) }
+        if options.forgetServer {
+            // Recovery needs the server: it is never queued for later.
+            let store = try opened.get()
+            if !options.dryRun {
+                try state.update { try $0.forgetServer(bindingTo: store.marker.id) }
+                boundServerID = store.marker.id
+                logger.notice("server.recover", metadata: ["server.id": "\(store.marker.id)"])
+            }
+        }
         if !options.dryRun, case .success(let store) = opened {
             if paths == nil { try recoverUncheckedDeletes(&scan, scanner: scanner, bases: bases) }
             try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, zone: zone, store: store, report: &report)
@@ -126,6 +164,8 @@ public final class SyncEngine {
         } catch let error as NoteSyncError where error.kind == .serverUnreachable || error.kind == .notAServer {
             if !options.dryRun { memo = (bases, zone) }
             return try offline(report, error, options)
+        } catch let error as NoteSyncError where error.kind == .serverMismatch {
+            throw try stopped(error, options)
         }
 
         // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
@@ -133,14 +173,36 @@ public final class SyncEngine {
         var made = Set<RecordName>()
         // The token the last finished sync planned up to: heads after it were fetched by this sync or by one that
         // did not finish (killed, or the server gone before it applied anything).
-        let plannedBefore = Int64(try state.meta(Self.plannedTokenKey) ?? "") ?? 0
+        let plannedBefore = options.forgetServer ? 0 : Int64(try state.meta(Self.plannedTokenKey) ?? "") ?? 0
+        // Entries this device read that were lost from the server since (fsck sealed their slots): the heads folded
+        // from them are read again from the log, then what they changed is queued again.
+        let lostCommits = !options.dryRun && paths == nil ? try lostEntriesRead(store, zone: zone, bases: bases) : LostEntries()
+        if !lostCommits.isEmpty {
+            zone = ZoneState()
+            try state.update { try $0.forgetZone() }
+        }
         for round in 1...options.maxRounds {
             report.rounds = round
             let tokenBefore = zone.token
             let fetched: [SlotContent]
-            do { fetched = try store.fetch(into: &zone) } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+            do {
+                fetched = try store.fetch(into: &zone, check: paths == nil && round == 1 ? .full : .quick)
+                gapSeen = nil
+            } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 if !options.dryRun { memo = (bases, zone) }
                 return try offline(report, error, options)
+            } catch let error as NoteSyncError where error.kind == .logGap {
+                // Waited for (a replicating tool may still deliver the entry): nothing is pushed past a gap, and
+                // nothing pulled; the agent reports it once the grace period is over.
+                let now = Clock.nowNanoseconds()
+                if gapSeen?.path != error.path { gapSeen = (error.path ?? "", now) }
+                if let grace = options.gapGrace, let since = gapSeen?.since, now - since < grace {
+                    if !options.dryRun { memo = (bases, zone) }
+                    return try offline(report, error, options)
+                }
+                throw try stopped(error, options)
+            } catch let error as NoteSyncError where error.kind == .serverMismatch {
+                throw try stopped(error, options)
             }
             let recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
             for (name, base) in recovered {
@@ -150,6 +212,12 @@ public final class SyncEngine {
             }
             if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) {
                 try saveZone(&zone, recovered: recovered, scan: scan)
+            }
+            if !options.dryRun {
+                if round == 1 && !lostCommits.isEmpty {
+                    let requeued = try requeueLostCommits(lostCommits, zone: zone, bases: &bases, scan: &scan, store: store)
+                    if !requeued.isEmpty { scan.merge(try scanner.scan(bases: bases, only: requeued.map(\.string))) }
+                }
             }
             phases.lap("fetch")
             if let scope = scan.scope {
@@ -215,11 +283,38 @@ public final class SyncEngine {
     }
 
     /// The server, opened once and kept while it stays reachable.
-    private func openStore() throws -> ServerStore {
-        if let store, FileIO.lstatInfo(store.layout.marker) != nil { return store }
+    /// Opens the server and checks it is this folder's server (its id); with `binding`, a folder not bound yet
+    /// (made by an earlier build) is bound to it.
+    private func openStore(binding: Bool, anyServer: Bool = false) throws -> ServerStore {
+        let marker = FileIO.lstatInfo(ServerLayout(root: config.server).marker).map(StatFingerprint.init)
+        if let store, marker != nil, marker == markerSeen, !anyServer { return store }
         let opened = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+        if anyServer {
+            // `notesync recover`: the server there becomes this folder's server.
+        } else if let bound = boundServerID {
+            guard opened.marker.id == bound else {
+                throw NoteSyncError(.serverMismatch, path: opened.layout.marker,
+                                    "is the marker of notesync server \(opened.marker.id), but this notes folder syncs with server "
+                                        + "\(bound): this is not its server (another server was created or mounted at this path); "
+                                        + "nothing is read from it or written to it",
+                                    fix: "mount or restore this folder's own server at \(opened.layout.root); to move this notes folder "
+                                        + "to this server on purpose (the old one is retired), run `notesync recover --dry-run`, then "
+                                        + "`notesync recover`")
+            }
+        } else if binding {
+            try state.setMeta([FolderConfig.serverIDKey: opened.marker.id])
+            boundServerID = opened.marker.id
+        }
         store = opened
+        markerSeen = marker
         return opened
+    }
+
+    /// Records a condition that stops syncing (for `status` and the agent's log) and returns it to throw.
+    private func stopped(_ error: NoteSyncError, _ options: SyncOptions) throws -> NoteSyncError {
+        if !options.dryRun { try state.setMeta(["last.error": error.description]) }
+        logger.debug("server.problem", metadata: ["detail": "\(error)"])
+        return error
     }
 
     // MARK: planning
@@ -340,10 +435,11 @@ public final class SyncEngine {
     /// Saves the token with every head changed since the last save, and the bases of our own commits found
     /// among them (dequeued where the note is still as committed), in one transaction: once the token is past
     /// them they are never fetched again.
+    /// Stores the fetched heads and token, and the bases recovered from own unrecorded commits.
     private func saveZone(_ zone: inout ZoneState, recovered: [RecordName: BaseRecord?], scan: ScanResult) throws {
         let changed = zone.takeUnsaved()
         try state.update { batch in
-            try batch.setZone(token: zone.token, changed: changed)
+            try batch.setZone(token: zone.token, chain: zone.chain, changed: changed)
             for (name, base) in recovered {
                 if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
                 if base?.digest == scan.files[name]?.digest && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true) {

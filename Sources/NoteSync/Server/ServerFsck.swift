@@ -9,6 +9,7 @@ public struct FsckFinding: Sendable, Hashable, CustomStringConvertible {
         case symlink = "symlink"
         case damagedEntry = "damaged entry"
         case missingEntry = "missing entry"
+        case brokenChain = "broken chain"
         case quarantinedChange = "quarantined change"
         case casViolation = "compare-and-swap violation"
         case missingAsset = "missing asset"
@@ -43,8 +44,9 @@ public struct FsckReport: Sendable {
 }
 
 /// Validates a whole server: every entry, snapshot and asset; reports torn or corrupt files, gaps, missing assets,
-/// foreign files and stray temp files with their paths. Changes nothing unless asked to repair, and repair only
-/// sweeps old temp files and moves foreign or corrupt files into `quarantine/` (never deletes a user's data).
+/// foreign files and stray temp files with their paths, and entries that do not continue the hash chain. Changes
+/// nothing unless asked to repair, and repair only sweeps old temp files, moves foreign or corrupt files into
+/// `quarantine/` (never deletes a user's data), and seals gaps older than a grace period with void entries.
 public struct ServerFsck {
     public let store: ServerStore
     private var layout: ServerLayout { store.layout }
@@ -55,7 +57,9 @@ public struct ServerFsck {
 
     public init(store: ServerStore) { self.store = store }
 
-    public func run(repair: Bool, tempGraceSeconds: Double = 3600) throws -> FsckReport {
+    /// `tempGraceSeconds`: the age from which a temp file is swept. `gapGraceSeconds`: the age (of the first entry
+    /// after it) from which a gap is sealed: a replicating tool may still deliver a younger one.
+    public func run(repair: Bool, tempGraceSeconds: Double = 3600, gapGraceSeconds: Double = 3600) throws -> FsckReport {
         if store.isReadOnly {
             // Its files may be valid in a format this build cannot read: judging (or quarantining) them would be wrong.
             throw NoteSyncError(.serverNewerFormat, path: layout.marker,
@@ -95,7 +99,10 @@ public struct ServerFsck {
 
         _ = try checkListing(layout.root) { [ServerLayout.markerName, "zones", "devices"].contains($0) }
         _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
-        _ = try checkListing(layout.zoneDirectory) { ["log", "assets", "snapshots", "tmp"].contains($0) }
+        _ = try checkListing(layout.zoneDirectory) { ["log", "assets", "snapshots", "tmp", "voids"].contains($0) }
+        if FileIO.lstatInfo(layout.voidsDirectory) != nil {
+            _ = try checkListing(layout.voidsDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
+        }
         _ = try checkListing(layout.devicesDirectory) { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
 
         // Snapshots first: the log is checked against them as it is folded.
@@ -122,19 +129,36 @@ public struct ServerFsck {
 
         var state = ZoneState()
         if let first = sequences.first, first > 1 {
+            // Without a snapshot covering them, the slots before the first entry are a gap like any other.
             if let base = snapshots.keys.filter({ $0 >= first - 1 && $0 < first }).first, let snapshot = snapshots[base] {
                 state = snapshot.state
-            } else {
-                add(.missingEntry, layout.entryPath(1), "the log starts at \(first) and no snapshot covers what is before")
-                state = ZoneState(token: first - 1)
             }
         }
         var index = 0
         while index < sequences.count {
             let seq = state.token + 1
             if sequences[index] > seq {
-                add(.missingEntry, layout.entryPath(seq), "gap in the log before entry \(sequences[index])")
-                state.skip(seq: seq)
+                let next = sequences[index]
+                let age = FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
+                var sealed: LogEntry?
+                var repaired: String?
+                if repair {
+                    if age >= gapGraceSeconds {
+                        sealed = try store.sealGap(seq, after: state, next: next)
+                        repaired = sealed == nil ? nil : "sealed with a void entry; the device that wrote the lost entry pushes its changes again"
+                    } else {
+                        repaired = nil
+                    }
+                }
+                add(.missingEntry, layout.entryPath(seq), "gap in the log before entry \(next) (\(Int(age)) s old"
+                        + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),
+                    repaired: repaired)
+                if let sealed {
+                    report.entries += 1
+                    state.apply(sealed)
+                } else {
+                    state.skip(seq: seq, digest: nil)
+                }
                 continue
             }
             index += 1
@@ -143,12 +167,15 @@ public struct ServerFsck {
             switch try store.readSlot(seq) {
             case .missing:
                 add(.missingEntry, layout.entryPath(seq), "vanished while checking")
-                state.skip(seq: seq)
+                state.skip(seq: seq, digest: nil)
             case .damaged(let damage):
                 add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
-                state.skip(seq: seq)
+                state.skip(seq: seq, digest: nil)
             case .entry(let entry):
                 report.entries += 1
+                do { try store.verifyLink(entry, state) } catch let error as NoteSyncError {
+                    add(.brokenChain, layout.entryPath(seq), error.message)
+                }
                 state.apply(entry)
                 for change in entry.changes where change.op == .save {
                     if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }

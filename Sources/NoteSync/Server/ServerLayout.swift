@@ -22,6 +22,10 @@ public struct ServerLayout: Sendable, Hashable {
     public var assetsDirectory: String { zoneDirectory + "/assets" }
     public var snapshotsDirectory: String { zoneDirectory + "/snapshots" }
     public var tmpDirectory: String { zoneDirectory + "/tmp" }
+    /// One empty file per slot that fsck sealed with a void entry (``ServerStore/sealGap(_:after:next:)``): how the
+    /// device whose entry was lost there finds out, without reading the log again.
+    public var voidsDirectory: String { zoneDirectory + "/voids" }
+    public func voidPath(_ seq: Int64) -> String { voidsDirectory + "/" + Self.pad(seq, 12) }
     public var devicesDirectory: String { root + "/devices" }
 
     public static func shardName(of seq: Int64) -> String { pad(seq / shardSize, 6) }

@@ -39,30 +39,144 @@ extension ServerStore {
         } catch let error as NoteSyncError where error.kind == .corrupt {
             return .damaged(DamagedEntry(seq: seq, path: path, reason: error.message))
         }
+        let digest = ContentDigest(of: data)
         do {
-            let entry = try SealedFile.open(data, kind: "entry", as: LogEntry.self)
+            var entry = try SealedFile.open(data, kind: "entry", as: LogEntry.self)
             guard entry.seq == seq else {
-                return .damaged(DamagedEntry(seq: seq, path: path, reason: "holds entry \(entry.seq): misplaced"))
+                var damage = DamagedEntry(seq: seq, path: path, reason: "holds entry \(entry.seq): misplaced")
+                damage.digest = digest
+                return .damaged(damage)
             }
+            entry.digest = digest
             return .entry(entry)
         } catch {
             var damage = DamagedEntry(seq: seq, path: path, reason: error.description)
+            damage.digest = digest
             if case .newerFormat = error { damage.isNewerFormat = true }
             return .damaged(damage)
         }
     }
 
+    /// How much of the log's end a fetch checks once it has read everything there is.
+    public enum EndCheck: Sendable {
+        /// Nothing: the caller checks it (a commit that folds in one winner).
+        case none
+        /// That the entry this device read last is still there (one `lstat`), and that no entry is there after a
+        /// missing one nearby (one more): what an agent's poll does.
+        case quick
+        /// That the entry read last is still there and is the one read (its digest), and that no entry is
+        /// anywhere after the first missing one (lists the log's last folders): what every full sync does.
+        case full
+    }
+
+    /// The log does not continue the one this device read: the error a fetch or a commit throws.
+    func chainBroken(at seq: Int64, _ what: String) -> NoteSyncError {
+        NoteSyncError(.serverMismatch, path: layout.entryPath(seq),
+                      "\(what): the server's log is not the one this device synced with (the server was replaced, "
+                          + "restored from an older copy, or its log was changed); nothing is written to it",
+                      fix: "if the right server is elsewhere (another share, a newer backup), put it back at \(layout.root); "
+                          + "if this is the server from now on, run `notesync recover --dry-run`, then `notesync recover`: "
+                          + "it pushes what the server lost and deletes nothing")
+    }
+
+    /// Checks that `entry` continues the log this device read.
+    func verifyLink(_ entry: LogEntry, _ state: ZoneState) throws {
+        guard let known = state.chain else { return }
+        if let prev = entry.prev {
+            if prev != known { throw chainBroken(at: entry.seq, "entry \(entry.seq) does not follow the entry \(entry.seq - 1) this device read") }
+        } else if marker.format >= 2 && entry.void == nil {
+            throw chainBroken(at: entry.seq, "entry \(entry.seq) names no entry before it")
+        }
+    }
+
+    /// Checks the end of the log after a fetch read up to `state.token` and found slot `token + 1` empty. Returns
+    /// true when the slot turns out to be there after all (claimed meanwhile: read it again), unless `retried`.
+    func checkEnd(_ state: inout ZoneState, _ check: EndCheck, retried: Bool = false) throws -> Bool {
+        if check == .none { return false }
+        let token = state.token
+        if token > 0 {
+            // The quick check reads the entry only when its file is not the one last verified (another inode, size or
+            // time: a file put in its place); it is read once per process.
+            let file = FileIO.lstatInfo(layout.entryPath(token)).map(StatFingerprint.init)
+            let verified = check == .quick && file != nil && file == state.verifiedTail
+            switch verified ? nil : file == nil ? .missing : try readSlot(token) {
+            case .missing?:
+                throw NoteSyncError(.serverMismatch, path: layout.entryPath(token),
+                                    "is missing, and this device has read the log up to it: the server is behind this "
+                                        + "device (restored from an older copy, or replaced by another server with the same id)",
+                                    fix: "if a newer copy of the server exists, put it back at \(layout.root); otherwise run "
+                                        + "`notesync recover --dry-run`, then `notesync recover`: it pushes again what the "
+                                        + "server lost and deletes nothing")
+            case .entry(let entry)?:
+                if let known = state.chain, let found = entry.chainDigest, known != found {
+                    throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
+                }
+            case .damaged(let damage)?:
+                if let known = state.chain, let found = damage.digest, known != found {
+                    throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
+                }
+            case nil:
+                break
+            }
+            state.verifiedTail = file
+        }
+        if let later = laterEntry(after: token + 1, thorough: check == .full) {
+            // Entries are claimed in order, so the slot may have been claimed between the read and now: read it once
+            // more (an open asks the server; a listing of a network mount may come from its cache).
+            if !retried { return true }
+            throw NoteSyncError(.logGap, path: layout.entryPath(token + 1),
+                                "is missing while entry \(later) is there: a gap in the log; every device stops before it",
+                                fix: "if a replicating tool (Syncthing, Dropbox…) has not delivered it yet, wait and sync again; "
+                                    + "if it is lost, run `notesync server fsck --repair \(layout.root)` once the gap is older "
+                                    + "than its --gap-age: it seals the slot, and the device that wrote the entry pushes its "
+                                    + "changes again")
+        }
+        return false
+    }
+
+    /// The sequence of an entry file after the empty slot `missing`, if there is one: the next slot (one `lstat`),
+    /// and, when `thorough`, any slot of that folder of the log and any later folder.
+    func laterEntry(after missing: Int64, thorough: Bool) -> Int64? {
+        if FileIO.lstatInfo(layout.entryPath(missing + 1)) != nil { return missing + 1 }
+        guard thorough else { return nil }
+        let shard = layout.shardDirectory(of: missing)
+        if let names = try? FileIO.list(shard),
+           let later = names.compactMap { ServerLayout.sequence(ofFileName: $0) }.filter({ $0 > missing }).min() {
+            return later
+        }
+        let shardName = (shard as NSString).lastPathComponent
+        for name in ((try? FileIO.list(layout.logDirectory)) ?? []).sorted() where name > shardName && name.count == shardName.count {
+            if let later = ((try? FileIO.list(layout.logDirectory + "/" + name)) ?? [])
+                .compactMap { ServerLayout.sequence(ofFileName: $0) }.min() {
+                return later
+            }
+        }
+        return nil
+    }
+
     /// Reads every entry after `state.token` (opening t+1, t+2 … until the first missing one) and folds it in.
     /// Returns the entries applied and the damaged slots skipped, in order. An idle poll costs one failed open.
+    ///
+    /// Each entry must continue the chain this device read (``LogEntry/prev``); once nothing more is there, the
+    /// end of the log is checked as `check` says: a server behind this device, or an entry after a missing one,
+    /// throws (``NoteSyncError/Kind/serverMismatch``, ``NoteSyncError/Kind/logGap``).
     @discardableResult
-    public func fetch(into state: inout ZoneState, limit: Int = .max) throws -> [SlotContent] {
+    public func fetch(into state: inout ZoneState, limit: Int = .max, check: EndCheck = .full) throws -> [SlotContent] {
         var read: [SlotContent] = []
+        var retried: Int64 = -1
         while read.count < limit {
             let slot = try readSlot(state.token + 1)
             switch slot {
             case .missing:
+                // The slot may have been claimed since it was read (a later entry seen means it was): read it again
+                // once before the end is judged.
+                if try checkEnd(&state, check, retried: retried == state.token + 1) {
+                    retried = state.token + 1
+                    continue
+                }
                 return read
             case .entry(let entry):
+                try verifyLink(entry, state)
                 state.apply(entry)
             case .damaged(let damage):
                 if damage.isNewerFormat && isReadOnly {
@@ -75,7 +189,9 @@ extension ServerStore {
                 logger.notice("server.entry.damaged", metadata: ["server.seq": "\(damage.seq)",
                                                                   "server.path": "\(damage.path)",
                                                                   "reason": "\(damage.reason)"])
-                state.skip(seq: damage.seq)
+                // The chain is not bound to a damaged file's bytes (a file still arriving, torn, reads differently
+                // later): the entry after it is taken as it comes.
+                state.skip(seq: damage.seq, digest: nil)
                 state.damaged.append(damage)
             }
             read.append(slot)
@@ -109,8 +225,12 @@ extension ServerStore {
         let primitive = try primitive()
         while true {
             let seq = state.token + 1
-            let entry = LogEntry(seq: seq, commit: commitID, device: device, time: time, changes: changes)
+            // Slot t+1 is claimed only with entry t read and verified: a device whose server went behind it (or was
+            // swapped) must not write past an end it never read.
+            try verifyTail(&state)
+            var entry = LogEntry(seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain)
             let data = try SealedFile.seal(entry, kind: "entry")
+            entry.digest = ContentDigest(of: data)
             let destination = layout.entryPath(seq)
             try FileIO.makeDirectory(layout.shardDirectory(of: seq))
             let temp = layout.tempPath(device: device, suffix: "entry")
@@ -139,8 +259,61 @@ extension ServerStore {
                 return .committed(entry)
             }
             // The slot is taken: fold in the winner, then decide whether it touched our records.
-            try fetch(into: &state, limit: 1)
+            try fetch(into: &state, limit: 1, check: .none)
             if let conflicts = staleConflicts(changes, state) { return .conflicts(conflicts) }
+        }
+    }
+
+    /// Claims the empty slot `seq` with a void entry (`notesync server fsck --repair`), so that readers stopped at
+    /// the gap go on. `state` holds the log folded up to `seq - 1`; `next` is the first entry after the gap. The void
+    /// carries the digest the entry after it names (``VoidSeal/lost``), so the chain goes on through it. Returns
+    /// the void entry, or nil when the slot was taken meanwhile (the lost entry arrived late, or another fsck).
+    public func sealGap(_ seq: Int64, after state: ZoneState, next: Int64) throws -> LogEntry? {
+        try requireWritable()
+        precondition(state.token == seq - 1, "a gap is sealed in order")
+        var lost: ContentDigest?
+        if next == seq + 1, case .entry(let after) = try readSlot(next) { lost = after.prev }
+        var entry = LogEntry(seq: seq, commit: "void-" + UUID().uuidString.lowercased(), device: device,
+                             time: Clock.nowNanoseconds(), changes: [], prev: state.chain,
+                             void: VoidSeal(reason: "slot found empty with entry \(next) present; sealed by fsck", lost: lost))
+        let data = try SealedFile.seal(entry, kind: "entry")
+        entry.digest = ContentDigest(of: data)
+        try FileIO.makeDirectory(layout.shardDirectory(of: seq))
+        guard try publish(data, as: layout.entryPath(seq), suffix: "entry") == .published else { return nil }
+        try FileIO.syncDirectory(layout.shardDirectory(of: seq))
+        try FileIO.makeDirectory(layout.voidsDirectory)
+        _ = try publish(Data(), as: layout.voidPath(seq), suffix: "void")
+        try FileIO.syncDirectory(layout.voidsDirectory)
+        logger.notice("server.gap.sealed", metadata: ["server.seq": "\(seq)"])
+        return entry
+    }
+
+    /// The slots fsck sealed with void entries, in order.
+    public func voidedSlots() throws -> [Int64] {
+        ((try FileIO.list(layout.voidsDirectory)) ?? []).compactMap { ServerLayout.sequence(ofFileName: $0) }.sorted()
+    }
+
+    /// Reads entry `state.token` back before a claim: it must be there and be the entry this device read (or, for a
+    /// token stored before the chain, it becomes the chain's start).
+    private func verifyTail(_ state: inout ZoneState) throws {
+        guard state.token > 0 else { return }
+        let token = state.token
+        switch try readSlot(token) {
+        case .missing:
+            _ = try checkEnd(&state, .quick)
+        case .entry(let entry):
+            if let known = state.chain {
+                if let found = entry.chainDigest, found != known {
+                    throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
+                }
+            } else {
+                state.chain = entry.chainDigest
+            }
+        case .damaged(let damage):
+            if let known = state.chain, let found = damage.digest, found != known {
+                throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
+            }
+            if state.chain == nil { state.chain = damage.digest }
         }
     }
 

@@ -9,8 +9,11 @@ public struct ServerMarker: Codable, Sendable, Hashable {
     public var created: Int64
     public var zones: [String]
 
-    /// The server format this build reads and writes.
-    public static let currentFormat = 1
+    /// The server format this build writes (and the newest it reads). Format 2: the log is hash-chained (every
+    /// entry names the digest of the one before it), so builds that write unchained entries must not write to it.
+    /// Format 1 servers are read and written as they are (their entries gain the `prev` link, which format-1 builds
+    /// ignore) until `notesync server upgrade` moves them to format 2.
+    public static let currentFormat = 2
 }
 
 /// A server directory: content-addressed assets, a dense change log claimed slot by slot, snapshots.
@@ -39,7 +42,7 @@ public final class ServerStore: Sendable {
         let layout = ServerLayout(root: root)
         guard let info = FileIO.lstatInfo(layout.root) else {
             throw NoteSyncError(.serverUnreachable, path: layout.root, "the server folder cannot be reached",
-                                fix: "mount the share or create the folder with `notesync server init`",
+                                fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then",
                                 errno: errno)
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -51,7 +54,7 @@ public final class ServerStore: Sendable {
             guard let read = try FileIO.read(layout.marker, limit: 1 << 20) else {
                 throw NoteSyncError(.notAServer, path: layout.marker,
                                     "is missing: this folder is not a notesync server (or the share is not mounted)",
-                                    fix: "mount the share, or run `notesync server init \(layout.root)` for a new server")
+                                    fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then")
             }
             data = read
         }
@@ -117,6 +120,23 @@ public final class ServerStore: Sendable {
         }
         logger.info("server.created", metadata: ["server.root": "\(layout.root)"])
         return marker
+    }
+
+    /// Rewrites the marker with the current format (`notesync server upgrade`), the id and zones unchanged: written
+    /// to a temp file, fsynced, then renamed over the marker (the one file notesync ever replaces: a reader sees the
+    /// old marker or the new one, never a torn one).
+    public func upgradeMarker() throws {
+        var upgraded = marker
+        upgraded.format = ServerMarker.currentFormat
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        var data = try encoder.encode(upgraded)
+        data.append(0x0A)
+        let temp = layout.tempPath(device: device, suffix: "marker")
+        try FileIO.createAndSync(temp, data)
+        defer { unlink(temp) }
+        guard rename(temp, layout.marker) == 0 else { throw NoteSyncError.posix("rename", path: layout.marker, errno: errno) }
+        try FileIO.syncDirectory(layout.root)
     }
 
     /// The publish primitive for this server: forced by the caller, or probed once on first use.

@@ -19,6 +19,11 @@ public struct NoteSyncError: Error, Sendable, CustomStringConvertible, Equatable
         case locked
         case conflict
         case safetyStop
+        /// The server at the path is not the one this notes folder syncs with: another server id, or a log that
+        /// does not continue the one this device read (replaced, forked, restored from an older copy).
+        case serverMismatch
+        /// A slot of the log is empty while later ones are written: every device stops before it.
+        case logGap
     }
 
     public let kind: Kind

@@ -28,6 +28,13 @@ final class SimRunner {
     private var checkerState = ZoneState()
     private var texts: [AssetRef: Data] = [:]
     private var serverDown = false
+    /// A server fault happened and was not recovered yet: devices may find the server behind them, replaced, or with
+    /// a gap in its log, and must say so (their syncs throw) until healing runs the documented recovery.
+    private var serverHistoryBroken = false
+    /// Entries taken out of the log by ``SimSchedule/ServerFault/holdEntry``, to be delivered later: (slot, held file).
+    private var heldEntries: [(seq: Int64, file: String)] = []
+    private var backupRoot: String { world.sub("server-backup") }
+    private var heldRoot: String { world.sub("server-held") }
     /// Names that were ever a note somewhere, and names some user deleted (or moved away, or removed with a
     /// folder): a name in the first set and not in the second must exist at the end.
     private var everSeen: Set<String> = []
@@ -225,7 +232,120 @@ final class SimRunner {
             try serverBack()
         case .restart:
             try device.restart()
+        case .serverFault(let fault):
+            guard !serverDown else { return }
+            try serverFault(fault)
         }
+    }
+
+    // MARK: - Server faults
+
+    private func logEntries() throws -> [Int64: String] {
+        let layout = ServerLayout(root: serverRoot)
+        var found: [Int64: String] = [:]
+        for shard in try FileIO.list(layout.logDirectory) ?? [] {
+            for name in try FileIO.list(layout.logDirectory + "/" + shard) ?? [] {
+                if let seq = ServerLayout.sequence(ofFileName: name) { found[seq] = layout.logDirectory + "/" + shard + "/" + name }
+            }
+        }
+        return found
+    }
+
+    private func serverFault(_ fault: SimSchedule.ServerFault) throws {
+        switch fault {
+        case .backup:
+            try? FileManager.default.removeItem(atPath: backupRoot)
+            try FileManager.default.copyItem(atPath: serverRoot, toPath: backupRoot)
+            return
+        case .restoreBackup:
+            guard FileIO.lstatInfo(backupRoot) != nil else { return }
+            try FileManager.default.removeItem(atPath: serverRoot)
+            try FileManager.default.copyItem(atPath: backupRoot, toPath: serverRoot)
+        case .replaceWithEmpty:
+            try FileManager.default.removeItem(atPath: serverRoot)
+            try ServerStore.create(root: serverRoot, logger: testLogger)
+        case .loseEntry(let fromEnd):
+            let entries = try logEntries().sorted { $0.key > $1.key }
+            guard !entries.isEmpty else { return }
+            try check(unlink(entries[fromEnd % entries.count].value) == 0, "lose an entry")
+        case .holdEntry:
+            guard let (seq, path) = try logEntries().max(by: { $0.key < $1.key }) else { return }
+            try FileIO.makeDirectories(heldRoot)
+            let held = heldRoot + "/\(seq)-\(heldEntries.count)"
+            try check(rename(path, held) == 0, "hold an entry back")
+            heldEntries.append((seq, held))
+        case .deliverHeld:
+            guard !heldEntries.isEmpty else { return }
+            try deliverHeld()
+        }
+        figures.serverFaults += 1
+        serverHistoryBroken = true
+        trace("  the server's history changed: \(fault.code)")
+    }
+
+    /// Delivers the held entries: into their slot if it is free, else beside it as a conflicted copy (what
+    /// Syncthing makes when two devices wrote the same file).
+    private func deliverHeld() throws {
+        let layout = ServerLayout(root: serverRoot)
+        for (seq, held) in heldEntries {
+            let path = layout.entryPath(seq)
+            try FileIO.makeDirectories(layout.shardDirectory(of: seq))
+            if FileIO.lstatInfo(path) != nil {
+                try check(rename(held, path + ".sync-conflict-20261123-120000-SIMDEV1") == 0, "deliver a conflicted copy")
+            } else {
+                try check(rename(held, path) == 0, "deliver an entry")
+            }
+        }
+        heldEntries = []
+    }
+
+    /// Whether `error` is a device reporting a broken server history, as it must while one is not recovered.
+    private func reportsBrokenServer(_ error: any Error) -> Bool {
+        guard serverHistoryBroken, let error = error as? NoteSyncError else { return false }
+        return error.kind == .serverMismatch || error.kind == .logGap
+    }
+
+    /// The documented recovery, run by the user at healing: entries held back are delivered; a device that finds
+    /// a gap has it sealed (`notesync server fsck --repair`), a device that finds the server behind it or replaced
+    /// runs `notesync recover`; then fsck moves a replicating tool's conflicted copies aside. Every device must
+    /// sync cleanly afterwards.
+    private func recoverServer() throws {
+        try deliverHeld()
+        for pass in 1...4 {
+            var clean = true
+            for device in devices {
+                at = "recovery pass \(pass), \(device.name)"
+                figures.syncs += 1
+                do {
+                    _ = try device.engine.sync(SyncHarness.syncOptions, only: nil)
+                } catch let error as NoteSyncError where error.kind == .logGap {
+                    clean = false
+                    figures.recoveries += 1
+                    trace("  \(at): gap, sealed: \(error)")
+                    let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger)
+                    _ = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
+                } catch let error as NoteSyncError where error.kind == .serverMismatch {
+                    clean = false
+                    figures.recoveries += 1
+                    trace("  \(at): \(error.message); recover")
+                    var options = SyncHarness.syncOptions
+                    options.forgetServer = true
+                    _ = try device.engine.sync(options, only: nil)
+                }
+                model.partlySynced(device.index)
+                device.needFull = true
+            }
+            if clean { break }
+        }
+        let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger)
+        _ = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
+        serverHistoryBroken = false
+        // The model's history no longer decides which notes exist (a recovery brings back notes whose delete the
+        // server lost); every line a user wrote and did not remove must still survive.
+        undecided.formUnion(everSeen)
+        undecided.formUnion(model.events.map(\.note))
+        checkerState = ZoneState()
+        texts = [:]
     }
 
     private func serverBack() throws {
@@ -368,7 +488,9 @@ final class SimRunner {
         case .failure(let error):
             device.needFull = true
             model.partlySynced(device.index)
-            if !expectOffline && !partitioned { findings.harness.append("\(at): \(who)'s sync threw: \(error)") }
+            if !expectOffline && !partitioned && !reportsBrokenServer(error) {
+                findings.harness.append("\(at): \(who)'s sync threw: \(error)")
+            }
             return
         }
         if expectOffline {
@@ -410,7 +532,9 @@ final class SimRunner {
         } catch {
             device.needFull = true
             model.partlySynced(device.index)
-            if !expectOffline { findings.harness.append("\(at): \(device.name)'s sync in the middle of another threw: \(error)") }
+            if !expectOffline && !reportsBrokenServer(error) {
+                findings.harness.append("\(at): \(device.name)'s sync in the middle of another threw: \(error)")
+            }
         }
     }
 
@@ -454,6 +578,12 @@ final class SimRunner {
         if report.pending != 0 { findings.harness.append("\(at): \(who)'s sync left \(report.pending) change(s) pending") }
         if !report.warnings.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(report.warnings)") }
         guard !report.offline else {
+            device.needFull = true
+            return
+        }
+        if serverHistoryBroken {
+            // A device the fault does not concern (yet) syncs; what the server holds is judged after the recovery.
+            model.partlySynced(device.index)
             device.needFull = true
             return
         }
@@ -530,7 +660,9 @@ final class SimRunner {
         let before = try snapshot()
         let options = SyncOptions(dryRun: true, withDiffs: true, allowMassDelete: true)
         do { _ = try device.engine.sync(options, only: nil) } catch let error as NoteSyncError {
-            if !device.offline && !serverDown { findings.harness.append("\(at): \(device.name)'s dry run threw: \(error)") }
+            if !device.offline && !serverDown && !reportsBrokenServer(error) {
+                findings.harness.append("\(at): \(device.name)'s dry run threw: \(error)")
+            }
         }
         let after = try snapshot()
         for path in Set(before.keys).union(after.keys).sorted() where before[path] != after[path] {
@@ -546,6 +678,13 @@ final class SimRunner {
     /// idempotence: no sync in it may have changed a note either.
     private func heal() throws -> Bool {
         try serverBack()
+        if serverHistoryBroken || !heldEntries.isEmpty {
+            for device in devices where device.offline {
+                device.offline = false
+                try device.restart()
+            }
+            try recoverServer()
+        }
         for device in devices where device.offline {
             device.offline = false
             try device.restart()
@@ -673,7 +812,7 @@ final class SimRunner {
     /// Confinement: nothing was written outside the notes folders and the server, and no temp file outlives the
     /// syncs that followed it (the local trash is documented and stays).
     private func checkConfinement() throws {
-        let expected = Set(devices.map(\.name) + ["server", "stash"])
+        let expected = Set(devices.map(\.name) + ["server", "stash", "server-backup", "server-held"])
         for entry in try FileIO.list(world.path) ?? [] where !expected.contains(entry) {
             findings.confinement.append("\(at): something wrote \(entry) next to the notes folders and the server")
         }

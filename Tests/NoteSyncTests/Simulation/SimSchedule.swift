@@ -90,6 +90,25 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case serverUp
         /// The device's process restarts cleanly: new engine, local state reopened from its file.
         case restart
+        /// The server's history goes wrong (never while the server is away); the device index is not used.
+        case serverFault(ServerFault)
+    }
+
+    /// What happens to a server over its life: restored from a backup, replaced, an entry lost or late.
+    enum ServerFault: Sendable, Hashable {
+        /// A copy of the server is taken (a NAS snapshot, a backup), for ``restoreBackup``.
+        case backup
+        /// The server is replaced by the last copy taken (nothing happens without one).
+        case restoreBackup
+        /// The server is replaced by a new, empty one (another id): a share not mounted and a server made there.
+        case replaceWithEmpty
+        /// The entry `fromEnd` from the end of the log (modulo its length) is deleted.
+        case loseEntry(fromEnd: Int)
+        /// The last entry is taken out of the log, to be delivered later (out-of-order replication).
+        case holdEntry
+        /// The entries held are delivered: into their slot if it is still free, else next to it as a replicating
+        /// tool's conflicted copy (the slot was claimed meanwhile).
+        case deliverHeld
     }
 
     struct Step: Sendable, Hashable {
@@ -171,7 +190,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     }
 
     /// The schedule of soak seed `seed`: the same seed gives the same schedule on every machine.
-    static func forSeed(_ seed: UInt64, length: ClosedRange<Int> = 10...40) -> SimSchedule {
+    /// `serverFaults: false` gives the schedule the seed gave before server faults were simulated.
+    static func forSeed(_ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true) -> SimSchedule {
         var mix = seed
         func next() -> UInt64 {
             mix &+= 0x9E37_79B9_7F4A_7C15
@@ -181,7 +201,34 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
             return z ^ (z >> 31)
         }
         var rng = Xoshiro(seed: (next(), next(), next(), next()))
-        return random(using: &rng, length: length)
+        let schedule = random(using: &rng, length: length)
+        guard serverFaults else { return schedule }
+        // From a generator of its own: the schedule's other steps are those the seed gave before server faults.
+        var faults = Xoshiro(seed: (next(), next(), next(), next()))
+        return schedule.withServerFaults(using: &faults)
+    }
+
+    /// The schedule with server faults inserted between its steps (about one schedule in six gets some).
+    func withServerFaults(using rng: inout some RandomNumberGenerator) -> SimSchedule {
+        guard Int.random(in: 0..<6, using: &rng) == 0 else { return self }
+        var result = self
+        result.steps = []
+        for step in steps {
+            if Int.random(in: 0..<8, using: &rng) == 0 {
+                let fault: ServerFault
+                switch Int.random(in: 0..<12, using: &rng) {
+                case ..<3: fault = .backup
+                case ..<5: fault = .restoreBackup
+                case ..<6: fault = .replaceWithEmpty
+                case ..<8: fault = .loseEntry(fromEnd: Int.random(in: 0..<3, using: &rng))
+                case ..<10: fault = .holdEntry
+                default: fault = .deliverHeld
+                }
+                result.steps.append(Step(0, .serverFault(fault)))
+            }
+            result.steps.append(step)
+        }
+        return result
     }
 
     // MARK: shrinking
@@ -252,6 +299,7 @@ extension SimSchedule.Action {
         case .serverDown: ".serverDown"
         case .serverUp: ".serverUp"
         case .restart: ".restart"
+        case .serverFault(let fault): ".serverFault(\(fault.code))"
         }
     }
 }
@@ -293,6 +341,19 @@ extension SimSchedule.Fault {
         switch self {
         case .userEditThenCrash(let at, let target, let crashAt): [.crash(at: crashAt), .userEdit(at: at, target)]
         default: []
+        }
+    }
+}
+
+extension SimSchedule.ServerFault {
+    var code: String {
+        switch self {
+        case .backup: ".backup"
+        case .restoreBackup: ".restoreBackup"
+        case .replaceWithEmpty: ".replaceWithEmpty"
+        case .loseEntry(let fromEnd): ".loseEntry(fromEnd: \(fromEnd))"
+        case .holdEntry: ".holdEntry"
+        case .deliverHeld: ".deliverHeld"
         }
     }
 }

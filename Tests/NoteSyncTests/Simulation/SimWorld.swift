@@ -253,7 +253,7 @@ final class SimDevice {
         try FileIO.makeDirectory(folder.stateDirectory)
         try Self.emptyState.get().write(to: URL(fileURLWithPath: folder.database))
         state = try LocalState(path: folder.database)
-        engine = SyncEngine(folder: folder, state: state, config: FolderConfig(deviceID: id, deviceName: name, server: serverRoot),
+        engine = SyncEngine(folder: folder, state: state, config: try Self.config(id: id, name: name, server: serverRoot, state: state),
                             logger: testLogger)
         let store = try ServerStore(root: serverRoot, device: id, logger: testLogger)
         try store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: 0, token: 0))
@@ -275,9 +275,14 @@ final class SimDevice {
     func restart() throws {
         state = try LocalState(path: folder.database)
         let server = offline ? unreachableServer : serverRoot
-        engine = SyncEngine(folder: folder, state: state, config: FolderConfig(deviceID: id, deviceName: name, server: server),
+        engine = SyncEngine(folder: folder, state: state, config: try Self.config(id: id, name: name, server: server, state: state),
                             logger: testLogger)
         needFull = true
+    }
+
+    /// The configuration a process reads from the local state (the server id it is bound to included).
+    private static func config(id: String, name: String, server: String, state: LocalState) throws -> FolderConfig {
+        FolderConfig(deviceID: id, deviceName: name, server: server, serverID: try state.meta(FolderConfig.serverIDKey))
     }
 }
 
@@ -329,6 +334,10 @@ struct SimFigures: Sendable {
     /// Syncs of another device run in the middle of one (two devices committing at once).
     var races = 0
     var healingRounds = 0
+    /// Server faults (backups restored, servers replaced, entries lost or delivered late) and the recoveries that
+    /// followed them (`recover`, `fsck --repair`).
+    var serverFaults = 0
+    var recoveries = 0
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
     var violations = 0
@@ -347,6 +356,8 @@ struct SimFigures: Sendable {
         midSyncEdits += other.midSyncEdits
         races += other.races
         healingRounds += other.healingRounds
+        serverFaults += other.serverFaults
+        recoveries += other.recoveries
         failedSchedules += other.failedSchedules
         violations += other.violations
         crashPoints.merge(other.crashPoints, uniquingKeysWith: +)

@@ -41,7 +41,7 @@ import Testing
             "soak: schedules=\(figures.schedules) steps=\(figures.steps) operations=\(figures.operations) "
                 + "syncs=\(figures.syncs) crashes=\(figures.crashes) partitions=\(figures.partitions) "
                 + "mid-sync-partitions=\(figures.midSyncPartitions) mid-sync-edits=\(figures.midSyncEdits) races=\(figures.races) "
-                + "healing-rounds=\(figures.healingRounds) "
+                + "healing-rounds=\(figures.healingRounds) server-faults=\(figures.serverFaults) recoveries=\(figures.recoveries) "
                 + "violations=\(figures.violations) failed-schedules=\(figures.failedSchedules) "
                 + "seconds=\(Int(elapsed)) rate=\(String(format: "%.1f", Double(figures.schedules) / max(elapsed, 0.001)))/s"
         }
