@@ -54,7 +54,11 @@ struct RestoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "restore",
         abstract: "Bring back an earlier version of a note (see `notesync history`), then sync it.",
-        discussion: "The current text is not lost: it stays in the server's history."
+        discussion: """
+            The current text is not lost: a sync first pushes it to the server's history; if it cannot (the server \
+            is unreachable, or the note changed on both sides), the current text is kept as a conflict copy beside \
+            the note. A deleted note can be restored too.
+            """
     )
 
     @OptionGroup var global: GlobalOptions
@@ -78,12 +82,22 @@ struct RestoreCommand: ParsableCommand {
                 throw NoteSyncError(.usage, path: name.string, "version \(version) is a delete", fix: "pick a saved version")
             }
             let data = try store.readAsset(text)
-            let path = folder.root + "/" + name.string
-            let current = try FileDigest.of(path: path)
+            let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
+            // The text being replaced goes to the server's history first: an edit not synced yet is pushed.
+            let before = try engine.sync()
+            for warning in before.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
+            // Only a note that holds its synced text is replaced as it is; any other text (the push did not happen)
+            // is displaced and kept as a conflict copy by the applier.
             let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
-            _ = try applier.write(name, path: name.string, data: data, modified: Clock.nowNanoseconds(), expected: current?.digest)
+            let outcome = try applier.write(name, path: name.string, data: data, modified: Clock.nowNanoseconds(),
+                                            expected: try state.bases()[name]?.digest)
             print("restored version \(version) of \(name)")
-            let report = try SyncEngine(folder: folder, state: state, config: config, logger: logger).sync()
+            if case .writtenKeepingLocalEdit(_, let copy) = outcome {
+                try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: name, device: config.deviceName,
+                                                                     time: Clock.nowNanoseconds())) }
+                print("its current text was not on the server yet: kept as \(copy)")
+            }
+            let report = try engine.sync()
             printReport(report)
             return report.offline ? ExitCodes.offline : ExitCodes.ok
         }

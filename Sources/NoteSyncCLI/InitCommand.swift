@@ -24,8 +24,29 @@ struct InitCommand: ParsableCommand {
             let folder = NotesFolder(root: notes)
             let serverRoot = NotesFolder(root: server).root
             if folder.isInitialized {
-                throw NoteSyncError(.usage, path: folder.root, "is already a notesync notes folder",
-                                    fix: "run `notesync sync` there; to change the server, remove \(folder.stateDirectory) first")
+                // A state that cannot be read (emptied, damaged, replaced by a checkout) is moved aside and made
+                // afresh; the notes stay, and the first sync adopts the ones the server has.
+                guard let damaged = Self.unreadableState(folder) else {
+                    throw NoteSyncError(.usage, path: folder.root, "is already a notesync notes folder",
+                                        fix: "run `notesync sync` there; to move it to another server, `notesync recover --server DIR`")
+                }
+                let aside = folder.database + ".damaged-" + String(Clock.nowNanoseconds())
+                for suffix in ["", "-wal", "-shm"] where FileIO.lstatInfo(folder.database + suffix) != nil {
+                    guard rename(folder.database + suffix, aside + suffix) == 0 else {
+                        throw NoteSyncError(.io, path: folder.database + suffix, "cannot be moved aside",
+                                            fix: "check the permissions of \(folder.stateDirectory)", errno: errno)
+                    }
+                }
+                print("the local state could not be read (\(damaged)); moved it to \(aside) and starting afresh: every note stays")
+            }
+            if let outer = NotesFolder.enclosing(FileIO.parent(of: folder.root)) {
+                throw NoteSyncError(.usage, path: folder.root, "is inside the notes folder \(outer.root): notes folders cannot nest "
+                                        + "(the inner one would sync into the outer one's server again at every sync)",
+                                    fix: "use a folder outside \(outer.root), or sync the notes there through \(outer.root)")
+            }
+            if let inner = folder.nestedNotesFolder() {
+                throw NoteSyncError(.usage, path: folder.root, "holds the notes folder \(inner.root): notes folders cannot nest",
+                                    fix: "use a folder that holds no notes folder, or keep using \(inner.root) as it is")
             }
             if serverRoot == folder.root || serverRoot.hasPrefix(folder.root + "/") || folder.root.hasPrefix(serverRoot + "/") {
                 throw NoteSyncError(.usage, path: serverRoot, "the server and the notes folder must not contain each other",
@@ -45,6 +66,7 @@ struct InitCommand: ParsableCommand {
             let name = Self.sanitize(deviceName ?? ProcessInfo.processInfo.hostName)
             try FileIO.makeDirectories(folder.root)
             try FileIO.makeDirectory(folder.stateDirectory)
+            folder.keepOtherToolsOut()
             let state = try LocalState(path: folder.database)
             let store = try ServerStore(root: serverRoot, device: id, logger: logger)
             // Bound to this server's id: another server found at this path later (a share not mounted and a new
@@ -55,6 +77,20 @@ struct InitCommand: ParsableCommand {
             print("notes folder \(DisplayName.escape(folder.root)) is now synced with \(DisplayName.escape(serverRoot)) as device \"\(name)\"")
             print("next: `notesync sync --notes \(folder.root)` (or `notesync diff` to see what it would do)")
             return ExitCodes.ok
+        }
+    }
+
+    /// Why the folder's state cannot be used, or nil when it can.
+    static func unreadableState(_ folder: NotesFolder) -> String? {
+        do {
+            let state = try LocalState(path: folder.database, readOnly: true)
+            _ = try FolderConfig(state: state, folder: folder)
+            try state.close()
+            return nil
+        } catch let error as NoteSyncError {
+            return error.message
+        } catch {
+            return "\(error)"
         }
     }
 

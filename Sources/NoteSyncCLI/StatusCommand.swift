@@ -32,6 +32,8 @@ struct StatusCommand: ParsableCommand {
         var conflicts: [String]
         var lastSync: String?
         var lastError: String?
+        /// Local deletes the mass-delete guard holds.
+        var heldDeletes: Int?
         var agent: AgentStatus?
     }
 
@@ -45,7 +47,9 @@ struct StatusCommand: ParsableCommand {
                                 conflicts: try openConflicts(folder, state).map(\.copy.description),
                                 lastSync: try state.meta("last.sync").flatMap(Int64.init).map(formatTime),
                                 lastError: try state.meta("last.error"))
+            status.heldDeletes = try state.meta(SyncEngine.heldDeletesKey).flatMap { Int($0) }
             status.agent = AgentStatus.read(folder)
+            if let held = status.agent?.heldDeletes { status.heldDeletes = held }
             if let agent = status.agent {
                 status.lastSync = agent.lastSync.map(formatTime) ?? status.lastSync
                 status.lastError = agent.lastError
@@ -80,6 +84,10 @@ struct StatusCommand: ParsableCommand {
             print("pending:   \(status.pending.count) local change(s) not yet on the server")
             for item in status.pending.prefix(20) { print("           \(item)") }
             print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
+            if let held = status.heldDeletes {
+                print("deletes:   \(held) local deletes HELD by the mass-delete guard, none synced: put the notes back, or "
+                      + "preview with `notesync diff --allow-mass-delete` and run `notesync sync --allow-mass-delete`")
+            }
             if let agent = status.agent {
                 print("agent:     running (pid \(agent.pid)), " + (agent.online ? "online" : "OFFLINE, retrying")
                       + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")

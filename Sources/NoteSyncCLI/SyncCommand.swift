@@ -13,6 +13,10 @@ struct SyncCommand: ParsableCommand {
             Deletes on the server move local notes to NOTES/.notesync/trash/.
             With --dry-run nothing is written anywhere: it prints what a sync would do, with diffs.
             Exit code 3 when the server cannot be reached: local changes stay queued for the next sync.
+            Exit code 1 when local deletes would remove more than half of the notes: they are held, whole (none \
+            is synced, every other change is); `--allow-mass-delete` lets them through (preview with `notesync \
+            diff --allow-mass-delete`). While an agent runs on the folder, `sync --allow-mass-delete` tells the \
+            agent, whose next sync makes them.
             """
     )
 
@@ -37,9 +41,11 @@ struct DiffCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var folderOptions: FolderOptions
     @Flag(help: "Print the plan as JSON.") var json = false
+    @Flag(help: "Show the deletes the mass-delete guard holds as a sync with --allow-mass-delete would make them.")
+    var allowMassDelete = false
 
     func run() throws {
-        try runSync(global: global, folderOptions: folderOptions, dryRun: true, json: json, allowMassDelete: false)
+        try runSync(global: global, folderOptions: folderOptions, dryRun: true, json: json, allowMassDelete: allowMassDelete)
     }
 }
 
@@ -95,7 +101,15 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
     OneShotProcess.growHeapInLargeSteps()
     try reportingErrors {
         let (folder, state, config) = try folderOptions.open(readOnly: dryRun)
-        let lock = dryRun ? nil : try FolderLock(folder)
+        let lock: FolderLock?
+        do {
+            lock = dryRun ? nil : try FolderLock(folder)
+        } catch let error as NoteSyncError where error.kind == .locked && allowMassDelete && AgentStatus.read(folder) != nil {
+            // The agent holds the folder: it lets the held deletes through at its next sync.
+            try FileIO.createAndSync(SyncEngine.massDeleteApproval(folder), Data(), mode: 0o600)
+            print("the agent running on this folder makes the held deletes at its next sync (see `notesync status`)")
+            return ExitCodes.ok
+        }
         defer { withExtendedLifetime(lock) {} }
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
         engine.leavesMemoryToExit = true
@@ -111,7 +125,8 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         }
         try state.close()
         OneShotProcess.leaveToExit(engine)
-        return report.offline ? ExitCodes.offline : ExitCodes.ok
+        if report.offline { return ExitCodes.offline }
+        return report.heldDeletes > 0 && !dryRun ? ExitCodes.failure : ExitCodes.ok
     }
 }
 

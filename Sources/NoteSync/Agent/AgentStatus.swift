@@ -13,6 +13,8 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     public var serverWatch: String
     /// Set when inotify ran out of watches and the agent fell back to periodic scans.
     public var localWatch: String
+    /// Local deletes the mass-delete guard holds (nil: none).
+    public var heldDeletes: Int?
 
     public init(pid: Int32, started: Int64, online: Bool, pending: Int, token: Int64, lastSync: Int64?,
                 lastError: String?, serverWatch: String, localWatch: String) {

@@ -111,8 +111,27 @@ public final class SyncAgent: Service, Sendable {
             do {
                 var syncOptions = SyncOptions()
                 syncOptions.gapGrace = Int64(options.gapGrace.seconds * 1e9)
-                let report = try engine.sync(syncOptions, only: paths)
-                for warning in report.warnings { logger.warning("sync.warning", metadata: ["detail": "\(warning)"]) }
+                // Held deletes approved by `notesync sync --allow-mass-delete` (run while this agent holds the lock).
+                let approval = SyncEngine.massDeleteApproval(folder)
+                let approved = FileIO.lstatInfo(approval) != nil
+                syncOptions.allowMassDelete = approved
+                let report = try engine.sync(syncOptions, only: approved ? nil : paths)
+                if approved {
+                    unlink(approval)
+                    logger.notice("sync.deletes.approved")
+                }
+                if report.heldDeletes > 0 {
+                    // Said once per count, not at every sync that holds them.
+                    if status.heldDeletes != report.heldDeletes, let warning = report.warnings.first(where: { $0.contains("deletes are held") }) {
+                        logger.warning("sync.deletes.held", metadata: ["detail": "\(warning)"])
+                    }
+                    status.heldDeletes = report.heldDeletes
+                } else if paths == nil || approved {
+                    status.heldDeletes = nil
+                }
+                for warning in report.warnings where !warning.contains("deletes are held") {
+                    logger.warning("sync.warning", metadata: ["detail": "\(warning)"])
+                }
                 for change in report.changes where change.kind != .adopt {
                     logger.info("sync.change", metadata: ["note.path": "\(change.name)", "sync.kind": "\(change.kind.rawValue)"])
                 }

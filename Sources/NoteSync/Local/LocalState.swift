@@ -39,6 +39,13 @@ public struct ConflictRecord: Codable, Hashable, Sendable {
     public var original: RecordName
     public var device: String
     public var time: Int64
+
+    public init(copy: RecordName, original: RecordName, device: String, time: Int64) {
+        self.copy = copy
+        self.original = original
+        self.device = device
+        self.time = time
+    }
 }
 
 /// Everything notesync keeps about a notes folder, in SQLite (GRDB) on local disk: never on the share.
@@ -88,8 +95,10 @@ public final class LocalState: Sendable {
                                  fix: "free space there, then sync again; nothing is lost (what was not recorded is found again by the next scan)",
                                  errno: ENOSPC)
         }
+        let root = FileIO.parent(of: FileIO.parent(of: path))
         return NoteSyncError(.io, path: path, "cannot \(doing) the local state database: \(error.message ?? "\(error)")",
-                             fix: "check the file's permissions; if it is damaged, move it away and run `notesync init` again")
+                             fix: "check the file's permissions; if it was damaged or replaced (a restore, a git checkout), run "
+                                + "`notesync init --notes \(root) --server DIR` again: it moves it aside and starts afresh, keeping every note")
     }
 
     /// An in-memory database, for tests and dry runs of a folder that was never initialised.

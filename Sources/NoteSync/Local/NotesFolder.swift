@@ -21,6 +21,32 @@ public struct NotesFolder: Sendable, Hashable {
 
     public var isInitialized: Bool { FileIO.lstatInfo(database) != nil }
 
+    /// `.notesync/.gitignore`: git (or any tool that reads it) in the notes folder leaves notesync's state alone.
+    public var gitignore: String { stateDirectory + "/.gitignore" }
+
+    /// Writes ``gitignore`` if it is missing (one `lstat` otherwise).
+    public func keepOtherToolsOut() {
+        guard FileIO.lstatInfo(gitignore) == nil else { return }
+        try? FileIO.createAndSync(gitignore, Data("# notesync's own state: never commit it\n*\n".utf8))
+    }
+
+    /// A notes folder inside this one (its `.notesync/state.sqlite`), if there is one: walks the folder, skipping
+    /// what notesync never syncs (other tools' folders such as `.git`).
+    public func nestedNotesFolder() -> NotesFolder? {
+        guard let walker = FileManager.default.enumerator(atPath: root) else { return nil }
+        while let relative = walker.nextObject() as? String {
+            let name = (relative as NSString).lastPathComponent
+            if name == IgnoreRules.stateDirectoryName {
+                walker.skipDescendants()
+                let inner = NotesFolder(root: root + "/" + FileIO.parent(of: relative))
+                if !FileIO.parent(of: relative).isEmpty, inner.isInitialized { return inner }
+            } else if [".git", ".hg", ".svn", "node_modules"].contains(name) {
+                walker.skipDescendants()
+            }
+        }
+        return nil
+    }
+
     /// The notes folder enclosing `directory` (as git finds its repository), or `nil`.
     public static func enclosing(_ directory: String) -> NotesFolder? {
         var current = NotesFolder(root: directory).root

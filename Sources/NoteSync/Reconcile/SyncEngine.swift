@@ -50,7 +50,8 @@ public struct FolderConfig: Sendable, Hashable {
         guard let id = try state.meta("device.id"), let name = try state.meta("device.name"),
               let server = try state.meta("server.path") else {
             throw NoteSyncError(.notInitialized, path: folder.database, "holds no device or server",
-                                fix: "run `notesync init --notes \(folder.root) --server DIR`")
+                                fix: "run `notesync init --notes \(folder.root) --server DIR` again: it moves this state aside and "
+                                    + "starts afresh, keeping every note")
         }
         self.init(deviceID: id, deviceName: name, server: server, serverID: try state.meta(Self.serverIDKey))
     }
@@ -92,6 +93,11 @@ public final class SyncEngine {
 
     /// The local state's key for the token a finished sync planned and applied up to.
     static let plannedTokenKey = "planned.token"
+    /// The local state's key for the number of local deletes the mass-delete guard holds.
+    public static let heldDeletesKey = "held.deletes"
+    /// The file `notesync sync --allow-mass-delete` leaves for a running agent: its next sync lets the held
+    /// deletes through, then removes it.
+    public static func massDeleteApproval(_ folder: NotesFolder) -> String { folder.stateDirectory + "/mass-delete.approved" }
 
     /// Runs one sync. With `only`, a partial sync for the agent: just those paths (relative files or folders),
     /// plus every record the server changed since the last sync.
@@ -225,10 +231,10 @@ public final class SyncEngine {
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
             zone.unplanned = []
-            let plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store,
+            var plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store,
                                          knownBefore: plannedBefore)
             phases.lap("plan")
-            try checkMassDelete(plan, scan: scan, bases: bases, options: options)
+            holdMassDelete(&plan, scan: scan, bases: bases, options: options, report: &report)
             if options.dryRun {
                 for step in plan {
                     // As in a real sync, a note whose server text cannot be read is reported and left out.
@@ -265,8 +271,13 @@ public final class SyncEngine {
         zone.quarantined.removeAll()
         zone.damaged.removeAll()
         report.pending = try state.outboxCount()
-        try state.setMeta(["last.sync": String(Clock.nowNanoseconds()), "last.error": nil,
-                           Self.plannedTokenKey: String(zone.token)])
+        var meta: [String: String?] = ["last.sync": String(Clock.nowNanoseconds()), "last.error": nil,
+                                       Self.plannedTokenKey: String(zone.token)]
+        // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
+        if paths == nil || report.heldDeletes > 0 {
+            meta[Self.heldDeletesKey] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
+        }
+        try state.setMeta(meta)
         if zone.token != lastReportedToken {
             try? store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName,
                                                   lastSeen: Clock.nowNanoseconds(), token: zone.token))
@@ -377,23 +388,33 @@ public final class SyncEngine {
         return steps
     }
 
-    private func checkMassDelete(_ plan: [Step], scan: ScanResult, bases: [RecordName: BaseRecord],
-                                 options: SyncOptions) throws {
-        guard !options.allowMassDelete else { return }
-        let deletes = plan.filter { step in
-            switch step.decision {
-            case .push(nil, _): return true
-            case .pull(let head): return head.deleted && step.local != nil
-            default: return false
-            }
-        }.count
+    /// The mass-delete guard, one rule for every path (one-shot sync and agent): when local deletes would remove
+    /// more than half of the notes (at least 3) — what an unmounted or emptied notes folder looks like — every local
+    /// delete is held back, whole: none is committed, each stays queued, and the rest of the sync goes on. They go
+    /// through with `allowMassDelete` (`notesync sync --allow-mass-delete`; a dry run with it previews them).
+    ///
+    /// A partial (agent) sync sees only the paths that settled, not the whole of an `rm -r` in progress: when it
+    /// holds a local delete, it counts every synced note that is gone (an `lstat` per base). Deletes pulled from the
+    /// server were decided by another device and are applied whole (to the trash), never guarded here.
+    private func holdMassDelete(_ plan: inout [Step], scan: ScanResult, bases: [RecordName: BaseRecord],
+                                options: SyncOptions, report: inout SyncReport) {
+        func isLocalDelete(_ step: Step) -> Bool { if case .push(nil, _) = step.decision { true } else { false } }
+        let deletes = plan.filter(isLocalDelete).count
+        guard deletes > 0 else { return }
+        let gone = scan.scope == nil ? deletes : bases.keys.filter { FileIO.lstatInfo(folder.root + "/" + $0.string) == nil }.count
         let total = max(bases.count, scan.files.count)
-        if deletes >= 3 && deletes * 2 > total {
-            throw NoteSyncError(.safetyStop, path: folder.root,
-                                "this sync would delete \(deletes) of \(total) notes; stopped to be safe "
-                                    + "(an unmounted folder or a replaced server looks like this)",
-                                fix: "check both folders with `notesync diff`; if the deletes are wanted, run `notesync sync --allow-mass-delete`")
-        }
+        guard gone >= 3 && gone * 2 > total, !options.allowMassDelete else { return }
+        plan.removeAll(where: isLocalDelete)
+        report.heldDeletes = gone
+        report.warnings.append(Self.massDeleteWarning(gone, of: total, root: folder.root))
+    }
+
+    /// What the guard says, and how to go on.
+    public static func massDeleteWarning(_ deletes: Int, of total: Int, root: String) -> String {
+        "\(deletes) of \(total) notes are gone from \(root): these deletes are held, none is synced "
+            + "(an unmounted or emptied folder looks like this); every other change syncs\n"
+            + "  fix: if the notes should be there, put them back (they sync as before); if the deletes are wanted, "
+            + "preview them with `notesync diff --allow-mass-delete`, then run `notesync sync --allow-mass-delete`"
     }
 
     // MARK: local bookkeeping

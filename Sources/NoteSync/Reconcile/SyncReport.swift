@@ -50,6 +50,9 @@ public struct SyncReport: Codable, Sendable {
     public var rounds = 0
     /// Notes whose content was read and hashed by the first scan (the rest were proven unchanged by their stat).
     public var hashed = 0
+    /// Local deletes held back whole by the mass-delete guard (nothing of them committed), waiting for
+    /// `--allow-mass-delete`; 0 when none.
+    public var heldDeletes = 0
 
     public init(dryRun: Bool) { self.dryRun = dryRun }
 

@@ -1,0 +1,166 @@
+import Foundation
+import NoteSync
+import Testing
+
+/// The safety rails on every path, through the real binary: the mass-delete guard (one-shot and agent), restore,
+/// folders that cannot nest, other tools kept out of `.notesync/`, and fixes that work when followed.
+@Suite struct SafetyRailTests {
+    static func makeNotes(_ t: TwoDevices, count: Int, in folder: String) throws {
+        for index in 0..<count { try t.write(t.a, "\(folder)/n\(index).md", "note \(index)\n") }
+    }
+
+    static func deleteEntries(_ server: String) throws -> Int {
+        var deletes = 0
+        for (_, path) in try ServerLifeTests.entries(server) {
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            let entry = try SealedFile.open(data, kind: "entry", as: LogEntry.self)
+            deletes += entry.changes.filter { $0.op == .delete }.count
+        }
+        return deletes
+    }
+
+    /// `rm -r` of most notes, one-shot: the deletes are held whole (exit 1, none on the server), every other change
+    /// syncs; `diff --allow-mass-delete` previews them; `sync --allow-mass-delete` makes them, all at once.
+    @Test func aMassDeleteIsHeldWholeUntilApproved() throws {
+        let t = try TwoDevices("rails-mass-delete")
+        try Self.makeNotes(t, count: 8, in: "old")
+        try t.write(t.a, "keep.md", "kept\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try FileManager.default.removeItem(atPath: t.a + "/old")
+        try t.write(t.a, "keep.md", "kept and edited\n")
+
+        let held = try t.run(["sync", "--notes", t.a])
+        #expect(held.status == 1, "\(held.stdout) \(held.stderr)")
+        #expect(held.stderr.contains("8 of 9 notes are gone") && held.stderr.contains("--allow-mass-delete"), "\(held.stderr)")
+        #expect(try Self.deleteEntries(t.server) == 0, "a held delete reached the server")
+        try t.sync(t.b)
+        #expect(t.read(t.b, "keep.md") == "kept and edited\n", "the other changes did not sync")
+        #expect(try t.notes(t.b).count == 9)
+        let status = try t.run(["status", "--notes", t.a])
+        #expect(status.stdout.contains("8 local deletes HELD"), "\(status.stdout)")
+
+        let preview = try t.run(["diff", "--notes", t.a])
+        #expect(preview.status == 0 && !preview.stdout.contains("old/n0.md"), "\(preview.stdout)")
+        let approved = try t.run(["diff", "--notes", t.a, "--allow-mass-delete"])
+        #expect(approved.status == 0 && approved.stdout.contains("old/n0.md") && approved.stdout.contains("old/n7.md"),
+                "\(approved.stdout)")
+        #expect(try Self.deleteEntries(t.server) == 0, "a preview committed deletes")
+
+        try t.expectOK(["sync", "--notes", t.a, "--allow-mass-delete"])
+        #expect(try Self.deleteEntries(t.server) == 8)
+        try t.sync(t.b)
+        #expect(try t.notes(t.b).keys.sorted() == ["keep.md"])
+        #expect(!(try t.run(["status", "--notes", t.a]).stdout.contains("HELD")))
+    }
+
+    /// With agents on both devices: an `rm -r` of most notes is held whole by the agent (nothing committed, the
+    /// other device keeps every note, the agent says so once, status shows it); `sync --allow-mass-delete` while
+    /// the agent runs approves it, and the agent makes every delete; the other agent applies them all.
+    @Test func theAgentHoldsAMassDeleteWholeUntilApproved() throws {
+        let t = try TwoDevices("rails-agent-mass-delete")
+        try Self.makeNotes(t, count: 30, in: "old")
+        try t.write(t.a, "keep.md", "kept\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let agents = try TwoAgents(devices: t)
+        defer { agents.stop() }
+        try FileManager.default.removeItem(atPath: t.a + "/old")
+        try t.write(t.a, "keep.md", "kept, edited while the deletes are held\n")
+        #expect(eventually(20) { t.read(t.b, "keep.md") == "kept, edited while the deletes are held\n" })
+        #expect(eventually(10) { (try? t.run(["status", "--notes", t.a]))?.stdout.contains("30 local deletes HELD") == true })
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(try Self.deleteEntries(t.server) == 0, "the agent committed part of a mass delete")
+        #expect(try t.notes(t.b).count == 31)
+        let log = try #require(agents.agentA).stderrText
+        let said = log.components(separatedBy: "sync.deletes.held").count - 1
+        #expect(said >= 1 && said <= 2, "said \(said) times: once, not at every sync")
+        #expect(log.contains("deletes are held"), "the agent's log does not say the deletes are held")
+
+        let approve = try t.run(["sync", "--notes", t.a, "--allow-mass-delete"])
+        #expect(approve.status == 0 && approve.stdout.contains("agent"), "\(approve.stdout) \(approve.stderr)")
+        #expect(eventually(20) { (try? Self.deleteEntries(t.server)) == 30 })
+        #expect(eventually(20) { (try? t.notes(t.b).keys.sorted()) == ["keep.md"] })
+    }
+
+    /// `restore` of an earlier version while the note holds an edit not synced yet: the edit goes to the server's
+    /// history first, so nothing is lost; a deleted note can be restored too.
+    @Test func restoreKeepsAnUnsyncedEditAndBringsBackADeletedNote() throws {
+        let t = try TwoDevices("rails-restore")
+        try t.write(t.a, "n.md", "version one\n")
+        try t.sync(t.a)
+        try t.write(t.a, "n.md", "version two\n")
+        try t.sync(t.a)
+        try t.write(t.a, "n.md", "an edit not synced yet\n")
+        try t.expectOK(["restore", "--notes", t.a, "n.md", "--version", "1"])
+        #expect(t.read(t.a, "n.md") == "version one\n")
+        let history = try t.expectOK(["history", "--notes", t.a, "n.md"])
+        #expect(history.stdout.split(separator: "\n").filter { $0.hasPrefix("version") }.count == 4, "\(history.stdout)")
+        try t.sync(t.b)
+        #expect(t.read(t.b, "n.md") == "version one\n")
+        let versions = try noteTexts(t, "n.md")
+        #expect(versions.contains("an edit not synced yet\n"), "the unsynced edit is not in the history: \(versions)")
+
+        try t.write(t.a, "gone.md", "deleted, then restored\n")
+        try t.sync(t.a)
+        unlink(t.a + "/gone.md")
+        try t.sync(t.a)
+        let gone = try t.expectOK(["history", "--notes", t.a, "gone.md"])
+        let saved = try #require(gone.stdout.split(separator: "\n").first { $0.contains("saved") }?.split(separator: " ")[1])
+        try t.expectOK(["restore", "--notes", t.a, "gone.md", "--version", String(saved)])
+        try t.sync(t.b)
+        #expect(t.read(t.b, "gone.md") == "deleted, then restored\n")
+    }
+
+    /// Every text the server's log holds for `name`.
+    func noteTexts(_ t: TwoDevices, _ name: String) throws -> [String] {
+        var texts: [String] = []
+        let layout = ServerLayout(root: t.server)
+        for (_, path) in try ServerLifeTests.entries(t.server) {
+            let entry = try SealedFile.open(try Data(contentsOf: URL(fileURLWithPath: path)), kind: "entry", as: LogEntry.self)
+            for change in entry.changes where change.name == name {
+                if let text = change.text {
+                    texts.append(try String(contentsOfFile: layout.assetPath(text.sha256), encoding: .utf8))
+                }
+            }
+        }
+        return texts
+    }
+
+    /// A notes folder inside another one, or around one, is refused by `init` (they would nest deeper at every sync).
+    @Test func notesFoldersCannotNest() throws {
+        let t = try TwoDevices("rails-nest")
+        let inner = try t.run(["init", "--notes", t.a + "/inner", "--server", t.server])
+        #expect(inner.status == 64 && inner.stderr.contains("cannot nest"), "\(inner.stderr)")
+        let outer = try t.run(["init", "--notes", t.scratch.path, "--server", t.server])
+        #expect(outer.status == 64 && outer.stderr.contains("cannot nest"), "\(outer.stderr)")
+        #expect(FileIO.lstatInfo(t.a + "/inner/.notesync") == nil)
+    }
+
+    /// git in the notes folder leaves `.notesync/` alone; a state database emptied or replaced under notesync gives
+    /// a clear error whose fix, followed, works and keeps every note.
+    @Test func otherToolsStayOutAndADamagedStateIsMadeAfresh() throws {
+        let t = try TwoDevices("rails-state")
+        try t.write(t.a, "one.md", "one\n")
+        try t.sync(t.a)
+        #expect(try shell("git init -q . && git status --porcelain --untracked-files=all > ../git-status.txt", in: t.a) == 0)
+        let listed = try String(contentsOfFile: t.scratch.path + "/git-status.txt", encoding: .utf8)
+        #expect(!listed.contains(".notesync"), "git sees notesync's state: \(listed)")
+        #expect(listed.contains("one.md"))
+
+        let database = t.a + "/.notesync/state.sqlite"
+        for suffix in ["-wal", "-shm"] { unlink(database + suffix) }
+        try Data().write(to: URL(fileURLWithPath: database))
+        let broken = try t.run(["sync", "--notes", t.a])
+        #expect(broken.status == 1, "\(broken.stdout) \(broken.stderr)")
+        #expect(!broken.stderr.contains("SQLite error"), "a raw SQLite message: \(broken.stderr)")
+        let fix = try #require(broken.stderr.split(separator: "\n").first { $0.contains("fix:") })
+        #expect(fix.contains("notesync init --notes \((t.a as NSString).standardizingPath) --server DIR"), "\(fix)")
+        try t.expectOK(["init", "--notes", t.a, "--server", t.server, "--device-name", "alice"])
+        try t.write(t.a, "two.md", "after the fresh start\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        #expect(t.read(t.b, "one.md") == "one\n" && t.read(t.b, "two.md") == "after the fresh start\n")
+        #expect(t.read(t.a, "one.md") == "one\n")
+    }
+}
