@@ -54,8 +54,17 @@ struct RecoverCommand: ParsableCommand {
         commandName: "recover",
         abstract: "Sync again, from scratch, with the server now at the server path: after it was restored from an older copy, replaced, or on purpose moved to a new server.",
         discussion: """
-            A sync stops (exit 1) when the server is not the one this notes folder synced with: another server id             at the path, a log that is behind this device (restored from an older backup) or that does not continue             the one it read (replaced, forked). `recover` forgets what this device knew of the server, binds the             notes folder to the server now at the path, and syncs as a first sync would with the notes it holds:             every note whose text the server lacks is pushed as a new commit after the server's current end, notes             the server has are pulled, and a note changed on both sides is merged or kept twice (a conflict copy).             It only adds: no note is deleted on any device for the sake of the recovery (deletes the server lost             are not made again). Run it with --dry-run first: it prints the same diff as `notesync diff`.
-            To move a notes folder to a new server on purpose (an old share retired): point it there with             `notesync recover --server DIR`.
+            A sync stops (exit 1) when the server is not the one this notes folder synced with: another server id \
+            at the path, a log that is behind this device (restored from an older backup) or that does not continue \
+            the one it read (replaced, forked). `recover` forgets what this device knew of the server, binds the \
+            notes folder to the server now at the path, and syncs as a first sync would with the notes it holds: \
+            every note whose text the server lacks is pushed as a new commit after the server's current end, notes \
+            the server has are pulled, and a note changed on both sides is merged or kept twice (a conflict copy). \
+            It only adds: no note is deleted on any device for the sake of the recovery (deletes the server lost \
+            are not made again). Run it with --dry-run first: it prints the same diff as `notesync diff`.
+
+            To move a notes folder to a new server on purpose (an old share retired): point it there with \
+            `notesync recover --server DIR`.
             """
     )
 

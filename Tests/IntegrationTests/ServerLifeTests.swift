@@ -137,6 +137,13 @@ import Testing
 
         try t.expectOK(["server", "fsck", t.server, "--repair", "--gap-age", "0"])
         try t.expectOK(["server", "fsck", t.server])
+        // A seal cut off before its notice: fsck finds the notice missing, and --repair writes it.
+        let notice = ServerLayout(root: t.server).voidPath(lostSlot)
+        #expect(unlink(notice) == 0)
+        let unnoticed = try t.run(["server", "fsck", t.server])
+        #expect(unnoticed.status == 1 && unnoticed.stdout.contains("notice of the void entry"), "\(unnoticed.stdout)")
+        try t.expectOK(["server", "fsck", t.server, "--repair"])
+        #expect(FileIO.lstatInfo(notice) != nil)
         try t.sync(t.b)
         #expect(t.read(t.b, "after.md") == "in the entry after the gap\n")
         try t.sync(t.a)

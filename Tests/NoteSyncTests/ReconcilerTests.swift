@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import NoteSync
 
-/// One test per row of the reconciliation table (DESIGN.md §3), plus the edge rows around it.
+/// One test per row of the reconciliation table (docs/reconciliation.md), plus the edge rows around it.
 @Suite struct ReconcilerTests {
     static let a = ContentDigest(of: Data("a".utf8))
     static let b = ContentDigest(of: Data("b".utf8))

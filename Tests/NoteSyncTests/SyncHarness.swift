@@ -317,7 +317,7 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
     }
 
     /// A note synced everywhere; then one device edits it while another deletes it, neither having seen the
-    /// other's change, and they sync in either order. The edit must win (DESIGN.md §3).
+    /// other's change, and they sync in either order. The edit must win (docs/reconciliation.md).
     static let editAgainstDelete = zip(
         Gen.int(in: 0...(pool.count - 1)), Gen.int(in: 2...3), Gen.int(in: 0...2), Gen.int(in: 0...5), Gen.bool, Gen.bool
     ).map { note, deviceCount, kind, parameter, bobEdits, editorSyncsFirst in
@@ -511,7 +511,7 @@ struct SyncHistoryRunner {
     /// Where we are, for the findings.
     private var at = "setup"
     /// Whether an edit wrote the very bytes the note already held: like a touch, it changes only the mtime, which
-    /// is not uploaded (DESIGN.md: "`touch` uploads nothing").
+    /// is not uploaded (docs/reconciliation.md: a touch uploads nothing).
     private var rewroteSameText = false
 
     static func run(_ history: SyncHistory, checks: SyncChecks) -> SyncFindings {

@@ -3,7 +3,7 @@ import PropertyBased
 import Testing
 @testable import NoteSync
 
-/// Property tests of the sync engine on random histories of two or three devices (DESIGN.md §3, invariants).
+/// Property tests of the sync engine on random histories of two or three devices (docs/reconciliation.md, invariants).
 ///
 /// Each history is a sequence of edits, deletes, touches and syncs on random devices, followed by healing: syncs
 /// round-robin until a whole round changes nothing. The harness and the model that judges it are in

@@ -65,7 +65,7 @@ import Testing
         #expect(findings.idempotence.isEmpty, "\(findings)")
     }
     /// Alice saves a note, syncs, saves the same text again a second later, and syncs twice. The second save
-    /// changes no byte, only the mtime: like a touch, it uploads nothing (DESIGN.md), and the checker must not
+    /// changes no byte, only the mtime: like a touch, it uploads nothing (docs/reconciliation.md), and the checker must not
     /// take the note's local mtime for a divergence. Found by `devicesConvergeOnTheServerHeads`.
     @Test func theSameTextSavedAgainUploadsNothing() {
         let note = "note.md"

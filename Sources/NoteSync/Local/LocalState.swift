@@ -199,6 +199,8 @@ public final class LocalState: Sendable {
         try queue.read { db in
             var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0,
                                   chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain'").flatMap(ContentDigest.init(hex:)))
+            state.verifiedTail = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain.file'")
+                .flatMap(StatFingerprint.init(stored:))
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
@@ -469,13 +471,13 @@ public final class LocalState: Sendable {
         /// Forgets the heads, token and chain: the next fetch reads the whole log again.
         public func forgetZone() throws {
             try db.execute(sql: "DELETE FROM head")
-            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain')")
+            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.file')")
         }
 
         public func forgetServer(bindingTo serverID: String) throws {
             try db.execute(sql: "DELETE FROM base")
             try db.execute(sql: "DELETE FROM head")
-            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'planned.token')")
+            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.file', 'planned.token')")
             try setMeta("server.id", serverID)
         }
 

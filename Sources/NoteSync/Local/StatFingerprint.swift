@@ -17,6 +17,16 @@ public struct StatFingerprint: Hashable, Sendable, Codable {
         self.inode = inode
     }
 
+    /// As the local state stores it: `size:mtime:ctime:inode`.
+    public var stored: String { "\(size):\(mtime):\(ctime):\(inode)" }
+
+    public init?(stored: String) {
+        let parts = stored.split(separator: ":")
+        guard parts.count == 4, let size = Int64(parts[0]), let mtime = Int64(parts[1]), let ctime = Int64(parts[2]),
+              let inode = UInt64(parts[3]) else { return nil }
+        self.init(size: size, mtime: mtime, ctime: ctime, inode: inode)
+    }
+
     /// A fingerprint no file has (size -1): recorded for a note whose state is not known to match its digest,
     /// so that the next scan hashes it.
     public static let unknown = StatFingerprint(size: -1, mtime: 0, ctime: 0, inode: 0)

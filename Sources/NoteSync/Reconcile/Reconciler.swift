@@ -35,7 +35,7 @@ public enum Decision: Hashable, Sendable {
     case unreadable
 }
 
-/// The three-way reconciliation table of DESIGN.md §3, as a pure function of (local, base, server).
+/// The three-way reconciliation table of docs/reconciliation.md, as a pure function of (local, base, server).
 public enum Reconciler {
     public static func decide(local: LocalSide, base: BaseRecord?, server: RecordHead?) -> Decision {
         if let server, server.version > RecordChange.currentVersion { return .newerVersion(server) }

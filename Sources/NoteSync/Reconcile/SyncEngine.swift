@@ -272,7 +272,7 @@ public final class SyncEngine {
         zone.damaged.removeAll()
         report.pending = try state.outboxCount()
         var meta: [String: String?] = ["last.sync": String(Clock.nowNanoseconds()), "last.error": nil,
-                                       Self.plannedTokenKey: String(zone.token)]
+                                       Self.plannedTokenKey: String(zone.token), "chain.file": zone.verifiedTail?.stored]
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
         if paths == nil || report.heldDeletes > 0 {
             meta[Self.heldDeletesKey] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil

@@ -176,6 +176,13 @@ public struct ServerFsck {
                 do { try store.verifyLink(entry, state) } catch let error as NoteSyncError {
                     add(.brokenChain, layout.entryPath(seq), error.message)
                 }
+                // A void entry's notice tells the devices that had read the lost entry: a seal cut off before it
+                // wrote the notice is finished here.
+                if entry.void != nil, FileIO.lstatInfo(layout.voidPath(seq)) == nil {
+                    var repaired: String?
+                    if repair, (try? store.writeVoidNotice(seq)) != nil { repaired = "notice written" }
+                    add(.missingEntry, layout.voidPath(seq), "the notice of the void entry \(seq) is missing", repaired: repaired)
+                }
                 state.apply(entry)
                 for change in entry.changes where change.op == .save {
                     if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }
@@ -238,7 +245,8 @@ public struct ServerFsck {
             for name in ((try? FileIO.list(directory)) ?? []).sorted() {
                 guard let tool = ForeignConflictCopy.detect(name) else { continue }
                 let lost = directory.hasPrefix(layout.logDirectory + "/")
-                    ? "; the commit in the copy is not applied: the device that made it must save those notes again"
+                    ? "; the commit in the copy is not applied: the device that made it stops syncing (the log does not "
+                        + "continue the one it read) until `notesync recover` there pushes its notes again"
                     : ""
                 found.append("\(DisplayName.escape(directory + "/" + name)): a \(tool) conflict copy inside the server: "
                              + "two devices wrote this file at once through \(tool)\(lost)\n"

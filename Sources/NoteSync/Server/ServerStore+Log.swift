@@ -95,10 +95,16 @@ extension ServerStore {
         if check == .none { return false }
         let token = state.token
         if token > 0 {
-            // The quick check reads the entry only when its file is not the one last verified (another inode, size or
-            // time: a file put in its place); it is read once per process.
-            let file = FileIO.lstatInfo(layout.entryPath(token)).map(StatFingerprint.init)
-            let verified = check == .quick && file != nil && file == state.verifiedTail
+            // The entry is read only when its file is not the one last verified (another inode, size, mtime or ctime:
+            // a file put in its place, a server restored or copied); then its bytes' digest is compared, and only a
+            // void entry (whose chain digest is another) is decoded.
+            let path = layout.entryPath(token)
+            let file = FileIO.lstatInfo(path).map(StatFingerprint.init)
+            var verified = file != nil && file == state.verifiedTail
+            if !verified, file != nil, let known = state.chain, let bytes = try? FileIO.read(path, limit: Self.maxEntryBytes),
+               ContentDigest(of: bytes) == known {
+                verified = true
+            }
             switch verified ? nil : file == nil ? .missing : try readSlot(token) {
             case .missing?:
                 throw NoteSyncError(.serverMismatch, path: layout.entryPath(token),
@@ -281,11 +287,16 @@ extension ServerStore {
         try FileIO.makeDirectory(layout.shardDirectory(of: seq))
         guard try publish(data, as: layout.entryPath(seq), suffix: "entry") == .published else { return nil }
         try FileIO.syncDirectory(layout.shardDirectory(of: seq))
+        try writeVoidNotice(seq)
+        logger.notice("server.gap.sealed", metadata: ["server.seq": "\(seq)"])
+        return entry
+    }
+
+    /// Publishes `voids/<seq>`, the notice that slot `seq` was sealed void (a second seal or a repair finds it there).
+    public func writeVoidNotice(_ seq: Int64) throws {
         try FileIO.makeDirectory(layout.voidsDirectory)
         _ = try publish(Data(), as: layout.voidPath(seq), suffix: "void")
         try FileIO.syncDirectory(layout.voidsDirectory)
-        logger.notice("server.gap.sealed", metadata: ["server.seq": "\(seq)"])
-        return entry
     }
 
     /// The slots fsck sealed with void entries, in order.
