@@ -163,4 +163,34 @@ import Testing
         #expect(t.read(t.b, "one.md") == "one\n" && t.read(t.b, "two.md") == "after the fresh start\n")
         #expect(t.read(t.a, "one.md") == "one\n")
     }
+
+    /// Two notes whose names differ only in Unicode form (NFC and NFD in one folder): the second is renamed to a
+    /// conflict copy of its own and both texts reach the other device; the warning shows the code points.
+    @Test func unicodeTwinsBothSync() throws {
+        let t = try TwoDevices("rails-twins")
+        try t.write(t.a, "caf\u{E9}.md", "composed\n")
+        try t.write(t.a, "cafe\u{301}.md", "decomposed\n")
+        let first = try t.run(["sync", "--notes", t.a])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stderr.contains("cafe\\u{301}.md") && first.stderr.contains("caf\\u{E9}.md"), "\(first.stderr)")
+        try t.sync(t.b)
+        let texts = Set(try t.notes(t.b).values.map { String(decoding: $0, as: UTF8.self) })
+        #expect(texts == ["composed\n", "decomposed\n"], "\(texts)")
+        let again = try t.run(["sync", "--notes", t.a])
+        #expect(again.stdout.contains("nothing to do") && again.stderr.isEmpty, "\(again.stdout) \(again.stderr)")
+        #expect(try t.run(["conflicts", "--notes", t.a]).stdout.contains("(conflict "))
+    }
+
+    /// A note modified in the future by this device's clock is reported (conflicts are decided by these times).
+    @Test func aNoteFromTheFutureIsReported() throws {
+        let t = try TwoDevices("rails-clock")
+        try t.write(t.a, "future.md", "written by a clock an hour ahead\n")
+        var times = [timespec(tv_sec: time(nil) + 3600, tv_nsec: 0), timespec(tv_sec: time(nil) + 3600, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, t.a + "/future.md", &times, 0) == 0)
+        let result = try t.run(["sync", "--notes", t.a])
+        #expect(result.status == 0)
+        #expect(result.stderr.contains("future.md: modified 5") && result.stderr.contains("minutes in the future"), "\(result.stderr)")
+        try t.sync(t.b)
+        #expect(t.read(t.b, "future.md") == "written by a clock an hour ahead\n")
+    }
 }

@@ -38,6 +38,9 @@ public struct ScanResult: Sendable {
     public var scope: Set<RecordName>?
     /// Whether the walk found a file whose name is not in NFC as it is on disk (it may have a twin in NFC).
     var denormalized = false
+    /// Files left out because another file's name differs from theirs only in Unicode normalisation (relative
+    /// paths as on disk): a sync renames each to a conflict-copy name of its own, so that both texts sync.
+    public var unicodeTwins: [String] = []
 
     /// Adds a partial scan's findings to this one.
     public mutating func merge(_ other: ScanResult) {
@@ -51,6 +54,7 @@ public struct ScanResult: Sendable {
         baseMatches += other.baseMatches
         leftoverTemps += other.leftoverTemps
         denormalized = denormalized || other.denormalized
+        unicodeTwins += other.unicodeTwins
         if let otherScope = other.scope { scope = scope.map { $0.union(otherScope) } }
     }
 
@@ -365,7 +369,10 @@ public struct Scanner: Sendable {
                 return false
             }
             if other.utf8.elementsEqual(candidate.path.utf8) { return false }
-            result.warnings.append("\(DisplayName.escape(candidate.path)): same name as another note in a different Unicode form, skipped; rename one")
+            result.warnings.append("\(codePoints(candidate.path)) and \(codePoints(other)) are the same name in different "
+                                       + "Unicode forms (as written here); the first is left out of this sync; a sync renames it "
+                                       + "to a conflict copy so that both texts sync")
+            result.unicodeTwins.append(candidate.path)
             dropped = true
             return true
         }
@@ -373,6 +380,17 @@ public struct Scanner: Sendable {
             var listed = Set<RecordName>()
             result.foreignConflicts.removeAll { !listed.insert($0).inserted }
         }
+    }
+
+    /// A path with every non-ASCII character written as its code points (`cafe\u{301}.md`): two names that differ
+    /// only in Unicode form look identical on screen, and different here.
+    static func codePoints(_ path: String) -> String {
+        var text = ""
+        for scalar in path.unicodeScalars {
+            if scalar.isASCII && scalar.value >= 0x20 && scalar.value != 0x7F { text.unicodeScalars.append(scalar) }
+            else { text += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}" }
+        }
+        return "\"" + text + "\""
     }
 
     /// The index of the first name not below `prefix` in sorted `names`.

@@ -228,3 +228,29 @@ extension SyncEngine {
         return nil
     }
 }
+
+extension SyncEngine {
+    /// Renames each file the scan left out as the Unicode twin of another (``ScanResult/unicodeTwins``) to a
+    /// conflict-copy name of its own (in NFC), and scans it: no text stays on one device only. Reported as a
+    /// conflict copy.
+    func keepUnicodeTwins(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord],
+                          report: inout SyncReport) throws {
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
+        var copies: [String] = []
+        for path in scan.unicodeTwins {
+            guard let original = try? RecordName(validating: RecordName.nfc(path)) else { continue }
+            let copy = try applier.keepAsConflictCopy(original, from: folder.root + "/" + path) {
+                scan.files[$0] != nil || bases[$0] != nil
+            }
+            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: original, device: config.deviceName,
+                                                                 time: Clock.nowNanoseconds())) }
+            report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
+            report.conflictCopies.append(copy.description)
+            report.warnings.append("\(Scanner.codePoints(path)) was renamed to \(copy): its name was the same as "
+                                   + "\(original)'s in another Unicode form; both texts sync now")
+            copies.append(copy.string)
+        }
+        scan.unicodeTwins = []
+        if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies)) }
+    }
+}

@@ -18,6 +18,9 @@ public struct SyncOptions: Sendable {
     /// Forget what this device knew of the server (token, heads, bases) and sync as if for the first time with
     /// the notes it holds: ``SyncEngine/recover(_:)``.
     public var forgetServer = false
+    /// Report notes modified in the future and a clock far from the server's (off in harnesses whose logical time
+    /// is not the wall clock's).
+    public var checksClock = true
 
     public init(dryRun: Bool = false, withDiffs: Bool = false, colorDiffs: Bool = false, allowMassDelete: Bool = false) {
         self.dryRun = dryRun
@@ -140,6 +143,7 @@ public final class SyncEngine {
             phases.lap("scan")
         }
         report.hashed = scan.hashed
+        if options.checksClock { report.warnings += futureTimes(scan) }
         report.warnings += scan.warnings
         report.warnings += scan.foreignConflicts.map {
             "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it"
@@ -161,6 +165,7 @@ public final class SyncEngine {
             if paths == nil { try recoverUncheckedDeletes(&scan, scanner: scanner, bases: bases) }
             try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, zone: zone, store: store, report: &report)
         }
+        if !options.dryRun && !scan.unicodeTwins.isEmpty { try keepUnicodeTwins(&scan, scanner: scanner, bases: bases, report: &report) }
         if !options.dryRun { try recordLocalChanges(scan, bases) }
         phases.lap("outbox")
 
@@ -265,6 +270,7 @@ public final class SyncEngine {
             scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) })
         }
         if paths == nil { store.removeOwnTemps() }
+        if options.checksClock, let skew = clockSkewWarning(store) { report.warnings.append(skew) }
         report.token = zone.token
         report.warnings += zone.problems
         // Reported once, when read (as a one-shot sync does): the agent's next syncs start from this zone.
@@ -319,6 +325,32 @@ public final class SyncEngine {
         store = opened
         markerSeen = marker
         return opened
+    }
+
+    /// How far ahead of this device's clock a time may be before it is reported (a note's mtime, the server's).
+    static let skewTolerance: Int64 = 5 * 60 * 1_000_000_000
+
+    /// Notes changed since their base whose mtime is more than five minutes ahead of this device's clock: the
+    /// record's `modified` decides which edit keeps the name in a conflict, so a wrong clock (here or where the
+    /// note was written) is said. The decision stays deterministic: the same times give the same winner everywhere.
+    func futureTimes(_ scan: ScanResult) -> [String] {
+        // A simulation's clock is its own: the files' times are not comparable with it.
+        guard FaultPoint.simulatedNow() == nil else { return [] }
+        let now = Clock.nowNanoseconds()
+        return scan.changed.compactMap { name in
+            guard let file = scan.files[name], file.modified - now > Self.skewTolerance else { return nil }
+            return "\(name): modified \((file.modified - now) / 60_000_000_000) minutes in the future by this device's clock; "
+                + "a conflict on it is decided by this time\n  fix: check the clock of this device (and of the device that wrote it), "
+                + "then `touch` the note"
+        }
+    }
+
+    /// This device's clock against the server's: the time the server's filesystem gave the entry just published.
+    func clockSkewWarning(_ store: ServerStore) -> String? {
+        guard let skew = store.takeClockSkew(), abs(skew) > Self.skewTolerance else { return nil }
+        return "this device's clock is \(abs(skew) / 60_000_000_000) minutes \(skew > 0 ? "ahead of" : "behind") the server's "
+            + "(the time of the entry just written): conflicts are decided by the notes' times\n"
+            + "  fix: set the clock right (timedatectl set-ntp true)"
     }
 
     /// Records a condition that stops syncing (for `status` and the agent's log) and returns it to throw.

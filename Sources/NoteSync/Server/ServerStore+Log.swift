@@ -259,6 +259,7 @@ extension ServerStore {
             }
             unlink(temp)
             if outcome == .published {
+                noteClockSkew(ofPublished: destination, at: Clock.nowNanoseconds())
                 try FaultPoint.hit("commit.claimed")
                 try FileIO.syncDirectory(layout.shardDirectory(of: seq))
                 state.apply(entry)

@@ -32,6 +32,17 @@ public final class ServerStore: Sendable {
     public let isNetwork: Bool
     private let forcedPrimitive: PublishPrimitive?
     private let probedPrimitive = Mutex<PublishPrimitive?>(nil)
+    /// This device's clock minus the server's, as last measured by a commit (the published entry's mtime).
+    private let clockSkew = Mutex<Int64?>(nil)
+
+    func noteClockSkew(ofPublished path: String, at now: Int64) {
+        // A simulation's clock is its own: the filesystem's times are not comparable with it.
+        guard FaultPoint.simulatedNow() == nil, let info = FileIO.lstatInfo(path) else { return }
+        clockSkew.withLock { $0 = now - StatFingerprint(info).mtime }
+    }
+
+    /// The clock difference measured since the last call, if a commit measured one.
+    public func takeClockSkew() -> Int64? { clockSkew.withLock { value in defer { value = nil }; return value } }
 
     /// The largest entry or snapshot this build reads; anything bigger is damaged or hostile.
     public static let maxEntryBytes = 64 << 20

@@ -658,7 +658,7 @@ final class SimRunner {
 
     private func dryRun(_ device: SimDevice) throws {
         let before = try snapshot()
-        let options = SyncOptions(dryRun: true, withDiffs: true, allowMassDelete: true)
+        let options = SyncHarness.dryRunOptions
         do { _ = try device.engine.sync(options, only: nil) } catch let error as NoteSyncError {
             if !device.offline && !serverDown && !reportsBrokenServer(error) {
                 findings.harness.append("\(at): \(device.name)'s dry run threw: \(error)")
