@@ -135,7 +135,7 @@ public struct ServerFsck {
             }
         }
         var index = 0
-        while index < sequences.count {
+        folding: while index < sequences.count {
             let seq = state.token + 1
             if sequences[index] > seq {
                 let next = sequences[index]
@@ -174,7 +174,23 @@ public struct ServerFsck {
             case .entry(let entry):
                 report.entries += 1
                 do { try store.verifyLink(entry, state) } catch let error as NoteSyncError {
-                    add(.brokenChain, layout.entryPath(seq), error.message)
+                    // The log is its longest chained prefix: this entry and the ones after it belong to another
+                    // history (an entry of a server's earlier life delivered late, a fork). Repair moves them to
+                    // quarantine/ (nothing is deleted); the devices that wrote them stop with a mismatch, and
+                    // `notesync recover` there pushes their notes again.
+                    var moved: String?
+                    if repair {
+                        let paths = sequences[(index - 1)...].map { layout.entryPath($0) }
+                        let outcomes = paths.map { moveAside($0) }
+                        if outcomes.allSatisfy({ $0 != nil }) {
+                            moved = "entries \(seq)–\(sequences.last ?? seq) moved to quarantine/: the log ends at \(seq - 1)"
+                        }
+                    }
+                    add(.brokenChain, layout.entryPath(seq), error.message, repaired: moved)
+                    if moved != nil {
+                        report.entries -= 1
+                        break folding
+                    }
                 }
                 // A void entry's notice tells the devices that had read the lost entry: a seal cut off before it
                 // wrote the notice is finished here.
