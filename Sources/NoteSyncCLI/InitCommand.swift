@@ -56,9 +56,19 @@ struct InitCommand: ParsableCommand {
             do {
                 _ = try ServerStore(root: serverRoot, device: id, logger: logger)
             } catch let error as NoteSyncError where error.kind == .notAServer || error.kind == .serverUnreachable {
+                // The fix depends on what is there: only an empty or missing folder can become a new server.
+                if let info = FileIO.lstatInfo(serverRoot), (info.st_mode & S_IFMT) != S_IFDIR {
+                    throw NoteSyncError(.usage, path: serverRoot, "is a file, not a folder",
+                                        fix: "give the server's folder (or a new folder's path) as --server")
+                }
+                if let names = try FileIO.list(serverRoot), !names.isEmpty {
+                    throw NoteSyncError(.usage, path: serverRoot, "holds other files and no notesync server",
+                                        fix: "if the server lives on a share, mount it there; for a new server, give an empty or new folder")
+                }
                 guard createServer else {
-                    throw NoteSyncError(error.kind, path: serverRoot, "is not a notesync server",
-                                        fix: "pass --create-server to make it one, or check that the share is mounted")
+                    throw NoteSyncError(.usage, path: serverRoot, "is not a notesync server (it is \(error.kind == .serverUnreachable ? "missing" : "empty"))",
+                                        fix: "if the server lives on a share, mount it there; if this is the first device of a new server, "
+                                            + "add --create-server")
                 }
                 try ServerStore.create(root: serverRoot, logger: logger)
                 print("created a new server in \(DisplayName.escape(serverRoot))")

@@ -193,4 +193,24 @@ import Testing
         try t.sync(t.b)
         #expect(t.read(t.b, "future.md") == "written by a clock an hour ahead\n")
     }
+
+    /// `init` against a server path that is not a server: a file, a folder of other files, a missing folder. Each
+    /// gets its own fix (exit 64), and the one that says to add --create-server works when followed.
+    @Test func initSaysWhatToDoWithAPathThatIsNotAServer() throws {
+        let scratch = try Scratch("rails-init")
+        let file = scratch.path + "/file"
+        try Data("x".utf8).write(to: URL(fileURLWithPath: file))
+        let onFile = try notesync(["init", "--notes", scratch.path + "/n1", "--server", file], scratch: scratch.path)
+        #expect(onFile.status == 64 && onFile.stderr.contains("is a file"), "\(onFile.stderr)")
+        let full = scratch.path + "/full"
+        try FileManager.default.createDirectory(atPath: full, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: full + "/other.txt"))
+        let onFull = try notesync(["init", "--notes", scratch.path + "/n2", "--server", full, "--create-server"], scratch: scratch.path)
+        #expect(onFull.status == 64 && onFull.stderr.contains("holds other files"), "\(onFull.stderr)")
+        let missing = try notesync(["init", "--notes", scratch.path + "/n3", "--server", scratch.path + "/new"], scratch: scratch.path)
+        #expect(missing.status == 64 && missing.stderr.contains("add --create-server"), "\(missing.stderr)")
+        let followed = try notesync(["init", "--notes", scratch.path + "/n3", "--server", scratch.path + "/new", "--create-server"],
+                                    scratch: scratch.path)
+        #expect(followed.status == 0, "\(followed.stderr)")
+    }
 }
