@@ -88,6 +88,29 @@ struct FaultTests {
         #expect(try t.notes(t.b).count == 7)
     }
 
+    /// A folder of notes mounted read-only (a bind mount inside the notes folder): the notes that cannot be written
+    /// there are a local problem (exit 1, the path, "Read-only file system"), never an offline server (exit 3);
+    /// every other note syncs, and once the folder is writable again the next sync writes them.
+    @Test func aReadOnlyNotesFolderIsALocalProblemNotAnOfflineServer() throws {
+        let t = try TwoDevices("read-only-notes")
+        try t.write(t.a, "sub/one.md", "one\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let readOnly = try TestMount(bind: t.b + "/sub", at: t.b + "/sub", readOnly: true)
+        defer { readOnly.unmount(); withExtendedLifetime(t) {} }
+        try t.write(t.a, "sub/one.md", "one, edited\n")
+        try t.write(t.a, "top.md", "top\n")
+        try t.sync(t.a)
+
+        let stuck = try t.run(["sync", "--notes", t.b])
+        #expect(stuck.status != 3 && !stuck.stdout.contains("server unreachable"), "\(stuck.status) \(stuck.stdout) \(stuck.stderr)")
+        #expect((stuck.stdout + stuck.stderr).contains("Read-only file system"), "\(stuck.stdout) \(stuck.stderr)")
+        #expect(t.read(t.b, "sub/one.md") == "one\n")
+        readOnly.unmount()
+        try t.sync(t.b)
+        #expect(t.read(t.b, "sub/one.md") == "one, edited\n" && t.read(t.b, "top.md") == "top\n")
+    }
+
     /// A server mounted read-only: the sync reads what it can, queues its own changes, says why with exit code 3,
     /// writes nothing; read-write again, the next sync pushes them.
     @Test func aReadOnlyServerQueuesChangesAndTheNextSyncPushesThem() throws {

@@ -55,9 +55,9 @@ public struct NoteApplier: Sendable {
         let folder: String?
     }
 
-    func makeTemp(for relative: String, in directory: String) throws -> Temp {
+    func makeTemp(for relative: String, in directory: String, beside: Bool = false) throws -> Temp {
         try FileIO.makeDirectories(staging)
-        if let here = FileIO.lstatInfo(directory), let there = FileIO.lstatInfo(staging), here.st_dev == there.st_dev {
+        if !beside, let here = FileIO.lstatInfo(directory), let there = FileIO.lstatInfo(staging), here.st_dev == there.st_dev {
             let folder = staging + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
             var current = folder
             try FileIO.makeDirectory(current)
@@ -120,11 +120,22 @@ public struct NoteApplier: Sendable {
     /// (its base), or `nil` when the note must not exist yet.
     public func write(_ name: RecordName, path relative: String, data: Data, modified: Int64,
                       expected: ContentDigest?) throws -> Outcome {
+        do {
+            return try write(name, path: relative, data: data, modified: modified, expected: expected, beside: false)
+        } catch let error as NoteSyncError where error.errno == EXDEV {
+            // The note's folder is another mount of the same filesystem (a bind mount): renames cannot cross it, and
+            // nothing was moved yet. The temp goes beside the note.
+            return try write(name, path: relative, data: data, modified: modified, expected: expected, beside: true)
+        }
+    }
+
+    private func write(_ name: RecordName, path relative: String, data: Data, modified: Int64,
+                       expected: ContentDigest?, beside: Bool) throws -> Outcome {
         try FaultPoint.hit("apply.begin")
         let path = root + "/" + relative
         let directory = FileIO.parent(of: path)
         try makeParents(of: relative)
-        let staged = try makeTemp(for: relative, in: directory)
+        let staged = try makeTemp(for: relative, in: directory, beside: beside)
         let temp = staged.path
         var cleanup = true
         defer { discard(staged, keepingFile: !cleanup) }
@@ -145,10 +156,10 @@ public struct NoteApplier: Sendable {
             if errno != EEXIST, Glibc.link(temp, path) == 0 { return try finish(path, directory, written) }
             // Someone created the note while we synced: keep theirs as a conflict copy, then put ours in place.
             return try replaceExisting(name, relative: relative, temp: temp, directory: directory, expected: nil,
-                                       written: written, cleanup: &cleanup)
+                                       written: written, beside: beside, cleanup: &cleanup)
         }
         return try replaceExisting(name, relative: relative, temp: temp, directory: directory, expected: expected,
-                                   written: written, cleanup: &cleanup)
+                                   written: written, beside: beside, cleanup: &cleanup)
     }
 
     /// A note to create, for ``writeNew(_:)``.
@@ -239,7 +250,8 @@ public struct NoteApplier: Sendable {
     }
 
     private func replaceExisting(_ name: RecordName, relative: String, temp: String, directory: String,
-                                 expected: ContentDigest?, written: StatFingerprint, cleanup: inout Bool) throws -> Outcome {
+                                 expected: ContentDigest?, written: StatFingerprint, beside: Bool,
+                                 cleanup: inout Bool) throws -> Outcome {
         let path = root + "/" + relative
         try requireNoteOrNothing(path)
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
@@ -276,7 +288,7 @@ public struct NoteApplier: Sendable {
             throw NoteSyncError.posix("renameat2(RENAME_EXCHANGE)", path: path, errno: code)
         }
         // No exchange here: move the note aside, check it, then rename the new version in.
-        let asideTemp = try makeTemp(for: relative, in: directory)
+        let asideTemp = try makeTemp(for: relative, in: directory, beside: beside)
         let aside = asideTemp.path
         if rename(path, aside) != 0 {
             let code = errno

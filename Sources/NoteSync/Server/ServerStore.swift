@@ -51,6 +51,7 @@ public final class ServerStore: Sendable {
     /// Opens an existing server. A missing directory or marker is an error, never an empty server.
     public init(root: String, device: String, primitive: PublishPrimitive? = nil, logger: Logger) throws {
         let layout = ServerLayout(root: root)
+        ServerRoots.register(layout.root)
         guard let info = FileIO.lstatInfo(layout.root) else {
             throw NoteSyncError(.serverUnreachable, path: layout.root, "the server folder cannot be reached",
                                 fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then",
@@ -95,6 +96,7 @@ public final class ServerStore: Sendable {
     @discardableResult
     public static func create(root: String, logger: Logger) throws -> ServerMarker {
         let layout = ServerLayout(root: root)
+        ServerRoots.register(layout.root)
         if let names = try FileIO.list(layout.root) {
             if names.contains(ServerLayout.markerName) {
                 throw NoteSyncError(.usage, path: layout.root, "is already a notesync server",

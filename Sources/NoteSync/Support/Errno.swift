@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Classification of errno values the sync engine treats specially.
 enum Errno {
@@ -12,5 +13,19 @@ enum Errno {
         default:
             return false
         }
+    }
+}
+
+/// The server folders this process opened: an error on a path under one of them is the server's, any other is
+/// local (``NoteSyncError/posix(_:path:errno:fix:)``).
+enum ServerRoots {
+    private static let roots = Mutex<Set<String>>([])
+
+    static func register(_ root: String) {
+        roots.withLock { _ = $0.insert(root.hasSuffix("/") ? root : root + "/") }
+    }
+
+    static func contains(_ path: String) -> Bool {
+        roots.withLock { roots in roots.contains { path.hasPrefix($0) || path + "/" == $0 } }
     }
 }

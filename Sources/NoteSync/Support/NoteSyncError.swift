@@ -52,8 +52,12 @@ public struct NoteSyncError: Error, Sendable, CustomStringConvertible, Equatable
     }
 
     /// An error for a failed system call on `path`, classifying errno.
+    ///
+    /// Only a path on a server (``ServerRoots``) can make the server unreachable: the same errno on a note or on
+    /// the local state (a read-only or unmounted notes folder, a permission) is a local failure, not an offline
+    /// server whose changes wait.
     static func posix(_ call: String, path: String, errno code: Int32, fix: String? = nil) -> NoteSyncError {
-        let kind: Kind = Errno.isUnreachable(code) ? .serverUnreachable : .io
+        let kind: Kind = Errno.isUnreachable(code) && ServerRoots.contains(path) ? .serverUnreachable : .io
         return NoteSyncError(kind, path: path, "\(call) failed", fix: fix ?? defaultFix(code), errno: code)
     }
 
