@@ -189,6 +189,12 @@ public final class SyncEngine {
         // from them are read again from the log, then what they changed is queued again.
         let lostCommits = !options.dryRun && paths == nil ? try lostEntriesRead(store, zone: zone, bases: bases) : LostEntries()
         if !lostCommits.isEmpty {
+            // Read again from the start only if the log is still the one this device read past the lost slots: its
+            // last entry unchanged pins every entry before it down to the void (each names the one before it).
+            var tip = zone
+            do { try store.verifyTail(&tip) } catch let error as NoteSyncError where error.kind == .serverMismatch {
+                throw try stopped(error, options)
+            }
             zone = ZoneState()
             try state.update { try $0.forgetZone() }
         }

@@ -307,7 +307,7 @@ extension ServerStore {
 
     /// Reads entry `state.token` back before a claim: it must be there and be the entry this device read (or, for a
     /// token stored before the chain, it becomes the chain's start).
-    private func verifyTail(_ state: inout ZoneState) throws {
+    func verifyTail(_ state: inout ZoneState) throws {
         guard state.token > 0 else { return }
         let token = state.token
         switch try readSlot(token) {

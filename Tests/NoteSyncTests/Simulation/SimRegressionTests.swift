@@ -160,6 +160,15 @@ import Testing
                 "the schedule no longer crashes where it should: \(figures.crashPoints)")
     }
 
+    /// Found by the first soak with server faults: entries lost from the middle of the log, a slot claimed again
+    /// with another entry, then a gap sealed void. Dave had read the old entry 3; at the void he read the log
+    /// again from the start, trusting it, and kept bases of the old entry 3 as if the new one were it: his notes
+    /// never converged. A device now reads the log again only if the entry it read last is still there, unchanged;
+    /// otherwise it stops with a mismatch and recovers.
+    @Test func aDeviceThatReadAReplacedEntryIsNotFooledByAVoid() {
+        Self.expectClean(SimSchedule.forSeed(2_045_266_361_651_497_441))
+    }
+
     /// The seed the soak found it with, as generated today (the shrunk schedule above stays if generation changes).
     @Test func seed57111914() {
         Self.expectClean(SimSchedule.forSeed(57_111_914, serverFaults: false))

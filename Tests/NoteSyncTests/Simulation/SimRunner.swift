@@ -329,6 +329,17 @@ final class SimRunner {
     /// sync cleanly afterwards.
     private func recoverServer() throws {
         try deliverHeld()
+        if Self.tracing {
+            for device in devices {
+                let zone = try device.state.zoneState()
+                trace("  before recovery: \(device.name) token \(zone.token) chain \(zone.chain?.hex.prefix(8) ?? "nil")")
+            }
+            for (seq, path) in try logEntries().sorted(by: { $0.key < $1.key }) {
+                let data = try FileIO.read(path) ?? Data()
+                let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self)
+                trace("  log \(seq): \(ContentDigest(of: data).hex.prefix(8)) prev \(entry?.prev?.hex.prefix(8) ?? "nil") by \(entry?.device ?? "?") \(entry?.void != nil ? "void" : "")")
+            }
+        }
         func repairServer() throws {
             let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger)
             _ = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
