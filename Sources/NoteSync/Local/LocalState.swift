@@ -462,10 +462,6 @@ public final class LocalState: Sendable {
                            arguments: [conflict.copy.string, conflict.original.string, conflict.device, conflict.time])
         }
 
-        public func removeConflict(_ copy: RecordName) throws {
-            try db.execute(sql: "DELETE FROM conflict WHERE copy = ?", arguments: [copy.string])
-        }
-
         /// Forgets everything this device knew of its server (bases, heads, token, chain) and binds the folder to
         /// the server `serverID`: what `notesync recover` starts from. Notes, queued changes and conflicts stay.
         /// Forgets the heads, token and chain: the next fetch reads the whole log again.

@@ -56,8 +56,4 @@ public enum AtomicPublish {
     static func isUnsupported(renameErrno code: Int32) -> Bool {
         code == EINVAL || code == ENOSYS || code == EOPNOTSUPP
     }
-
-    static func isUnsupported(linkErrno code: Int32) -> Bool {
-        code == EPERM || code == EOPNOTSUPP || code == ENOSYS || code == EMLINK || code == EXDEV
-    }
 }
