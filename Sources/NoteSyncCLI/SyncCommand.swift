@@ -15,8 +15,9 @@ struct SyncCommand: ParsableCommand {
             Exit code 3 when the server cannot be reached: local changes stay queued for the next sync.
             Exit code 1 when local deletes would remove more than half of the notes: they are held, whole (none \
             is synced, every other change is); `--allow-mass-delete` lets them through (preview with `notesync \
-            diff --allow-mass-delete`). While an agent runs on the folder, `sync --allow-mass-delete` tells the \
-            agent, whose next sync makes them.
+            diff --allow-mass-delete`).
+            While an agent runs on the folder, `sync` asks it to sync now (through .notesync/agent.sock) and \
+            prints its report.
             """
     )
 
@@ -113,11 +114,22 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         let lock: FolderLock?
         do {
             lock = dryRun ? nil : try FolderLock(folder)
-        } catch let error as NoteSyncError where error.kind == .locked && allowMassDelete && AgentStatus.read(folder) != nil {
-            // The agent holds the folder: it lets the held deletes through at its next sync.
-            try FileIO.createAndSync(SyncEngine.massDeleteApproval(folder), Data(), mode: 0o600)
-            print("the agent running on this folder makes the held deletes at its next sync (see `notesync status`)")
-            return ExitCodes.ok
+        } catch let error as NoteSyncError where error.kind == .locked {
+            // An agent holds the folder: it syncs now, on our behalf, and says what it did.
+            guard let answer = try AgentSocket.requestSync(folder, AgentSocket.Request(allowMassDelete: allowMassDelete)) else {
+                guard allowMassDelete, AgentStatus.read(folder) != nil else { throw error }
+                // An agent that does not answer (an older build): it lets the held deletes through at its next sync.
+                try FileIO.createAndSync(SyncEngine.massDeleteApproval(folder), Data(), mode: 0o600)
+                print("the agent running on this folder makes the held deletes at its next sync (see `notesync status`)")
+                return ExitCodes.ok
+            }
+            if let report = answer.report {
+                if json { try printJSON(report) } else { printReport(report) }
+                if report.offline { return ExitCodes.offline }
+                return report.heldDeletes > 0 ? ExitCodes.failure : ExitCodes.ok
+            }
+            throw NoteSyncError(answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
+                                "the agent's sync failed: \(answer.error ?? "no reason given")")
         }
         defer { withExtendedLifetime(lock) {} }
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)

@@ -23,6 +23,8 @@ public final class SyncAgent: Service, Sendable {
     struct Inbox {
         var events: [WatchEvent] = []
         var stop = false
+        /// Commands waiting for a sync (``AgentSocket``): the connection and what it asked.
+        var requests: [(fd: Int32, request: AgentSocket.Request)] = []
     }
 
     public init(folder: NotesFolder, config: FolderConfig, options: AgentOptions = AgentOptions(), logger: Logger) {
@@ -43,6 +45,34 @@ public final class SyncAgent: Service, Sendable {
             }
         }
         defer { forwarder.cancel() }
+        // The command line's door: `notesync sync` asks this agent to sync instead of waiting for the lock.
+        let listener = AgentSocket.listen(folder)
+        if let listener {
+            let acceptor = Thread { [self] in
+                while true {
+                    let connection = accept(listener, nil, nil)
+                    if connection < 0 {
+                        if errno == EINTR || errno == ECONNABORTED { continue }
+                        return
+                    }
+                    guard let request = AgentSocket.readRequest(connection) else {
+                        close(connection)
+                        continue
+                    }
+                    inbox.withLock { $0.requests.append((connection, request)) }
+                    wakeup.signal()
+                }
+            }
+            acceptor.name = "notesync-agent-socket"
+            acceptor.start()
+        }
+        defer {
+            if let listener {
+                unlink(AgentSocket.path(folder))
+                shutdown(listener, Int32(SHUT_RDWR))
+                close(listener)
+            }
+        }
         try await withGracefulShutdownHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let thread = Thread { [self] in
@@ -107,15 +137,20 @@ public final class SyncAgent: Service, Sendable {
         var backoff = options.minBackoff
         var stopping = false
 
-        func syncNow(_ paths: [String]?) {
+        /// One sync; its report, or the error it ended with (for a command that asked for it).
+        @discardableResult
+        func syncNow(_ paths: [String]?, allowMassDelete: Bool = false) -> Result<SyncReport, any Error> {
+            var outcome: Result<SyncReport, any Error> = .failure(NoteSyncError(.io, "the sync did not run"))
+            defer { try? status.write(to: folder) }
             do {
                 var syncOptions = SyncOptions()
                 syncOptions.gapGrace = Int64(options.gapGrace.seconds * 1e9)
                 // Held deletes approved by `notesync sync --allow-mass-delete` (run while this agent holds the lock).
                 let approval = SyncEngine.massDeleteApproval(folder)
-                let approved = FileIO.lstatInfo(approval) != nil
+                let approved = FileIO.lstatInfo(approval) != nil || allowMassDelete
                 syncOptions.allowMassDelete = approved
                 let report = try engine.sync(syncOptions, only: approved ? nil : paths)
+                outcome = .success(report)
                 if approved {
                     unlink(approval)
                     logger.notice("sync.deletes.approved")
@@ -155,6 +190,7 @@ public final class SyncAgent: Service, Sendable {
                     backoff = options.minBackoff
                 }
             } catch let error as NoteSyncError {
+                outcome = .failure(error)
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
                 status.lastError = error.description
                 // The changes recorded before the failure (a full server, say) are pending: say so.
@@ -163,12 +199,29 @@ public final class SyncAgent: Service, Sendable {
                 backoff = min(backoff * 2, options.maxBackoff)
                 needFull = true
             } catch {
+                outcome = .failure(error)
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
                 status.lastError = "\(error)"
                 retryAt = clock.now + backoff
                 needFull = true
             }
-            try? status.write(to: folder)
+            return outcome
+        }
+
+        /// A command's request through the socket: a full sync now, its report sent back.
+        func serve(_ request: (fd: Int32, request: AgentSocket.Request)) {
+            var response = AgentSocket.Response()
+            switch syncNow(nil, allowMassDelete: request.request.allowMassDelete) {
+            case .success(let report):
+                response.report = report
+                if !report.offline { nextFull = clock.now + options.fullScanInterval }
+            case .failure(let error as NoteSyncError):
+                response.errorKind = error.kind.rawValue
+                response.error = error.description
+            case .failure(let error):
+                response.error = "\(error)"
+            }
+            AgentSocket.answer(request.fd, response)
         }
 
         while true {
@@ -214,10 +267,14 @@ public final class SyncAgent: Service, Sendable {
             let timeout = max(0, (deadline - clock.now).seconds)
             _ = wakeup.wait(timeout: .now() + timeout)
 
-            let (events, stop) = inbox.withLock { box -> ([WatchEvent], Bool) in
-                defer { box.events.removeAll(keepingCapacity: true) }
-                return (box.events, box.stop)
+            let (events, stop, requests) = inbox.withLock { box -> ([WatchEvent], Bool, [(fd: Int32, request: AgentSocket.Request)]) in
+                defer {
+                    box.events.removeAll(keepingCapacity: true)
+                    box.requests.removeAll()
+                }
+                return (box.events, box.stop, box.requests)
             }
+            for request in requests { serve(request) }
             if stop {
                 stopping = true
                 retryAt = nil
