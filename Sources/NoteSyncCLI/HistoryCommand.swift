@@ -71,35 +71,25 @@ struct RestoreCommand: ParsableCommand {
         try reportingErrors {
             let (folder, state, config) = try folderOptions.open()
             let name = try recordName(note, folder: folder)
-            let lock = try FolderLock(folder)
-            defer { withExtendedLifetime(lock) {} }
-            let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
-            guard case .entry(let entry) = try store.readSlot(version),
-                  let change = entry.changes.first(where: { $0.name == name.string }) else {
-                throw NoteSyncError(.usage, path: name.string, "has no version \(version)", fix: "pick one from `notesync history \(note)`")
+            let result: SyncEngine.RestoreResult
+            do {
+                let lock = try FolderLock(folder)
+                defer { withExtendedLifetime(lock) {} }
+                result = try SyncEngine(folder: folder, state: state, config: config, logger: logger).restore(name, version: version)
+            } catch let error as NoteSyncError where error.kind == .locked {
+                // An agent holds the folder: it restores on our behalf, through its socket.
+                let request = AgentSocket.Request(restore: .init(note: name.string, version: version))
+                guard let answer = try AgentSocket.requestSync(folder, request) else { throw error }
+                guard let report = answer.report else {
+                    throw NoteSyncError(answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
+                                        "the agent's restore failed: \(answer.error ?? "no reason given")")
+                }
+                result = SyncEngine.RestoreResult(report: report, keptAs: answer.keptAs)
             }
-            guard change.op == .save, let text = change.text else {
-                throw NoteSyncError(.usage, path: name.string, "version \(version) is a delete", fix: "pick a saved version")
-            }
-            let data = try store.readAsset(text)
-            let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
-            // The text being replaced goes to the server's history first: an edit not synced yet is pushed.
-            let before = try engine.sync()
-            for warning in before.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
-            // Only a note that holds its synced text is replaced as it is; any other text (the push did not happen)
-            // is displaced and kept as a conflict copy by the applier.
-            let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
-            let outcome = try applier.write(name, path: name.string, data: data, modified: Clock.nowNanoseconds(),
-                                            expected: try state.bases()[name]?.digest)
             print("restored version \(version) of \(name)")
-            if case .writtenKeepingLocalEdit(_, let copy) = outcome {
-                try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: name, device: config.deviceName,
-                                                                     time: Clock.nowNanoseconds())) }
-                print("its current text was not on the server yet: kept as \(copy)")
-            }
-            let report = try engine.sync()
-            printReport(report)
-            return report.offline ? ExitCodes.offline : ExitCodes.ok
+            if let copy = result.keptAs { print("its current text was not on the server yet: kept as \(copy)") }
+            printReport(result.report)
+            return result.report.offline ? ExitCodes.offline : ExitCodes.ok
         }
     }
 }

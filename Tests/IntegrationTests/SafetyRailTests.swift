@@ -216,4 +216,23 @@ import Testing
                                     scratch: scratch.path)
         #expect(followed.status == 0, "\(followed.stderr)")
     }
+
+    /// `restore` while the agent runs: served by the agent through its socket, with the same guarantee (the text
+    /// it replaces is pushed to the history first), and the other device gets the restored version.
+    @Test func restoreWorksWhileTheAgentRuns() throws {
+        let t = try TwoDevices("rails-restore-agent")
+        try t.write(t.a, "n.md", "version one\n")
+        try t.sync(t.a)
+        try t.write(t.a, "n.md", "version two\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let agents = try TwoAgents(devices: t)
+        defer { agents.stop() }
+        let restored = try t.run(["restore", "--notes", t.a, "n.md", "--version", "1"])
+        #expect(restored.status == 0 && restored.stdout.contains("restored version 1 of n.md"), "\(restored.stdout) \(restored.stderr)")
+        #expect(t.read(t.a, "n.md") == "version one\n")
+        #expect(eventually(20) { t.read(t.b, "n.md") == "version one\n" })
+        let missing = try t.run(["restore", "--notes", t.a, "n.md", "--version", "99"])
+        #expect(missing.status == 64 && missing.stderr.contains("has no version 99"), "\(missing.stderr)")
+    }
 }

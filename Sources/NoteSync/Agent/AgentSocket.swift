@@ -2,18 +2,36 @@ import Foundation
 import Synchronization
 
 /// The running agent's door for the command line: a Unix socket in `.notesync/` through which `notesync sync` asks
-/// the agent (which holds the folder's lock) to sync now, and gets the agent's report back, as git's fsmonitor
+/// the agent (which holds the folder's lock) to sync now — and `notesync restore` to restore a version — and gets the
+/// agent's report back, as git's fsmonitor
 /// daemon serves `git status`. One request per connection: a line of JSON (``Request``), answered by a line of JSON
 /// (``Response``).
 public enum AgentSocket {
     public struct Request: Codable, Sendable {
         public var allowMassDelete: Bool
+        /// `notesync restore`: the note and the version to bring back, instead of a plain sync.
+        public var restore: Restore?
 
-        public init(allowMassDelete: Bool) { self.allowMassDelete = allowMassDelete }
+        public struct Restore: Codable, Sendable {
+            public var note: String
+            public var version: Int64
+
+            public init(note: String, version: Int64) {
+                self.note = note
+                self.version = version
+            }
+        }
+
+        public init(allowMassDelete: Bool = false, restore: Restore? = nil) {
+            self.allowMassDelete = allowMassDelete
+            self.restore = restore
+        }
     }
 
     public struct Response: Codable, Sendable {
         public var report: SyncReport?
+        /// For a restore: where the text it replaced was kept, when it could not be pushed first.
+        public var keptAs: String?
         /// The error the sync ended with: its kind (for the exit code) and what it says.
         public var errorKind: String?
         public var error: String?

@@ -211,6 +211,22 @@ public final class SyncAgent: Service, Sendable {
         /// A command's request through the socket: a full sync now, its report sent back.
         func serve(_ request: (fd: Int32, request: AgentSocket.Request)) {
             var response = AgentSocket.Response()
+            if let restore = request.request.restore {
+                do {
+                    let name = try RecordName(validating: RecordName.nfc(restore.note))
+                    let result = try engine.restore(name, version: restore.version)
+                    logger.notice("sync.restored", metadata: ["note.path": "\(name)", "server.seq": "\(restore.version)"])
+                    response.report = result.report
+                    response.keptAs = result.keptAs
+                } catch let error as NoteSyncError {
+                    response.errorKind = error.kind.rawValue
+                    response.error = error.description
+                } catch {
+                    response.error = "\(error)"
+                }
+                AgentSocket.answer(request.fd, response)
+                return
+            }
             switch syncNow(nil, allowMassDelete: request.request.allowMassDelete) {
             case .success(let report):
                 response.report = report

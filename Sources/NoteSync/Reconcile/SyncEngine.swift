@@ -308,7 +308,7 @@ public final class SyncEngine {
     /// The server, opened once and kept while it stays reachable.
     /// Opens the server and checks it is this folder's server (its id); with `binding`, a folder not bound yet
     /// (made by an earlier build) is bound to it.
-    private func openStore(binding: Bool, anyServer: Bool = false) throws -> ServerStore {
+    func openStore(binding: Bool, anyServer: Bool = false) throws -> ServerStore {
         let marker = FileIO.lstatInfo(ServerLayout(root: config.server).marker).map(StatFingerprint.init)
         if let store, marker != nil, marker == markerSeen, !anyServer { return store }
         let opened = try ServerStore(root: config.server, device: config.deviceID, logger: logger)

@@ -1,0 +1,50 @@
+import Foundation
+
+extension SyncEngine {
+    /// What ``restore(_:version:)`` did: the sync that followed, and where the text it replaced was kept when that
+    /// text could not reach the server's history first.
+    public struct RestoreResult: Codable, Sendable {
+        public var report: SyncReport
+        public var keptAs: String?
+
+        public init(report: SyncReport, keptAs: String?) {
+            self.report = report
+            self.keptAs = keptAs
+        }
+    }
+
+    /// Brings back version `version` (a log slot) of the note `name`, or the note itself if it was deleted, then
+    /// syncs it. The text it replaces is never lost: a sync first pushes it to the server's history; a text that
+    /// could not be pushed (the note changed on both sides) is displaced by the applier and kept as a conflict copy.
+    public func restore(_ name: RecordName, version: Int64) throws -> RestoreResult {
+        let store = try openStore(binding: true)
+        guard case .entry(let entry) = try store.readSlot(version),
+              let change = entry.changes.first(where: { $0.name == name.string }) else {
+            throw NoteSyncError(.usage, path: name.string, "has no version \(version)",
+                                fix: "pick one from `notesync history \(name.string)`")
+        }
+        guard change.op == .save, let text = change.text else {
+            throw NoteSyncError(.usage, path: name.string, "version \(version) is a delete", fix: "pick a saved version")
+        }
+        let data = try store.readAsset(text)
+        let before = try sync()
+        if before.offline {
+            throw NoteSyncError(.serverUnreachable, path: config.server,
+                                "the server went away before the current text of \(name) could be pushed; nothing was restored",
+                                fix: "sync again once the server is back, then restore")
+        }
+        // Only a note that holds its synced text is replaced as it is; any other text is displaced and kept.
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
+        let outcome = try applier.write(name, path: name.string, data: data, modified: Clock.nowNanoseconds(),
+                                        expected: try state.bases()[name]?.digest)
+        var keptAs: String?
+        if case .writtenKeepingLocalEdit(_, let copy) = outcome {
+            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: name, device: config.deviceName,
+                                                                 time: Clock.nowNanoseconds())) }
+            keptAs = copy.description
+        }
+        var report = try sync()
+        report.warnings = before.warnings + report.warnings
+        return RestoreResult(report: report, keptAs: keptAs)
+    }
+}
