@@ -55,10 +55,19 @@ struct ServerFsckCommand: ParsableCommand {
     @Option(help: "With --repair: sweep temp files at least this many seconds old.") var tempAge: Double = 3600
     @Option(help: "With --repair: seal a gap in the log (a missing entry with later ones present) with a void entry once the first entry after it is this many seconds old.")
     var gapAge: Double = 3600
+    @Option(help: "With --repair: write a damaged or missing marker again with this server id (`notesync status` on a device shows it).")
+    var serverID: String?
 
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
+            if let serverID {
+                guard repair else {
+                    throw NoteSyncError(.usage, path: nil, "--server-id rewrites the marker: it needs --repair", fix: "add --repair")
+                }
+                try ServerStore.rewriteMarker(root: NotesFolder(root: directory).root, id: serverID, logger: logger)
+                print("wrote the server marker again with id \(serverID.lowercased())")
+            }
             let store = try ServerStore(root: directory, device: "fsck", logger: logger)
             let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge, gapGraceSeconds: gapAge)
             for finding in report.findings { print(finding) }

@@ -76,6 +76,7 @@ struct StatusCommand: ParsableCommand {
                 return code
             }
             print("notes:     \(DisplayName.escape(status.notes))  (device \"\(status.device)\", id \(status.deviceID))")
+            if let id = config.serverID { print("server id: \(id)") }
             print("server:    \(DisplayName.escape(status.server))  "
                   + (status.serverProblem ? "SYNC STOPPED: \(status.serverError ?? "")"
                      : status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))

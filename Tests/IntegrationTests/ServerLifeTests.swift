@@ -257,4 +257,29 @@ import Testing
         #expect(t.read(t.a, "after.md") == "after the upgrade\n")
         try t.expectOK(["server", "fsck", t.server])
     }
+
+    /// A garbage server marker: sync says to take the id from `status` and rewrite the marker with fsck; following
+    /// the fix works, and the devices go on syncing with their server (the same id).
+    @Test func aGarbageMarkerIsWrittenAgainByFollowingTheFix() throws {
+        let t = try TwoDevices("life-marker")
+        try t.write(t.a, "one.md", "one\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let marker = ServerLayout(root: t.server).marker
+        unlink(marker)
+        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: marker))
+        let broken = try t.run(["sync", "--notes", t.a])
+        #expect(broken.status == 1 && broken.stderr.contains("--server-id ID"), "\(broken.stderr)")
+        let status = try t.run(["status", "--notes", t.a])
+        let idLine = try #require(status.stdout.split(separator: "\n").first { $0.hasPrefix("server id:") })
+        let id = String(idLine.dropFirst("server id:".count).trimmingCharacters(in: .whitespaces))
+        #expect(try t.run(["server", "fsck", t.server, "--server-id", id]).status == 64, "--server-id needs --repair")
+        try t.expectOK(["server", "fsck", t.server, "--repair", "--server-id", id])
+        try t.write(t.a, "two.md", "after the repair\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        #expect(t.read(t.b, "two.md") == "after the repair\n")
+        let again = try t.run(["server", "fsck", t.server, "--repair", "--server-id", id])
+        #expect(again.status == 64 && again.stderr.contains("is a valid marker"), "\(again.stderr)")
+    }
 }

@@ -73,7 +73,8 @@ public final class ServerStore: Sendable {
         let marker: ServerMarker
         do { marker = try JSONDecoder().decode(ServerMarker.self, from: data) } catch {
             throw NoteSyncError(.corrupt, path: layout.marker, "is not a valid server marker",
-                                fix: "restore it from a backup or another device's copy of the server")
+                                fix: "run `notesync status` on a device that syncs with this server: it shows the server's id; then "
+                                    + "`notesync server fsck \(layout.root) --repair --server-id ID` writes the marker again")
         }
         guard marker.zones.contains(layout.zone) else {
             throw NoteSyncError(.corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"",
@@ -133,6 +134,37 @@ public final class ServerStore: Sendable {
         }
         logger.info("server.created", metadata: ["server.root": "\(layout.root)"])
         return marker
+    }
+
+    /// Writes a new marker for the server in `root` whose marker is damaged or missing while its log is there
+    /// (`notesync server fsck --repair --server-id ID`): the id devices are bound to, the current format, the
+    /// default zone. A valid marker is never replaced.
+    public static func rewriteMarker(root: String, id: String, logger: Logger) throws {
+        let layout = ServerLayout(root: root)
+        if let data = try? FileIO.read(layout.marker, limit: 1 << 20), (try? JSONDecoder().decode(ServerMarker.self, from: data)) != nil {
+            throw NoteSyncError(.usage, path: layout.marker, "is a valid marker: it is not replaced", fix: "run `notesync server fsck` without --server-id")
+        }
+        guard FileIO.lstatInfo(layout.logDirectory) != nil else {
+            throw NoteSyncError(.usage, path: layout.root, "holds no notesync log: this is not a server's folder",
+                                fix: "give the server's folder (the one with zones/\(layout.zone)/log)")
+        }
+        let uuid = id.lowercased()
+        guard UUID(uuidString: uuid) != nil else {
+            throw NoteSyncError(.usage, path: nil, "\"\(DisplayName.escape(id))\" is not a server id",
+                                fix: "copy the id `notesync status` shows (a UUID)")
+        }
+        let marker = ServerMarker(format: ServerMarker.currentFormat, id: uuid, created: Clock.nowNanoseconds(), zones: [layout.zone])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        var data = try encoder.encode(marker)
+        data.append(0x0A)
+        try FileIO.makeDirectory(layout.tmpDirectory)
+        let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
+        try FileIO.createAndSync(temp, data)
+        defer { unlink(temp) }
+        guard rename(temp, layout.marker) == 0 else { throw NoteSyncError.posix("rename", path: layout.marker, errno: errno) }
+        try FileIO.syncDirectory(layout.root)
+        logger.notice("server.marker.rewritten", metadata: ["server.id": "\(uuid)"])
     }
 
     /// Rewrites the marker with the current format (`notesync server upgrade`), the id and zones unchanged: written
