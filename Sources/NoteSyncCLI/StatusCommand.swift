@@ -56,11 +56,7 @@ struct StatusCommand: ParsableCommand {
             }
             do {
                 let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
-                if let bound = config.serverID, store.marker.id != bound {
-                    throw NoteSyncError(.serverMismatch, path: store.layout.marker,
-                                        "is the marker of notesync server \(store.marker.id), but this notes folder syncs with server \(bound)",
-                                        fix: "mount or restore this folder's own server there, or run `notesync recover --dry-run`, then `notesync recover`")
-                }
+                if let bound = config.serverID { try store.requireID(bound) }
                 var zone = try state.zoneState()
                 try store.fetch(into: &zone)
                 status.reachable = true

@@ -111,6 +111,26 @@ struct FaultTests {
         #expect(t.read(t.b, "sub/one.md") == "one, edited\n" && t.read(t.b, "top.md") == "top\n")
     }
 
+    /// A folder of notes that is a writable bind mount inside the notes folder: renames cannot cross into it from
+    /// `.notesync/staging`, so applies there put their temp beside the note, and the notes sync as anywhere else.
+    @Test func notesInABindMountedFolderSync() throws {
+        let t = try TwoDevices("bind-notes")
+        try t.write(t.a, "sub/one.md", "one\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let elsewhere = t.scratch.path + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: t.b + "/sub/one.md", toPath: elsewhere + "/one.md")
+        let bound = try TestMount(bind: elsewhere, at: t.b + "/sub")
+        defer { bound.unmount(); withExtendedLifetime(t) {} }
+        try t.write(t.a, "sub/one.md", "one, edited\n")
+        try t.write(t.a, "sub/new.md", "new\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        #expect(t.read(t.b, "sub/one.md") == "one, edited\n" && t.read(t.b, "sub/new.md") == "new\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).allSatisfy { !$0.hasPrefix(".notesync-tmp-") })
+    }
+
     /// A server mounted read-only: the sync reads what it can, queues its own changes, says why with exit code 3,
     /// writes nothing; read-write again, the next sync pushes them.
     @Test func aReadOnlyServerQueuesChangesAndTheNextSyncPushesThem() throws {

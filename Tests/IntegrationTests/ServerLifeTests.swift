@@ -282,4 +282,27 @@ import Testing
         let again = try t.run(["server", "fsck", t.server, "--repair", "--server-id", id])
         #expect(again.status == 64 && again.stderr.contains("is a valid marker"), "\(again.stderr)")
     }
+
+    /// A notes folder moved on purpose to a new server (an old share retired): `recover --server DIR`, previewed
+    /// first (nothing changes), binds it there and pushes every note; the other device follows the same way.
+    @Test func aNotesFolderMovesToANewServerOnPurpose() throws {
+        let t = try TwoDevices("life-move")
+        try t.write(t.a, "one.md", "one\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.write(t.b, "two.md", "two, not synced before the move\n")
+        let next = t.scratch.path + "/next-server"
+        try t.expectOK(["server", "init", next])
+        let empty = try treeFingerprint(next)
+        let preview = try t.run(["recover", "--notes", t.a, "--server", next, "--dry-run"])
+        #expect(preview.status == 0 && preview.stdout.contains("one.md"), "\(preview.stdout) \(preview.stderr)")
+        #expect(try treeFingerprint(next) == empty, "a dry run wrote to the new server")
+        try t.expectOK(["recover", "--notes", t.a, "--server", next])
+        try t.expectOK(["recover", "--notes", t.b, "--server", next])
+        try t.sync(t.a)
+        #expect(t.read(t.a, "two.md") == "two, not synced before the move\n")
+        #expect(try t.notes(t.a) == t.notes(t.b))
+        #expect(try t.run(["status", "--notes", t.a]).stdout.contains((next as NSString).standardizingPath))
+        #expect(try t.run(["server", "fsck", t.server]).status == 0, "the old server is left as it was")
+    }
 }

@@ -158,12 +158,12 @@ public struct ZoneState: Sendable, Hashable {
         }
     }
 
-    /// Passes over a slot whose entry is damaged: the token moves, nothing is applied; `digest` is that of the
-    /// file's bytes, which the next entry names.
-    public mutating func skip(seq: Int64, digest: ContentDigest?) {
+    /// Passes over a slot whose entry is damaged: the token moves, nothing is applied, and the chain is not bound
+    /// to the damaged file's bytes (the entry after it is taken as it comes).
+    public mutating func skip(seq: Int64) {
         precondition(seq == token + 1, "entries are folded in order")
         token = seq
-        chain = digest
+        chain = nil
         unreadableSlots.insert(seq)
     }
 }

@@ -16,7 +16,7 @@ public struct SyncOptions: Sendable {
     /// commands); meanwhile the sync pushes nothing and pulls nothing past the gap, as if offline.
     public var gapGrace: Int64?
     /// Forget what this device knew of the server (token, heads, bases) and sync as if for the first time with
-    /// the notes it holds: ``SyncEngine/recover(_:)``.
+    /// the notes it holds, bound to the server now at the path: `notesync recover`.
     public var forgetServer = false
     /// Report notes modified in the future and a clock far from the server's (off in harnesses whose logical time
     /// is not the wall clock's).
@@ -192,7 +192,7 @@ public final class SyncEngine {
             // Read again from the start only if the log is still the one this device read past the lost slots: its
             // last entry unchanged pins every entry before it down to the void (each names the one before it).
             var tip = zone
-            do { try store.verifyTail(&tip) } catch let error as NoteSyncError where error.kind == .serverMismatch {
+            do { try store.checkTip(&tip) } catch let error as NoteSyncError where error.kind == .serverMismatch {
                 throw try stopped(error, options)
             }
             zone = ZoneState()
@@ -315,15 +315,7 @@ public final class SyncEngine {
         if anyServer {
             // `notesync recover`: the server there becomes this folder's server.
         } else if let bound = boundServerID {
-            guard opened.marker.id == bound else {
-                throw NoteSyncError(.serverMismatch, path: opened.layout.marker,
-                                    "is the marker of notesync server \(opened.marker.id), but this notes folder syncs with server "
-                                        + "\(bound): this is not its server (another server was created or mounted at this path); "
-                                        + "nothing is read from it or written to it",
-                                    fix: "mount or restore this folder's own server at \(opened.layout.root); to move this notes folder "
-                                        + "to this server on purpose (the old one is retired), run `notesync recover --dry-run`, then "
-                                        + "`notesync recover`")
-            }
+            try opened.requireID(bound)
         } else if binding {
             try state.setMeta([FolderConfig.serverIDKey: opened.marker.id])
             boundServerID = opened.marker.id

@@ -140,16 +140,8 @@ public struct ServerFsck {
             if sequences[index] > seq {
                 let next = sequences[index]
                 let age = FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
-                var sealed: LogEntry?
-                var repaired: String?
-                if repair {
-                    if age >= gapGraceSeconds {
-                        sealed = try store.sealGap(seq, after: state, next: next)
-                        repaired = sealed == nil ? nil : "sealed with a void entry; the device that wrote the lost entry pushes its changes again"
-                    } else {
-                        repaired = nil
-                    }
-                }
+                let sealed = repair && age >= gapGraceSeconds ? try store.sealGap(seq, after: state, next: next) : nil
+                let repaired = sealed.map { _ in "sealed with a void entry; the devices that had read the lost entry push its changes again" }
                 add(.missingEntry, layout.entryPath(seq), "gap in the log before entry \(next) (\(Int(age)) s old"
                         + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),
                     repaired: repaired)
@@ -157,7 +149,7 @@ public struct ServerFsck {
                     report.entries += 1
                     state.apply(sealed)
                 } else {
-                    state.skip(seq: seq, digest: nil)
+                    state.skip(seq: seq)
                 }
                 continue
             }
@@ -167,10 +159,10 @@ public struct ServerFsck {
             switch try store.readSlot(seq) {
             case .missing:
                 add(.missingEntry, layout.entryPath(seq), "vanished while checking")
-                state.skip(seq: seq, digest: nil)
+                state.skip(seq: seq)
             case .damaged(let damage):
                 add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
-                state.skip(seq: seq, digest: nil)
+                state.skip(seq: seq)
             case .entry(let entry):
                 report.entries += 1
                 do { try store.verifyLink(entry, state) } catch let error as NoteSyncError {

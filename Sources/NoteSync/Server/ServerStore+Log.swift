@@ -57,15 +57,15 @@ extension ServerStore {
         }
     }
 
-    /// How much of the log's end a fetch checks once it has read everything there is.
+    /// How much of the log's end a fetch checks once it has read everything there is. Both check the tip
+    /// (``checkTip(_:)``) and look at the slot after the empty one.
     public enum EndCheck: Sendable {
         /// Nothing: the caller checks it (a commit that folds in one winner).
         case none
-        /// That the entry this device read last is still there (one `lstat`), and that no entry is there after a
-        /// missing one nearby (one more): what an agent's poll does.
+        /// An entry after a missing one is looked for in the next slot only (one `lstat`): an agent's poll.
         case quick
-        /// That the entry read last is still there and is the one read (its digest), and that no entry is
-        /// anywhere after the first missing one (lists the log's last folders): what every full sync does.
+        /// An entry after a missing one is looked for in that folder of the log and every later one: what every
+        /// full sync does.
         case full
     }
 
@@ -89,43 +89,47 @@ extension ServerStore {
         }
     }
 
-    /// Checks the end of the log after a fetch read up to `state.token` and found slot `token + 1` empty. Returns
-    /// true when the slot turns out to be there after all (claimed meanwhile: read it again), unless `retried`.
+    /// Checks that the entry at `state.token` is still there and is the entry this device read (for a token stored
+    /// before the chain, it becomes the chain's start). The file is read only when it is not the one last verified
+    /// (another inode, size, mtime or ctime: a file put in its place, a server restored or copied); then its bytes'
+    /// digest is compared, and only an entry whose chain digest is another (a void entry) is decoded.
+    func checkTip(_ state: inout ZoneState) throws {
+        let token = state.token
+        guard token > 0 else { return }
+        let path = layout.entryPath(token)
+        guard let file = FileIO.lstatInfo(path).map(StatFingerprint.init) else {
+            throw NoteSyncError(.serverMismatch, path: path,
+                                "is missing, and this device has read the log up to it: the server is behind this "
+                                    + "device (restored from an older copy, or replaced by another server with the same id)",
+                                fix: "if a newer copy of the server exists, put it back at \(layout.root); otherwise run "
+                                    + "`notesync recover --dry-run`, then `notesync recover`: it pushes again what the "
+                                    + "server lost and deletes nothing")
+        }
+        if file != state.verifiedTail {
+            let bytes = state.chain == nil ? nil : try? FileIO.read(path, limit: Self.maxEntryBytes)
+            if bytes.flatMap({ $0 }).map({ ContentDigest(of: $0) }) != state.chain {
+                let found: ContentDigest?
+                switch try readSlot(token) {
+                case .missing: found = nil
+                case .entry(let entry): found = entry.chainDigest
+                case .damaged(let damage): found = damage.digest
+                }
+                if let known = state.chain, let found, found != known {
+                    throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
+                }
+                if state.chain == nil { state.chain = found }
+            }
+        }
+        state.verifiedTail = file
+    }
+
+    /// Checks the end of the log after a fetch read up to `state.token` and found slot `token + 1` empty: the tip is
+    /// the entry read (``checkTip(_:)``), and no entry is there after the empty slot. Returns true when the slot
+    /// turns out to be there after all (claimed meanwhile: read it again), unless `retried`.
     func checkEnd(_ state: inout ZoneState, _ check: EndCheck, retried: Bool = false) throws -> Bool {
         if check == .none { return false }
         let token = state.token
-        if token > 0 {
-            // The entry is read only when its file is not the one last verified (another inode, size, mtime or ctime:
-            // a file put in its place, a server restored or copied); then its bytes' digest is compared, and only a
-            // void entry (whose chain digest is another) is decoded.
-            let path = layout.entryPath(token)
-            let file = FileIO.lstatInfo(path).map(StatFingerprint.init)
-            var verified = file != nil && file == state.verifiedTail
-            if !verified, file != nil, let known = state.chain, let bytes = try? FileIO.read(path, limit: Self.maxEntryBytes),
-               ContentDigest(of: bytes) == known {
-                verified = true
-            }
-            switch verified ? nil : file == nil ? .missing : try readSlot(token) {
-            case .missing?:
-                throw NoteSyncError(.serverMismatch, path: layout.entryPath(token),
-                                    "is missing, and this device has read the log up to it: the server is behind this "
-                                        + "device (restored from an older copy, or replaced by another server with the same id)",
-                                    fix: "if a newer copy of the server exists, put it back at \(layout.root); otherwise run "
-                                        + "`notesync recover --dry-run`, then `notesync recover`: it pushes again what the "
-                                        + "server lost and deletes nothing")
-            case .entry(let entry)?:
-                if let known = state.chain, let found = entry.chainDigest, known != found {
-                    throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
-                }
-            case .damaged(let damage)?:
-                if let known = state.chain, let found = damage.digest, known != found {
-                    throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
-                }
-            case nil:
-                break
-            }
-            state.verifiedTail = file
-        }
+        try checkTip(&state)
         if let later = laterEntry(after: token + 1, thorough: check == .full) {
             // Entries are claimed in order, so the slot may have been claimed between the read and now: read it once
             // more (an open asks the server; a listing of a network mount may come from its cache).
@@ -197,7 +201,7 @@ extension ServerStore {
                                                                   "reason": "\(damage.reason)"])
                 // The chain is not bound to a damaged file's bytes (a file still arriving, torn, reads differently
                 // later): the entry after it is taken as it comes.
-                state.skip(seq: damage.seq, digest: nil)
+                state.skip(seq: damage.seq)
                 state.damaged.append(damage)
             }
             read.append(slot)
@@ -233,7 +237,7 @@ extension ServerStore {
             let seq = state.token + 1
             // Slot t+1 is claimed only with entry t read and verified: a device whose server went behind it (or was
             // swapped) must not write past an end it never read.
-            try verifyTail(&state)
+            try checkTip(&state)
             var entry = LogEntry(seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain)
             let data = try SealedFile.seal(entry, kind: "entry")
             entry.digest = ContentDigest(of: data)
@@ -303,30 +307,6 @@ extension ServerStore {
     /// The slots fsck sealed with void entries, in order.
     public func voidedSlots() throws -> [Int64] {
         ((try FileIO.list(layout.voidsDirectory)) ?? []).compactMap { ServerLayout.sequence(ofFileName: $0) }.sorted()
-    }
-
-    /// Reads entry `state.token` back before a claim: it must be there and be the entry this device read (or, for a
-    /// token stored before the chain, it becomes the chain's start).
-    func verifyTail(_ state: inout ZoneState) throws {
-        guard state.token > 0 else { return }
-        let token = state.token
-        switch try readSlot(token) {
-        case .missing:
-            _ = try checkEnd(&state, .quick)
-        case .entry(let entry):
-            if let known = state.chain {
-                if let found = entry.chainDigest, found != known {
-                    throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
-                }
-            } else {
-                state.chain = entry.chainDigest
-            }
-        case .damaged(let damage):
-            if let known = state.chain, let found = damage.digest, found != known {
-                throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
-            }
-            if state.chain == nil { state.chain = damage.digest }
-        }
     }
 
     private func staleConflicts(_ changes: [RecordChange], _ state: ZoneState) -> [ServerChangedConflict]? {

@@ -117,12 +117,8 @@ public final class ServerStore: Sendable {
         }
         let marker = ServerMarker(format: ServerMarker.currentFormat, id: UUID().uuidString.lowercased(),
                                   created: Clock.nowNanoseconds(), zones: [layout.zone])
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        var data = try encoder.encode(marker)
-        data.append(0x0A)
         let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
-        try FileIO.createAndSync(temp, data)
+        try FileIO.createAndSync(temp, try encoded(marker))
         let primitive = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: "init")
         defer { unlink(temp) }
         guard try AtomicPublish.publish(temp, as: layout.marker, using: primitive) == .published else {
@@ -134,6 +130,18 @@ public final class ServerStore: Sendable {
         }
         logger.info("server.created", metadata: ["server.root": "\(layout.root)"])
         return marker
+    }
+
+    /// Refuses a server whose id is not `bound`, the id the notes folder is bound to: it is not this folder's server.
+    public func requireID(_ bound: String) throws {
+        guard marker.id != bound else { return }
+        throw NoteSyncError(.serverMismatch, path: layout.marker,
+                            "is the marker of notesync server \(marker.id), but this notes folder syncs with server "
+                                + "\(bound): this is not its server (another server was created or mounted at this path); "
+                                + "nothing is read from it or written to it",
+                            fix: "mount or restore this folder's own server at \(layout.root); to move this notes folder "
+                                + "to this server on purpose (the old one is retired), run `notesync recover --dry-run`, then "
+                                + "`notesync recover`")
     }
 
     /// Writes a new marker for the server in `root` whose marker is damaged or missing while its log is there
@@ -154,16 +162,8 @@ public final class ServerStore: Sendable {
                                 fix: "copy the id `notesync status` shows (a UUID)")
         }
         let marker = ServerMarker(format: ServerMarker.currentFormat, id: uuid, created: Clock.nowNanoseconds(), zones: [layout.zone])
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        var data = try encoder.encode(marker)
-        data.append(0x0A)
         try FileIO.makeDirectory(layout.tmpDirectory)
-        let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
-        try FileIO.createAndSync(temp, data)
-        defer { unlink(temp) }
-        guard rename(temp, layout.marker) == 0 else { throw NoteSyncError.posix("rename", path: layout.marker, errno: errno) }
-        try FileIO.syncDirectory(layout.root)
+        try replaceMarker(layout, with: marker)
         logger.notice("server.marker.rewritten", metadata: ["server.id": "\(uuid)"])
     }
 
@@ -173,12 +173,23 @@ public final class ServerStore: Sendable {
     public func upgradeMarker() throws {
         var upgraded = marker
         upgraded.format = ServerMarker.currentFormat
+        try Self.replaceMarker(layout, with: upgraded)
+    }
+
+    /// The marker as it is written: indented JSON, keys sorted, a final newline.
+    static func encoded(_ marker: ServerMarker) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        var data = try encoder.encode(upgraded)
+        var data = try encoder.encode(marker)
         data.append(0x0A)
-        let temp = layout.tempPath(device: device, suffix: "marker")
-        try FileIO.createAndSync(temp, data)
+        return data
+    }
+
+    /// Writes `marker` to a temp file, fsyncs it and renames it over the marker: the one file notesync ever
+    /// replaces (a reader sees the old marker or the new one, never a torn one).
+    private static func replaceMarker(_ layout: ServerLayout, with marker: ServerMarker) throws {
+        let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
+        try FileIO.createAndSync(temp, try encoded(marker))
         defer { unlink(temp) }
         guard rename(temp, layout.marker) == 0 else { throw NoteSyncError.posix("rename", path: layout.marker, errno: errno) }
         try FileIO.syncDirectory(layout.root)
