@@ -102,4 +102,70 @@ import Testing
         #expect(reader.token == 3 && reader.chain == third.digest)
         #expect(try ServerFsck(store: store).run(repair: false).isClean)
     }
+
+    /// Every entry names the entries a few slots before it (`earlier`): what fsck checks before it seals a gap.
+    @Test func anEntryNamesTheEntriesBeforeItsPredecessor() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        for index in 1...7 { _ = try save(store, &state, "n\(index).md", "text \(index)") }
+        guard case .entry(let seventh) = try store.readSlot(7) else { throw NoteSyncError(.io, "no entry 7") }
+        for slot in Int64(2)...6 { #expect(seventh.link(to: slot) == (try fileDigest(store, slot))) }
+        #expect(seventh.earlier?.count == LogEntry.earlierLinks)
+        #expect(seventh.link(to: 1) == nil, "no further back than earlierLinks")
+        guard case .entry(let third) = try store.readSlot(3) else { throw NoteSyncError(.io, "no entry 3") }
+        #expect(third.earlier == [try fileDigest(store, 1)], "up to slot 1")
+    }
+
+    /// An entry of the server's earlier life (held back by a replicating tool) delivered after the server was
+    /// replaced, past the end of the new log: its slot numbers and bases happen to fit the new log. Sealing the gap
+    /// under it took its `prev` on trust, and its save replaced a head it never saw (the new log's note, lost).
+    /// fsck now seals a gap only under an entry naming the entry before the gap; this one goes to quarantine/.
+    @Test func aGapUnderAnEntryOfAnotherHistoryIsNotSealed() throws {
+        let dir = try TempDirectory()
+        let old = try makeServer(dir, at: "old")
+        var oldState = ZoneState()
+        _ = try save(old, &oldState, "a.md", "old one")
+        _ = try save(old, &oldState, "b.md", "old two")
+        let held = try save(old, &oldState, "a.md", "old three")
+        #expect(held.changes.first?.base == 1)
+
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let mine = try save(store, &state, "a.md", "new one")
+        try FileIO.makeDirectories(store.layout.shardDirectory(of: 3))
+        try FileIO.createAndSync(store.layout.entryPath(3), try #require(try FileIO.read(old.layout.entryPath(3))))
+
+        let report = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
+        #expect(report.findings.contains { $0.kind == .brokenChain && $0.repaired != nil }, "\(report.findings)")
+        #expect(try store.voidedSlots().isEmpty, "no slot is sealed under it")
+        #expect(FileIO.lstatInfo(store.layout.entryPath(3)) == nil, "moved to quarantine/")
+        var reader = ZoneState()
+        try store.fetch(into: &reader)
+        let aName = try RecordName(validating: "a.md")
+        #expect(reader.token == 1 && reader.heads[aName]?.text == mine.changes.first?.text)
+        #expect(try ServerFsck(store: store).run(repair: false).isClean)
+    }
+
+    /// A head replaced by a change based on a lost slot may not hold what it replaced: a device whose version is
+    /// older than that change keeps its own as a conflict (no common ancestor), never overwritten.
+    @Test func aHeadPastAnUncheckedLinkIsNotAPlainSuccessor() throws {
+        var zone = ZoneState()
+        let name = try RecordName(validating: "a.md")
+        let one = AssetRef(of: Data("one".utf8)), three = AssetRef(of: Data("three".utf8))
+        zone.apply(LogEntry(seq: 1, commit: "1", device: "a", time: 0, changes: [.save(name, base: 0, text: one, modified: 1)]))
+        zone.apply(LogEntry(seq: 2, commit: "2", device: "v", time: 0, changes: [], void: VoidSeal(reason: "lost", lost: nil)))
+        zone.apply(LogEntry(seq: 3, commit: "3", device: "c", time: 0, changes: [.save(name, base: 2, text: three, modified: 3)]))
+        let head = try #require(zone.heads[name])
+        #expect(head.unverifiedSince == 3 && zone.casViolations.isEmpty)
+        let base = BaseRecord(name: name, tag: 1, digest: one.sha256, size: one.size, modified: 1, fingerprint: nil)
+        #expect(Reconciler.decide(local: .present(digest: one.sha256, size: one.size, modified: 1), base: base, server: head)
+                == .merge(ancestor: nil, server: head))
+        // Past it, the line is checked again from there.
+        zone.apply(LogEntry(seq: 4, commit: "4", device: "c", time: 0, changes: [.save(name, base: 3, text: one, modified: 4)]))
+        let later = try #require(zone.heads[name])
+        let atThree = BaseRecord(name: name, tag: 3, digest: three.sha256, size: three.size, modified: 3, fingerprint: nil)
+        #expect(Reconciler.decide(local: .present(digest: three.sha256, size: three.size, modified: 3), base: atThree, server: later)
+                == .pull(later))
+    }
 }

@@ -38,8 +38,9 @@ let testLogger: Logger = {
     return logger
 }()
 
-func makeServer(_ dir: TempDirectory, device: String = "dev-a", primitive: PublishPrimitive? = nil) throws -> ServerStore {
-    let root = dir.sub("server")
+func makeServer(_ dir: TempDirectory, at folder: String = "server", device: String = "dev-a",
+                primitive: PublishPrimitive? = nil) throws -> ServerStore {
+    let root = dir.sub(folder)
     if FileIO.lstatInfo(root + "/" + ServerLayout.markerName) == nil {
         try ServerStore.create(root: root, logger: testLogger)
     }

@@ -149,6 +149,10 @@ public final class LocalState: Sendable {
                 t.column("time", .integer).notNull()
             }
         }
+        migrator.registerMigration("v2") { db in
+            // RecordHead.unverifiedSince: where the record's line has an unchecked link (0: none).
+            try db.alter(table: "head") { t in t.add(column: "unverified", .integer).notNull().defaults(to: 0) }
+        }
         return migrator
     }
 
@@ -199,19 +203,23 @@ public final class LocalState: Sendable {
         try queue.read { db in
             var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0,
                                   chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain'").flatMap(ContentDigest.init(hex:)))
+            if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain.earlier'") {
+                state.earlier = stored.split(separator: ",", omittingEmptySubsequences: false).map { ContentDigest(hex: String($0)) }
+            }
             state.verifiedTail = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain.file'")
                 .flatMap(StatFingerprint.init(stored:))
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
-            try Self.eachRow(db, "SELECT name, tag, deleted, digest, size, modified, version, device FROM head") { row in
+            try Self.eachRow(db, "SELECT name, tag, deleted, digest, size, modified, version, device, unverified FROM head") { row in
                 guard let name = RecordName(trusted: row.text(0)) else { return }
                 var text: AssetRef?
                 if !row.isNull(3), !row.isNull(4), let digest = row.digest(3) {
                     text = AssetRef(sha256: digest, size: row.int(4))
                 }
                 state.heads[name] = RecordHead(tag: row.int(1), deleted: row.int(2) != 0, text: text, modified: row.int(5),
-                                               version: Int(row.int(6)), device: row.text(7, reusing: &devices))
+                                               version: Int(row.int(6)), device: row.text(7, reusing: &devices),
+                                               unverifiedSince: row.int(8))
             }
             return state
         }
@@ -349,10 +357,11 @@ public final class LocalState: Sendable {
         }
 
         /// Stores the token and the heads that changed since the last save.
-        public func setZone(token: Int64, chain: ContentDigest?, changed heads: [RecordName: RecordHead]) throws {
+        public func setZone(token: Int64, chain: ContentDigest?, earlier: [ContentDigest?],
+                            changed heads: [RecordName: RecordHead]) throws {
             let statement = try statements.get(.setHead, """
-                INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device, unverified)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             for (name, head) in heads {
                 statement.bind(1, name.string)
@@ -368,6 +377,7 @@ public final class LocalState: Sendable {
                 statement.bind(6, head.modified)
                 statement.bind(7, Int64(head.version))
                 statement.bind(8, head.device)
+                statement.bind(9, head.unverifiedSince)
                 try statement.run()
             }
             try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('token', ?)", arguments: [String(token)])
@@ -376,6 +386,8 @@ public final class LocalState: Sendable {
             } else {
                 try db.execute(sql: "DELETE FROM meta WHERE key = 'chain'")
             }
+            try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('chain.earlier', ?)",
+                           arguments: [earlier.map { $0?.hex ?? "" }.joined(separator: ",")])
         }
 
         public func queue(_ item: OutboxItem) throws {
@@ -467,13 +479,13 @@ public final class LocalState: Sendable {
         /// Forgets the heads, token and chain: the next fetch reads the whole log again.
         public func forgetZone() throws {
             try db.execute(sql: "DELETE FROM head")
-            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.file')")
+            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.earlier', 'chain.file')")
         }
 
         public func forgetServer(bindingTo serverID: String) throws {
             try db.execute(sql: "DELETE FROM base")
             try db.execute(sql: "DELETE FROM head")
-            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.file', 'planned.token')")
+            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.earlier', 'chain.file', 'planned.token')")
             try setMeta("server.id", serverID)
         }
 

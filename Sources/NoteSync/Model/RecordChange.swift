@@ -90,23 +90,41 @@ public struct LogEntry: Codable, Hashable, Sendable {
     public var changes: [RecordChange]
     /// The digest of the entry file in slot `seq - 1`; `nil` in slot 1 and in entries of format-1 builds.
     public var prev: ContentDigest?
+    /// The chain digests of the entries in slots `seq - 2`, `seq - 3` … (up to ``LogEntry/earlierLinks`` of them,
+    /// stopping at slot 1; `nil` where the writer did not know one). What lets fsck seal a gap of a few lost entries
+    /// only when the entry after it continues the log before it: an entry of another history (a server's earlier
+    /// life delivered late, a fork) names other entries there, and is moved aside rather than applied.
+    public var earlier: [ContentDigest?]?
     /// Set on a void entry: no changes, a slot sealed by fsck.
     public var void: VoidSeal?
     /// The digest of this entry's file as read from the server (or as sealed by its writer); not stored in it.
     public var digest: ContentDigest?
 
     enum CodingKeys: String, CodingKey {
-        case seq, commit, device, time, changes, prev, void
+        case seq, commit, device, time, changes, prev, earlier, void
+    }
+
+    /// How many entries before `prev` an entry names (``earlier``): the longest gap fsck can seal.
+    public static let earlierLinks = 4
+
+    /// The chain digest this entry names for slot `slot` (before it): `prev`, or one of ``earlier``; `nil` when it
+    /// names none there.
+    public func link(to slot: Int64) -> ContentDigest? {
+        if slot == seq - 1 { return prev }
+        let index = Int(seq - 2 - slot)
+        guard index >= 0, let earlier, index < earlier.count else { return nil }
+        return earlier[index]
     }
 
     public init(seq: Int64, commit: String, device: String, time: Int64, changes: [RecordChange],
-                prev: ContentDigest? = nil, void: VoidSeal? = nil) {
+                prev: ContentDigest? = nil, earlier: [ContentDigest?]? = nil, void: VoidSeal? = nil) {
         self.seq = seq
         self.commit = commit
         self.device = device
         self.time = time
         self.changes = changes
         self.prev = prev
+        self.earlier = earlier
         self.void = void
     }
 
@@ -116,7 +134,7 @@ public struct LogEntry: Codable, Hashable, Sendable {
 
     public static func == (a: LogEntry, b: LogEntry) -> Bool {
         a.seq == b.seq && a.commit == b.commit && a.device == b.device && a.time == b.time && a.changes == b.changes
-            && a.prev == b.prev && a.void == b.void
+            && a.prev == b.prev && a.earlier == b.earlier && a.void == b.void
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -9,14 +9,45 @@ public struct RecordHead: Codable, Hashable, Sendable {
     public var modified: Int64
     public var version: Int
     public var device: String
+    /// The sequence of the latest change in this record's line whose base was not the head it replaced in the log
+    /// as read here (its base is a lost or damaged slot's, or another history's), 0 when every link was checked.
+    /// A base older than that may not be an ancestor of this head: a device holding such a base cannot take the
+    /// head as a plain successor of its version (see ``Reconciler``). What this device could check, so not part
+    /// of equality: a device that read the lost entry before it went missing holds 0.
+    public var unverifiedSince: Int64
 
-    public init(tag: Int64, deleted: Bool, text: AssetRef?, modified: Int64, version: Int, device: String) {
+    public init(tag: Int64, deleted: Bool, text: AssetRef?, modified: Int64, version: Int, device: String,
+                unverifiedSince: Int64 = 0) {
         self.tag = tag
         self.deleted = deleted
         self.text = text
         self.modified = modified
         self.version = version
         self.device = device
+        self.unverifiedSince = unverifiedSince
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case tag, deleted, text, modified, version, device, unverifiedSince
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(tag: try container.decode(Int64.self, forKey: .tag), deleted: try container.decode(Bool.self, forKey: .deleted),
+                  text: try container.decodeIfPresent(AssetRef.self, forKey: .text),
+                  modified: try container.decode(Int64.self, forKey: .modified),
+                  version: try container.decode(Int.self, forKey: .version), device: try container.decode(String.self, forKey: .device),
+                  unverifiedSince: try container.decodeIfPresent(Int64.self, forKey: .unverifiedSince) ?? 0)
+    }
+
+    public static func == (a: RecordHead, b: RecordHead) -> Bool {
+        a.tag == b.tag && a.deleted == b.deleted && a.text == b.text && a.modified == b.modified && a.version == b.version
+            && a.device == b.device
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(tag)
+        hasher.combine(text)
     }
 }
 
@@ -61,6 +92,9 @@ public struct ZoneState: Sendable, Hashable {
     /// The digest of the entry at `token` (``LogEntry/chainDigest``): the next entry must name it as `prev`.
     /// `nil` at token 0, and where it is not known (a token stored by a build before the chain).
     public var chain: ContentDigest?
+    /// The chain digests of the entries before `token`: `token - 1`, `token - 2` … (up to
+    /// ``LogEntry/earlierLinks``; `nil` where not known). What a commit names as ``LogEntry/earlier``.
+    public var earlier: [ContentDigest?] = []
     public var heads: [RecordName: RecordHead]
     public var quarantined: [QuarantinedChange]
     /// Changes whose `base` was not the head when their entry claimed its slot. A correct writer never
@@ -129,8 +163,7 @@ public struct ZoneState: Sendable, Hashable {
     /// Folds the entry at `token + 1` into the heads.
     public mutating func apply(_ entry: LogEntry) {
         precondition(entry.seq == token + 1, "entries are folded in order")
-        token = entry.seq
-        chain = entry.chainDigest
+        advance(to: entry.seq, chain: entry.chainDigest)
         if entry.void != nil { unreadableSlots.insert(entry.seq) }
         for change in entry.changes {
             let name: RecordName
@@ -144,17 +177,25 @@ public struct ZoneState: Sendable, Hashable {
                                                      reason: "a save without text"))
                 continue
             }
-            // A change based on a slot whose entry is lost (damaged, or sealed void) cannot be checked.
-            if change.base != tag(of: name) && !unreadableSlots.contains(change.base) {
-                casViolations.append(QuarantinedChange(
-                    seq: entry.seq, name: name.description,
-                    reason: "based on \(change.base) but the head was \(tag(of: name))"))
+            // A change based on a slot whose entry is lost (damaged, or sealed void) cannot be checked. Either way the
+            // change is applied (every device that read the lost entry applied it), but its line is marked: what it
+            // replaced may not be in it (an entry of another history delivered after a gap).
+            let previous = heads[name]
+            var unverifiedSince = previous?.unverifiedSince ?? 0
+            if change.base != (previous?.tag ?? 0) {
+                unverifiedSince = entry.seq
+                if !unreadableSlots.contains(change.base) {
+                    casViolations.append(QuarantinedChange(
+                        seq: entry.seq, name: name.description,
+                        reason: "based on \(change.base) but the head was \(tag(of: name))"))
+                }
             }
             unsaved.insert(name)
             unplanned.insert(name)
             heads[name] = RecordHead(tag: entry.seq, deleted: change.op == .delete,
                                      text: change.op == .delete ? nil : change.text,
-                                     modified: change.modified, version: change.version, device: entry.device)
+                                     modified: change.modified, version: change.version, device: entry.device,
+                                     unverifiedSince: unverifiedSince)
         }
     }
 
@@ -162,8 +203,16 @@ public struct ZoneState: Sendable, Hashable {
     /// to the damaged file's bytes (the entry after it is taken as it comes).
     public mutating func skip(seq: Int64) {
         precondition(seq == token + 1, "entries are folded in order")
-        token = seq
-        chain = nil
+        advance(to: seq, chain: nil)
         unreadableSlots.insert(seq)
+    }
+
+    private mutating func advance(to seq: Int64, chain next: ContentDigest?) {
+        if token > 0 {
+            earlier.insert(chain, at: 0)
+            if earlier.count > LogEntry.earlierLinks { earlier.removeLast(earlier.count - LogEntry.earlierLinks) }
+        }
+        token = seq
+        chain = next
     }
 }

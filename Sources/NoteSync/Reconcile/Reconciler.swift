@@ -43,6 +43,11 @@ public enum Reconciler {
 
         let serverLive = server.flatMap { $0.deleted ? nil : $0 }
         let localDigest = local.digest
+        // A head whose line has an unchecked link above our base (a change based on a lost slot, or on another
+        // history) may not descend from our version: no common ancestor is known, so our version is never
+        // overwritten as if the head held it. At worst a conflict copy of a text the head already has.
+        var base = base
+        if let known = base, let server, server.tag != known.tag, known.tag < server.unverifiedSince { base = nil }
 
         guard let base else {
             // No common ancestor: never synced, or deleted on both sides.

@@ -368,7 +368,7 @@ extension SyncEngine {
                 foldedOthers = foldedOthers || folded
                 // Every head folded in since the last save: ours, and those of entries that won a slot first.
                 let changedHeads = zone.takeUnsaved()
-                let token = zone.token, chain = zone.chain
+                let token = zone.token, chain = zone.chain, earlier = zone.earlier
                 var rows: [(name: RecordName, base: BaseRecord?)] = []
                 rows.reserveCapacity(newBases.count)
                 for (name, base) in newBases {
@@ -384,7 +384,7 @@ extension SyncEngine {
                 let state = state, written = rows
                 let write: @Sendable () throws -> Void = {
                     try state.update { batch in
-                        try batch.setZone(token: token, chain: chain, changed: changedHeads)
+                        try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
                         for (name, base) in written {
                             if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
                             try batch.dequeue(name)
@@ -409,7 +409,7 @@ extension SyncEngine {
             case .conflicts(let conflicts):
                 try finishPendingWrite()
                 let changedHeads = zone.takeUnsaved()
-                try state.update { try $0.setZone(token: zone.token, chain: zone.chain, changed: changedHeads) }
+                try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changedHeads) }
                 logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
                 return false
             }

@@ -490,7 +490,7 @@ public final class SyncEngine {
     private func saveZone(_ zone: inout ZoneState, recovered: [RecordName: BaseRecord?], scan: ScanResult) throws {
         let changed = zone.takeUnsaved()
         try state.update { batch in
-            try batch.setZone(token: zone.token, chain: zone.chain, changed: changed)
+            try batch.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changed)
             for (name, base) in recovered {
                 if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
                 if base?.digest == scan.files[name]?.digest && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true) {

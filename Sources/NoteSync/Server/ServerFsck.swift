@@ -135,12 +135,37 @@ public struct ServerFsck {
             }
         }
         var index = 0
+        var checkedGap: Int64?
         folding: while index < sequences.count {
             let seq = state.token + 1
             if sequences[index] > seq {
                 let next = sequences[index]
                 let age = FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
-                let sealed = repair && age >= gapGraceSeconds ? try store.sealGap(seq, after: state, next: next) : nil
+                // A gap is sealed only under an entry that continues the log before it: one that names the last
+                // entry before the gap (``LogEntry/earlier``). Any other (an entry of a server's earlier life, or
+                // of a fork, delivered late; or a gap too long to bridge) is moved to quarantine/ with the entries
+                // after it, like a broken chain: applied, it would replace heads it never saw.
+                var foreign = false
+                if checkedGap != next, seq > 1, let known = state.chain, case .entry(let after)? = try? store.readSlot(next),
+                   after.link(to: seq - 1) != known {
+                    let detail = after.link(to: seq - 1) == nil
+                        ? "entry \(next) follows a gap of \(next - seq) slots and names no entry before it that this log holds"
+                        : "entry \(next) follows a gap but does not continue entry \(seq - 1): it belongs to another history"
+                            + " (a server's earlier life or a fork, delivered late)"
+                    var moved: String?
+                    if repair && age >= gapGraceSeconds {
+                        let outcomes = sequences[index...].map { moveAside(layout.entryPath($0)) }
+                        if outcomes.allSatisfy({ $0 != nil }) {
+                            moved = "entries \(next)–\(sequences.last ?? next) moved to quarantine/: the log ends at \(seq - 1);"
+                                + " the devices that wrote them push their notes again after `notesync recover`"
+                        }
+                    }
+                    add(.brokenChain, layout.entryPath(next), detail, repaired: moved)
+                    if moved != nil { break folding }
+                    foreign = true
+                }
+                checkedGap = foreign ? nil : next
+                let sealed = repair && !foreign && age >= gapGraceSeconds ? try store.sealGap(seq, after: state, next: next) : nil
                 let repaired = sealed.map { _ in "sealed with a void entry; the devices that had read the lost entry push its changes again" }
                 add(.missingEntry, layout.entryPath(seq), "gap in the log before entry \(next) (\(Int(age)) s old"
                         + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),

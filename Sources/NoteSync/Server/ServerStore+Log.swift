@@ -238,7 +238,8 @@ extension ServerStore {
             // Slot t+1 is claimed only with entry t read and verified: a device whose server went behind it (or was
             // swapped) must not write past an end it never read.
             try checkTip(&state)
-            var entry = LogEntry(seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain)
+            var entry = LogEntry(seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain,
+                                 earlier: state.earlier)
             let data = try SealedFile.seal(entry, kind: "entry")
             entry.digest = ContentDigest(of: data)
             let destination = layout.entryPath(seq)
@@ -285,7 +286,7 @@ extension ServerStore {
         var lost: ContentDigest?
         if next == seq + 1, case .entry(let after) = try readSlot(next) { lost = after.prev }
         var entry = LogEntry(seq: seq, commit: "void-" + UUID().uuidString.lowercased(), device: device,
-                             time: Clock.nowNanoseconds(), changes: [], prev: state.chain,
+                             time: Clock.nowNanoseconds(), changes: [], prev: state.chain, earlier: state.earlier,
                              void: VoidSeal(reason: "slot found empty with entry \(next) present; sealed by fsck", lost: lost))
         let data = try SealedFile.seal(entry, kind: "entry")
         entry.digest = ContentDigest(of: data)

@@ -356,7 +356,8 @@ final class SimRunner {
                     var options = SyncHarness.syncOptions
                     options.forgetServer = recovering
                     do {
-                        _ = try device.engine.sync(options, only: nil)
+                        let report = try device.engine.sync(options, only: nil)
+                        trace("  \(at): " + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }.joined(separator: ", "))
                         break
                     } catch let error as NoteSyncError where error.kind == .logGap {
                         clean = false
