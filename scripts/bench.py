@@ -495,6 +495,75 @@ def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, 
     return result
 
 
+def timed(argv, logfile):
+    """Wall seconds of one command run straight from here (no GNU time in between: these are milliseconds)."""
+    with open(logfile, "ab") as out:
+        out.write(("$ " + " ".join(argv) + "\n").encode())
+        out.flush()
+        start = time.perf_counter()
+        rc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out).returncode
+        wall = time.perf_counter() - start
+    if rc != 0:
+        raise BenchFailure(f"{' '.join(argv)} exited {rc}\n{tail(logfile)}")
+    return wall
+
+
+def served_bench(binary, template, corpus, work, runs, failures):
+    """`notesync diff` and `notesync sync` of an unchanged folder while `notesync watch` runs on it (the agent
+    answers through .notesync/agent.sock, scanning only what its watch saw change), and the same one-shot
+    `diff` with no agent, for contrast."""
+    label = f"served {len(corpus)}"
+    ctx = Context.fresh(os.path.join(work, "served"), template)
+    tool = NoteSync(binary)
+    result = {"notes": len(corpus), "runs": runs}
+    agents = []
+    try:
+        run_step(tool.first_a(ctx), ctx.log)
+        alone = [timed([binary, "diff", "--notes", ctx.a], ctx.log) for _ in range(max(3, runs // 4))]
+        agents += start_agents(binary, ctx, [(ctx.a, [])])
+        # The agent's first full sync answers the first request; every later one is served from its watch.
+        deadline = time.monotonic() + 300
+        while not os.path.exists(os.path.join(ctx.a, ".notesync", "agent.sock")):
+            if time.monotonic() > deadline or agents[0].poll() is not None:
+                raise BenchFailure(f"the agent never opened its socket\n{tail(os.path.join(ctx.root, 'agent-A.log'))}")
+            time.sleep(0.05)
+        timed([binary, "sync", "--notes", ctx.a], ctx.log)
+        samples = {"diff": [], "sync": []}
+        for _ in range(runs):
+            for command in ("diff", "sync"):
+                samples[command].append(timed([binary, command, "--notes", ctx.a], ctx.log) * 1000)
+        for command, values in samples.items():
+            values.sort()
+            result[command] = {"p50": statistics.median(values), "max": values[-1], "min": values[0]}
+        result["alone_diff_ms"] = statistics.median(alone) * 1000
+        log(f"  {label}: agent-served diff p50 {result['diff']['p50']:.1f} ms, sync p50 {result['sync']['p50']:.1f} ms;"
+            f" one-shot diff without the agent {result['alone_diff_ms']:.0f} ms")
+    except BenchFailure as error:
+        failures.append(f"{label}: {error}")
+        log(f"FAILED: {label}: {error}")
+    finally:
+        stop_agents(agents, label, failures)
+    if not any(f.startswith(label) for f in failures):
+        TRASH.discard(ctx.root)
+    return result
+
+
+def served_rows(served, ntools):
+    blank = [""] * (ntools - 1)
+    if not served or "diff" not in served:
+        return []
+    notes = f"{served['notes']:,}"
+    rows = []
+    for command in ("diff", "sync"):
+        cell = served[command]
+        rows.append([f"{notes} unchanged notes: `notesync {command}` with the agent running", "wall ms",
+                     f"{cell['p50']:.1f} ({cell['min']:.1f}–{cell['max']:.1f})"] + blank
+                    + [f"≤50 ms {mark(cell['p50'] <= 50)}"])
+    rows.append([f"{notes} unchanged notes: one-shot `notesync diff`, no agent", "wall ms",
+                 f"{served['alone_diff_ms']:.0f}"] + blank + [""])
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The agent across sshfs: the server on the local disk of one machine, reached by the other through sshfs
 
@@ -804,6 +873,8 @@ def main():
     parser.add_argument("--skip-one-shot", action="store_true")
     parser.add_argument("--skip-agent", action="store_true")
     parser.add_argument("--skip-sshfs", action="store_true", help="leave out the agent's latency across sshfs")
+    parser.add_argument("--served-runs", type=int, default=20,
+                        help="runs of `diff` and `sync` answered by a running agent, at each corpus size")
     parser.add_argument("--only-sshfs", action="store_true",
                         help="only the agent's latency across sshfs (sshd on loopback, one sshfs mount)")
     parser.add_argument("--sshfs-edits", type=int, default=100, help="timed edits each way across sshfs")
@@ -856,6 +927,9 @@ def main():
         log(f"agent latency, {args.notes} notes, {args.agent_edits} edits")
         results["agent"] = agent_bench(args.notesync, template, corpus, work, args.seed, args.agent_edits,
                                        args.agent_gap, args.idle_seconds, failures)
+    if measure_agent:
+        log(f"agent-served diff and sync, {args.notes} notes, {args.served_runs} runs")
+        results["served"] = served_bench(args.notesync, template, corpus, work, args.served_runs, failures)
     if measure_sshfs:
         log(f"agent latency across sshfs, {args.notes} notes, {args.sshfs_edits} edits each way, "
             f"polling every {args.sshfs_poll} s")
@@ -873,6 +947,9 @@ def main():
         lsamples = one_shot(large_tools, ltemplate, lcorpus, runs, work, args.seed, failures,
                             f"{args.large_notes}")
         results["large"] = {"notes": args.large_notes, "summary": summarize_samples(lsamples), "samples": lsamples}
+        if "notesync" in names and not args.skip_agent:
+            log(f"agent-served diff and sync, {args.large_notes} notes, {args.served_runs} runs")
+            results["large_served"] = served_bench(args.notesync, ltemplate, lcorpus, work, args.served_runs, failures)
         TRASH.discard(ltemplate)
     results["seconds"] = time.perf_counter() - started
     info["loadavg_end"] = os.getloadavg()
@@ -886,11 +963,15 @@ def main():
                               targets_10k if args.notes == 10_000 else (lambda *_: ""))
     if "agent" in results:
         rows += agent_rows(results["agent"], len(names) + len(others))
+    if "served" in results:
+        rows += served_rows(results["served"], len(names) + len(others))
     if "sshfs" in results:
         rows += sshfs_rows(results["sshfs"], len(names) + len(others))
     if "large" in results:
         rows += one_shot_rows(results["large"]["summary"], names, others, f"{args.large_notes:,}: ",
                               targets_100k if args.large_notes == 100_000 else (lambda *_: ""))
+    if "large_served" in results:
+        rows += served_rows(results["large_served"], len(names) + len(others))
     table = render(rows, header)
     results["table"] = table
 

@@ -79,7 +79,21 @@ struct RecoverCommand: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let (folder, state, folderConfig) = try folderOptions.open(readOnly: dryRun)
-            let lock = dryRun ? nil : try FolderLock(folder)
+            let lock: FolderLock?
+            do {
+                lock = dryRun ? nil : try FolderLock(folder)
+            } catch let error as NoteSyncError where error.kind == .locked && server == nil {
+                // The agent running on the folder recovers, as it syncs on our behalf.
+                guard let code = try askAgent(folder, AgentSocket.Request(recover: true), json: json) else { throw error }
+                if code == ExitCodes.ok && !json {
+                    print("recovered: this notes folder now syncs with server \(try state.meta(FolderConfig.serverIDKey) ?? "?")")
+                }
+                return code
+            } catch let error as NoteSyncError where error.kind == .locked {
+                throw NoteSyncError(.locked, path: folder.root,
+                                    "an agent (`notesync watch`) is running on this notes folder, and watches its present server",
+                                    fix: "stop the agent, run `notesync recover --server \(server ?? "DIR")` again, then start the agent")
+            }
             defer { withExtendedLifetime(lock) {} }
             var config = folderConfig
             if let server {
@@ -111,30 +125,30 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
     OneShotProcess.growHeapInLargeSteps()
     try reportingErrors {
         let (folder, state, config) = try folderOptions.open(readOnly: dryRun)
+        let colorDiffs = dryRun && stdoutIsTerminal && !json
+        if dryRun, let code = try askAgent(folder, AgentSocket.Request(allowMassDelete: allowMassDelete, dryRun: true,
+                                                                       colorDiffs: colorDiffs), json: json) {
+            // The running agent knows what changed since its last sync: only that is read.
+            return code
+        }
         let lock: FolderLock?
         do {
             lock = dryRun ? nil : try FolderLock(folder)
         } catch let error as NoteSyncError where error.kind == .locked {
             // An agent holds the folder: it syncs now, on our behalf, and says what it did.
-            guard let answer = try AgentSocket.requestSync(folder, AgentSocket.Request(allowMassDelete: allowMassDelete)) else {
+            guard let code = try askAgent(folder, AgentSocket.Request(allowMassDelete: allowMassDelete), json: json) else {
                 guard allowMassDelete, AgentStatus.read(folder) != nil else { throw error }
                 // An agent that does not answer (an older build): it lets the held deletes through at its next sync.
                 try FileIO.createAndSync(SyncEngine.massDeleteApproval(folder), Data(), mode: 0o600)
                 print("the agent running on this folder makes the held deletes at its next sync (see `notesync status`)")
                 return ExitCodes.ok
             }
-            if let report = answer.report {
-                if json { try printJSON(report) } else { printReport(report) }
-                if report.offline { return ExitCodes.offline }
-                return report.heldDeletes > 0 ? ExitCodes.failure : ExitCodes.ok
-            }
-            throw NoteSyncError(answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
-                                "the agent's sync failed: \(answer.error ?? "no reason given")")
+            return code
         }
         defer { withExtendedLifetime(lock) {} }
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
         engine.leavesMemoryToExit = true
-        var report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json,
+        var report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: colorDiffs,
                                                  allowMassDelete: allowMassDelete))
         if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
             report.warnings += ServerFsck.conflictCopies(in: store, near: report.token)
@@ -149,6 +163,19 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         if report.offline { return ExitCodes.offline }
         return report.heldDeletes > 0 && !dryRun ? ExitCodes.failure : ExitCodes.ok
     }
+}
+
+/// Has the agent running on `folder` serve `request` (``AgentSocket``), prints its report and returns the exit code;
+/// nil when no agent answers (none runs): the command then works on its own.
+func askAgent(_ folder: NotesFolder, _ request: AgentSocket.Request, json: Bool) throws -> Int32? {
+    guard let answer = try AgentSocket.requestSync(folder, request) else { return nil }
+    guard let report = answer.report else {
+        throw NoteSyncError(answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
+                            "the agent's \(request.dryRun ? "dry run" : "sync") failed: \(answer.error ?? "no reason given")")
+    }
+    if json { try printJSON(report) } else { printReport(report) }
+    if report.offline { return ExitCodes.offline }
+    return report.heldDeletes > 0 && !report.dryRun ? ExitCodes.failure : ExitCodes.ok
 }
 
 func printReport(_ report: SyncReport) {

@@ -235,4 +235,61 @@ import Testing
         let missing = try t.run(["restore", "--notes", t.a, "n.md", "--version", "99"])
         #expect(missing.status == 64 && missing.stderr.contains("has no version 99"), "\(missing.stderr)")
     }
+
+    /// The command line while `notesync watch` runs (settling for a minute, so it syncs nothing by itself): `diff`
+    /// and `sync` are served by the agent, which waits for its watch to see every change made before the request
+    /// (a cookie file), so an edit saved just before is in the answer; `status`, `history`, `conflicts` read
+    /// the state as they are; `recover` is made by the agent.
+    @Test func theCommandLineWorksWhileTheAgentRuns() throws {
+        let t = try TwoDevices("rails-cli-agent")
+        for index in 1...5 { try t.write(t.a, "n\(index).md", "note \(index)\n") }
+        try t.sync(t.a)
+        // Its watch made late (each event reaches it 100 ms after inotify reported it): a request is answered only
+        // once the watch has caught up with it.
+        let agent = try NotesyncProcess(["watch", "--notes", t.a, "--settle-ms", "60000", "--delete-settle-ms", "60000"],
+                                        scratch: t.scratch.path, environment: [WatchLag.environmentVariable: "100"])
+        defer {
+            agent.process.terminate()
+            #expect(agent.wait().status == 0)
+        }
+        // status.json is written once its first (full) sync is done.
+        #expect(eventually(30) { FileManager.default.fileExists(atPath: t.a + "/.notesync/status.json") }, "\(agent.stderrText)")
+        let logBefore = try logChanges(t.server, "n1.md").count
+
+        try t.write(t.a, "n1.md", "note 1\nan edit saved just before\n")
+        let diff = try t.run(["diff", "--notes", t.a])
+        #expect(diff.status == 0 && diff.stdout.contains("upload           n1.md") && diff.stdout.contains("+an edit saved just before"),
+                "\(diff.stdout) \(diff.stderr)")
+        #expect(try logChanges(t.server, "n1.md").count == logBefore, "a dry run writes nothing")
+
+        let sync = try t.run(["sync", "--notes", t.a])
+        #expect(sync.status == 0 && sync.stdout.contains("upload           n1.md"), "\(sync.stdout) \(sync.stderr)")
+        #expect(try logChanges(t.server, "n1.md").count == logBefore + 1)
+        let again = try t.run(["diff", "--notes", t.a])
+        #expect(again.status == 0 && again.stdout.contains("a sync would do: nothing to do"), "\(again.stdout)")
+
+        for command in [["status"], ["history", "n1.md"], ["conflicts"]] {
+            let result = try t.run(command + ["--notes", t.a])
+            #expect(result.status == 0, "\(command): \(result.stdout) \(result.stderr)")
+        }
+        let recover = try t.run(["recover", "--notes", t.a])
+        #expect(recover.status == 0 && recover.stdout.contains("recovered:"), "\(recover.stdout) \(recover.stderr)")
+        let elsewhere = try t.run(["recover", "--notes", t.a, "--server", t.scratch.path + "/other"])
+        #expect(elsewhere.status == 1 && elsewhere.stderr.contains("stop the agent"), "\(elsewhere.stderr)")
+        // An edit and the request at once, from this process: the answer has the edit every time.
+        let folder = NotesFolder(root: t.a)
+        for round in 1...5 {
+            let handle = try #require(FileHandle(forWritingAtPath: t.a + "/n2.md"))
+            handle.seekToEndOfFile()
+            handle.write(Data("line \(round)\n".utf8))
+            try handle.close()
+            let answer = try #require(try AgentSocket.requestSync(folder, AgentSocket.Request(dryRun: true)))
+            let planned = answer.report?.changes.contains { $0.name == "n2.md" && ($0.diff ?? "").contains("+line \(round)") } ?? false
+            #expect(planned, "round \(round): \(answer.report?.changes.map(\.name) ?? []) \(answer.error ?? "")")
+            if !planned { break }
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: t.a)
+        #expect(!names.contains { $0.hasPrefix(".notesync-tmp-") }, "no cookie is left behind: \(names)")
+        #expect(agent.process.isRunning)
+    }
 }

@@ -11,6 +11,11 @@ public enum AgentSocket {
         public var allowMassDelete: Bool
         /// `notesync restore`: the note and the version to bring back, instead of a plain sync.
         public var restore: Restore?
+        /// `notesync diff` (`sync --dry-run`): what a sync would do, with diffs; nothing is written.
+        public var dryRun = false
+        public var colorDiffs = false
+        /// `notesync recover`: a sync that forgets what the device knew of its server (``SyncOptions/forgetServer``).
+        public var recover = false
 
         public struct Restore: Codable, Sendable {
             public var note: String
@@ -22,11 +27,32 @@ public enum AgentSocket {
             }
         }
 
-        public init(allowMassDelete: Bool = false, restore: Restore? = nil) {
+        public init(allowMassDelete: Bool = false, restore: Restore? = nil, dryRun: Bool = false, colorDiffs: Bool = false,
+                    recover: Bool = false) {
             self.allowMassDelete = allowMassDelete
             self.restore = restore
+            self.dryRun = dryRun
+            self.colorDiffs = colorDiffs
+            self.recover = recover
+        }
+
+        enum CodingKeys: String, CodingKey { case allowMassDelete, restore, dryRun, colorDiffs, recover }
+
+        /// Fields a command of another build left out take their defaults.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(allowMassDelete: try container.decodeIfPresent(Bool.self, forKey: .allowMassDelete) ?? false,
+                      restore: try container.decodeIfPresent(Restore.self, forKey: .restore),
+                      dryRun: try container.decodeIfPresent(Bool.self, forKey: .dryRun) ?? false,
+                      colorDiffs: try container.decodeIfPresent(Bool.self, forKey: .colorDiffs) ?? false,
+                      recover: try container.decodeIfPresent(Bool.self, forKey: .recover) ?? false)
         }
     }
+
+    /// The name of the agent's cookie files (``SyncAgent``): written in the notes folder's root and awaited in the
+    /// watch, so that every event before a command's request is seen before it is answered (as watchman's
+    /// cookies). Under the agent's own prefix, so never scanned or synced.
+    static let cookiePrefix = IgnoreRules.agentTempPrefix + "cookie-"
 
     public struct Response: Codable, Sendable {
         public var report: SyncReport?

@@ -305,7 +305,8 @@ public struct Scanner: Sendable {
             let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
             let scalars = IgnoreRules.componentScalars(item.name)
             if rules.isIgnored(entry: scalars, in: &components, isDirectory: isDirectory) {
-                if item.name.hasPrefix(IgnoreRules.agentTempPrefix) && (info.st_mode & S_IFMT) == S_IFREG { result.leftoverTemps.append(path) }
+                if item.name.hasPrefix(IgnoreRules.agentTempPrefix) && !item.name.hasPrefix(AgentSocket.cookiePrefix)
+                    && (info.st_mode & S_IFMT) == S_IFREG { result.leftoverTemps.append(path) }
                 continue
             }
             if isDirectory {

@@ -123,7 +123,8 @@ public final class SyncEngine {
         } else if memo != nil {
             bases = memo!.bases
             zone = memo!.zone
-            memo = nil
+            // A dry run changes nothing, so the memo stays as it is (its copies are made only if it fetches).
+            if !options.dryRun { memo = nil }
             scan = try scanner.scan(bases: bases, only: paths)
             phases.lap("scan")
         } else if paths == nil {

@@ -77,3 +77,13 @@ public enum StopPoint {
         if passes.add(1, ordering: .sequentiallyConsistent).newValue == target.count { raise(SIGSTOP) }
     }
 }
+
+/// Lets a test make the agent's watch late: with `NOTESYNC_TEST_WATCH_LAG_MS=<ms>` in its environment, each event
+/// reaches the agent that much after inotify reported it (a watch thread busy, a loaded machine). What a request
+/// served from the watch must survive (``SyncAgent``'s cookie). Without the variable, nothing.
+public enum WatchLag {
+    public static let environmentVariable = "NOTESYNC_TEST_WATCH_LAG_MS"
+
+    public static let duration: Duration? = ProcessInfo.processInfo.environment[environmentVariable]
+        .flatMap { Int($0) }.map { .milliseconds($0) }
+}
