@@ -16,7 +16,7 @@ extension SyncEngine {
     /// Brings back version `version` (a log slot) of the note `name`, or the note itself if it was deleted, then
     /// syncs it. The text it replaces is never lost: a sync first pushes it to the server's history; a text that
     /// could not be pushed (the note changed on both sides) is displaced by the applier and kept as a conflict copy.
-    public func restore(_ name: RecordName, version: Int64) throws -> RestoreResult {
+    public func restore(_ name: RecordName, version: Int64, options: SyncOptions = SyncOptions()) throws -> RestoreResult {
         let store = try openStore(binding: true)
         guard case .entry(let entry) = try store.readSlot(version),
               let change = entry.changes.first(where: { $0.name == name.string }) else {
@@ -27,11 +27,15 @@ extension SyncEngine {
             throw NoteSyncError(.usage, path: name.string, "version \(version) is a delete", fix: "pick a saved version")
         }
         let data = try store.readAsset(text)
-        let before = try sync()
+        let before = try sync(options)
         if before.offline {
             throw NoteSyncError(.serverUnreachable, path: config.server,
                                 "the server went away before the current text of \(name) could be pushed; nothing was restored",
                                 fix: "sync again once the server is back, then restore")
+        }
+        // A note that already holds that text is left as it is (its mtime too: other devices have the record's).
+        if let current = try FileDigest.of(path: folder.root + "/" + name.string), current.digest == text.sha256 {
+            return RestoreResult(report: before, keptAs: nil)
         }
         // Only a note that holds its synced text is replaced as it is; any other text is displaced and kept.
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
@@ -43,8 +47,10 @@ extension SyncEngine {
                                                                  time: Clock.nowNanoseconds())) }
             keptAs = copy.description
         }
-        var report = try sync()
-        report.warnings = before.warnings + report.warnings
+        var report = try sync(options)
+        // The second sync says what is held now (the restored note may have ended a mass delete).
+        let earlier = before.warnings.filter { before.heldDeletes == 0 || !$0.contains("these deletes are held") }
+        report.warnings = earlier + report.warnings.filter { !earlier.contains($0) }
         return RestoreResult(report: report, keptAs: keptAs)
     }
 }

@@ -235,7 +235,86 @@ final class SimRunner {
         case .serverFault(let fault):
             guard !serverDown else { return }
             try serverFault(fault)
+        case .deleteMost:
+            let all = try notes(device).sorted { $0.key < $1.key }
+            guard all.count > 1 else { return }
+            figures.operations += 1
+            figures.massDeletes += 1
+            for (name, data) in all.dropFirst() {
+                noteActedOn(device, name)
+                try check(unlink(device.folder.root + "/" + name) == 0, "unlink \(name)")
+                model.deleted(device: device.index, note: name, before: SyncHarness.lines(data))
+                userDeleted.insert(name)
+                device.dirty.insert(name)
+            }
+        case .approveDeletes:
+            try sync(device, fault: nil, full: true, approve: true)
+        case .restore(let target, let back):
+            try restore(device, try resolve(target, device), back: back)
         }
+    }
+
+    /// The versions of `note` in the server's log (slots of its saves), oldest first.
+    private func savedVersions(_ note: String) throws -> [(seq: Int64, text: AssetRef)] {
+        var versions: [(seq: Int64, text: AssetRef)] = []
+        for (seq, path) in try logEntries().sorted(by: { $0.key < $1.key }) {
+            guard let data = try FileIO.read(path), let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self) else { continue }
+            for change in entry.changes where change.name == note && change.op == .save {
+                if let text = change.text { versions.append((seq, text)) }
+            }
+        }
+        return versions
+    }
+
+    /// `notesync restore NOTE --version V`: the version comes back (and syncs), and the text it replaced is still
+    /// in the server's history or kept as a conflict copy.
+    private func restore(_ device: SimDevice, _ note: String, back: Int) throws {
+        guard !device.offline, !serverDown, !serverHistoryBroken else { return }
+        let versions = try savedVersions(note)
+        guard !versions.isEmpty else { return }
+        let version = versions[versions.count - 1 - back % versions.count]
+        let before = try read(device, note)
+        // What the restore replaces: the note here and, after its first sync, the server's text of it.
+        let replaced = Set((before.map(SyncHarness.lines) ?? []) + ((try serverNotes())[note].map { SyncHarness.lines($0.data) } ?? []))
+        noteActedOn(device, note)
+        figures.operations += 1
+        figures.syncs += 1
+        let result: SyncEngine.RestoreResult
+        do {
+            result = try device.engine.restore(try RecordName(validating: note), version: version.seq, options: Self.guardedOptions)
+        } catch {
+            device.needFull = true
+            model.partlySynced(device.index)
+            if !reportsBrokenServer(error) { findings.harness.append("\(at): \(device.name)'s restore threw: \(error)") }
+            return
+        }
+        figures.restores += 1
+        let restored = try FileIO.read(ServerLayout(root: serverRoot).assetPath(version.text.sha256)) ?? Data()
+        trace("  \(device.name) restored \(note) to version \(version.seq)\(result.keptAs.map { ", kept \($0)" } ?? ""): "
+              + result.report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+        if let before, findings.lostWrites.isEmpty {
+            // Every line of it is in a version the server's history holds (pushed as it was, or merged first with
+            // what another device saved), or in the copy the restore kept.
+            var held = Set(try result.keptAs.flatMap { try read(device, $0) }.map(SyncHarness.lines) ?? [])
+            for path in try logEntries().values {
+                guard let data = try FileIO.read(path), let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self) else { continue }
+                for change in entry.changes {
+                    guard let text = change.text, let asset = try FileIO.read(ServerLayout(root: serverRoot).assetPath(text.sha256)) else { continue }
+                    held.formUnion(SyncHarness.lines(asset))
+                }
+            }
+            if !SyncHarness.lines(before).allSatisfy(held.contains) {
+                findings.lostWrites.append("\(at): \(device.name)'s restore of \(note) replaced a text that is neither in the "
+                                           + "server's history nor kept: \(SyncHistoryRunner.show(before))")
+            }
+        }
+        // A restore decides the note exists with that text, even where it already had it (the server may not).
+        let after = SyncHarness.lines(restored)
+        model.wrote(device: device.index, note: note, before: Set(after) == replaced ? [] : replaced.sorted(), after: after)
+        everSeen.insert(note)
+        device.dirty.insert(note)
+        if let copy = result.keptAs { everSeen.insert(copy) }
+        try afterSync(device, result.report)
     }
 
     // MARK: - Server faults
@@ -468,14 +547,22 @@ final class SimRunner {
 
     // MARK: - Syncing
 
-    private func sync(_ device: SimDevice, fault: SimSchedule.Fault?, full: Bool) throws {
+    /// What a user's sync runs with: the mass-delete guard on, unless they approve (`--allow-mass-delete`).
+    static let guardedOptions: SyncOptions = {
+        var options = SyncHarness.syncOptions
+        options.allowMassDelete = false
+        return options
+    }()
+
+    private func sync(_ device: SimDevice, fault: SimSchedule.Fault?, full: Bool, approve: Bool = false) throws {
         figures.syncs += 1
         let expectOffline = device.offline || serverDown
         let notesBefore = expectOffline || fault != nil ? try notes(device) : [:]
         let scope = device.needFull || full ? nil : device.dirty.sorted()
         injector.arm(try plan(fault, device), notesRoot: device.folder.root)
         let outcome: Result<SyncReport, any Error>
-        do { outcome = .success(try device.engine.sync(SyncHarness.syncOptions, only: scope)) } catch { outcome = .failure(error) }
+        let options = approve ? SyncHarness.syncOptions : Self.guardedOptions
+        do { outcome = .success(try device.engine.sync(options, only: scope)) } catch { outcome = .failure(error) }
         let (fired, hits, edited, raced) = injector.disarm()
         let who = device.name
         if let edited {
@@ -562,7 +649,7 @@ final class SimRunner {
         figures.races += 1
         let expectOffline = device.offline || serverDown
         do {
-            let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
+            let report = try device.engine.sync(Self.guardedOptions, only: nil)
             trace("  \(device.name) synced in the middle: " + report.changes.map { "\($0.kind.rawValue) \($0.name)" }
                 .joined(separator: ", "))
             if expectOffline {
@@ -615,6 +702,19 @@ final class SimRunner {
     /// Checks a finished online sync, and records what the device and the server now know.
     private func afterSync(_ device: SimDevice, _ report: SyncReport) throws {
         let who = device.name
+        if report.heldDeletes > 0 {
+            // A mass delete is held whole: none of its deletes is committed, everything else syncs.
+            figures.heldSyncs += 1
+            let committed = report.changes.filter { $0.kind == .uploadDelete }.map(\.name)
+            if !committed.isEmpty {
+                findings.harness.append("\(at): \(who)'s sync held \(report.heldDeletes) deletes but committed \(committed)")
+            }
+            let others = report.warnings.filter { !$0.contains("these deletes are held") }
+            if !others.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(others)") }
+            model.partlySynced(device.index)
+            device.needFull = true
+            return
+        }
         if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
         if report.pending != 0 { findings.harness.append("\(at): \(who)'s sync left \(report.pending) change(s) pending") }
         if !report.warnings.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(report.warnings)") }

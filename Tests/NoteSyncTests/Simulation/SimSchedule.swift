@@ -92,6 +92,13 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case restart
         /// The server's history goes wrong (never while the server is away); the device index is not used.
         case serverFault(ServerFault)
+        /// `rm` of every note but the first (by name): a mass delete, which syncs hold whole until approved.
+        case deleteMost
+        /// `notesync sync --allow-mass-delete`: held deletes go through.
+        case approveDeletes
+        /// `notesync restore NOTE --version V`, V the note's `back`-th latest version in the server's history
+        /// (counted modulo their number).
+        case restore(Target, back: Int)
     }
 
     /// What happens to a server over its life: restored from a backup, replaced, an entry lost or late.
@@ -191,7 +198,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
 
     /// The schedule of soak seed `seed`: the same seed gives the same schedule on every machine.
     /// `serverFaults: false` gives the schedule the seed gave before server faults were simulated.
-    static func forSeed(_ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true) -> SimSchedule {
+    /// `userRails: false`, the schedule it gave before users made mass deletes and restores.
+    static func forSeed(_ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true,
+                        userRails: Bool = true) -> SimSchedule {
         var mix = seed
         func next() -> UInt64 {
             mix &+= 0x9E37_79B9_7F4A_7C15
@@ -201,11 +210,37 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
             return z ^ (z >> 31)
         }
         var rng = Xoshiro(seed: (next(), next(), next(), next()))
-        let schedule = random(using: &rng, length: length)
-        guard serverFaults else { return schedule }
-        // From a generator of its own: the schedule's other steps are those the seed gave before server faults.
+        var schedule = random(using: &rng, length: length)
+        // Each from a generator of its own: the schedule's other steps are those the seed gave before them.
         var faults = Xoshiro(seed: (next(), next(), next(), next()))
-        return schedule.withServerFaults(using: &faults)
+        if serverFaults { schedule = schedule.withServerFaults(using: &faults) }
+        var rails = Xoshiro(seed: (next(), next(), next(), next()))
+        if userRails { schedule = schedule.withUserRails(using: &rails) }
+        return schedule
+    }
+
+    /// The schedule with users' mass deletes, approvals and restores inserted between its steps (about one
+    /// schedule in four gets some).
+    func withUserRails(using rng: inout some RandomNumberGenerator) -> SimSchedule {
+        guard Int.random(in: 0..<4, using: &rng) == 0 else { return self }
+        var result = self
+        result.steps = []
+        for step in steps {
+            if Int.random(in: 0..<6, using: &rng) == 0 {
+                let action: Action
+                switch Int.random(in: 0..<10, using: &rng) {
+                case ..<3: action = .deleteMost
+                case ..<6: action = .approveDeletes
+                default:
+                    let target: Target = Int.random(in: 0..<2, using: &rng) == 0 ? .existing(Int.random(in: 0..<8, using: &rng))
+                        : .pool(Int.random(in: 0..<SimSchedule.pool.count, using: &rng))
+                    action = .restore(target, back: Int.random(in: 1...3, using: &rng))
+                }
+                result.steps.append(Step(Int.random(in: 0..<deviceCount, using: &rng), action))
+            }
+            result.steps.append(step)
+        }
+        return result
     }
 
     /// The schedule with server faults inserted between its steps (about one schedule in six gets some).
@@ -300,6 +335,9 @@ extension SimSchedule.Action {
         case .serverUp: ".serverUp"
         case .restart: ".restart"
         case .serverFault(let fault): ".serverFault(\(fault.code))"
+        case .deleteMost: ".deleteMost"
+        case .approveDeletes: ".approveDeletes"
+        case .restore(let target, let back): ".restore(\(target.code), back: \(back))"
         }
     }
 }

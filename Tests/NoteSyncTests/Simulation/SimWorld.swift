@@ -338,6 +338,10 @@ struct SimFigures: Sendable {
     /// followed them (`recover`, `fsck --repair`).
     var serverFaults = 0
     var recoveries = 0
+    /// Users' mass deletes, the syncs that held them (whole), and restores of an earlier version.
+    var massDeletes = 0
+    var heldSyncs = 0
+    var restores = 0
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
     var violations = 0
@@ -358,6 +362,9 @@ struct SimFigures: Sendable {
         healingRounds += other.healingRounds
         serverFaults += other.serverFaults
         recoveries += other.recoveries
+        massDeletes += other.massDeletes
+        heldSyncs += other.heldSyncs
+        restores += other.restores
         failedSchedules += other.failedSchedules
         violations += other.violations
         crashPoints.merge(other.crashPoints, uniquingKeysWith: +)
