@@ -36,6 +36,8 @@ struct HistoryCommand: ParsableCommand {
             let (folder, state, config) = try folderOptions.open(readOnly: true)
             let name = try recordName(note, folder: folder)
             let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+            // Another server at the path is not this folder's history.
+            if let bound = config.serverID { try store.requireID(bound) }
             let versions = try noteHistory(name, store: store)
             if versions.isEmpty { print("no versions of \(name) on the server") }
             let current = try state.bases()[name]?.tag

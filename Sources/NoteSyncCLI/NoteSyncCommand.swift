@@ -64,11 +64,18 @@ func reportingErrors(_ body: () throws -> Int32) throws {
         code = try body()
     } catch let error as NoteSyncError {
         FileHandle.standardError.write(Data("notesync: \(error)\n".utf8))
-        switch error.kind {
-        case .serverUnreachable: code = ExitCodes.offline
-        case .usage: code = ExitCodes.usage
-        default: code = ExitCodes.failure
-        }
+        code = ExitCodes.code(for: error)
     }
     if code != 0 { throw ExitCode(code) }
+}
+
+extension ExitCodes {
+    /// The one mapping of errors to exit codes, for every command: 3 unreachable, 64 usage, 1 anything else.
+    static func code(for error: NoteSyncError) -> Int32 {
+        switch error.kind {
+        case .serverUnreachable: offline
+        case .usage: usage
+        default: failure
+        }
+    }
 }

@@ -9,7 +9,8 @@ struct StatusCommand: ParsableCommand {
         discussion: """
             Exit code 1 when syncing is stopped by the server ("SYNC STOPPED"): another server at the path, a \
             server behind this device or holding another log (see `notesync recover`), or a gap in its log (see \
-            `notesync server fsck --repair`). An unreachable server is not an error here (exit 0).
+            `notesync server fsck --repair`). Exit code 3 when the server cannot be reached, as for every command (the \
+            rest of the status is printed all the same).
             """
     )
 
@@ -66,7 +67,7 @@ struct StatusCommand: ParsableCommand {
                 status.serverProblem = error.kind == .serverMismatch || error.kind == .logGap
                 status.reachable = status.serverProblem
             }
-            let code = status.serverProblem ? ExitCodes.failure : ExitCodes.ok
+            let code = status.serverProblem ? ExitCodes.failure : status.reachable ? ExitCodes.ok : ExitCodes.offline
             if json {
                 try printJSON(status)
                 return code

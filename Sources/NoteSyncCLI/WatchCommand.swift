@@ -34,7 +34,7 @@ struct WatchCommand: AsyncParsableCommand {
             (folder, state, config) = try folderOptions.open()
         } catch let error as NoteSyncError {
             FileHandle.standardError.write(Data("notesync: \(error)\n".utf8))
-            throw ExitCode(ExitCodes.failure)
+            throw ExitCode(ExitCodes.code(for: error))
         }
         _ = state
         var options = AgentOptions()
@@ -51,7 +51,7 @@ struct WatchCommand: AsyncParsableCommand {
             try await group.run()
         } catch let error as NoteSyncError {
             FileHandle.standardError.write(Data("notesync: \(error)\n".utf8))
-            throw ExitCode(ExitCodes.failure)
+            throw ExitCode(ExitCodes.code(for: error))
         }
     }
 }

@@ -292,4 +292,37 @@ import Testing
         #expect(!names.contains { $0.hasPrefix(".notesync-tmp-") }, "no cookie is left behind: \(names)")
         #expect(agent.process.isRunning)
     }
+
+    /// One exit code per condition, whatever the command: 1 for a folder that is not a notes folder and for a
+    /// server that is not this folder's, 64 for a bad option, 3 for a server that cannot be reached.
+    @Test func theSameConditionGivesTheSameExitCodeInEveryCommand() throws {
+        let t = try TwoDevices("rails-exit-codes")
+        try t.write(t.a, "a.md", "one\n")
+        try t.sync(t.a)
+        func expectCodes(_ commands: [[String]], _ notes: String, _ code: Int32, _ condition: String) throws {
+            for command in commands {
+                let result = try t.run(command + ["--notes", notes])
+                #expect(result.status == code, "\(condition): \(command) exited \(result.status): \(result.stderr)")
+            }
+        }
+        let notAFolder = t.scratch.path + "/plain"
+        try FileManager.default.createDirectory(atPath: notAFolder, withIntermediateDirectories: true)
+        let all: [[String]] = [["sync"], ["diff"], ["status"], ["conflicts"], ["history", "a.md"], ["restore", "a.md", "--version", "1"],
+                               ["recover"]]
+        try expectCodes(all, notAFolder, 1, "not a notes folder")
+        try expectCodes(all.map { $0 + ["--no-such-option"] } + [["watch", "--no-such-option"]], t.a, 64, "a bad option")
+        try expectCodes([["restore", "a.md", "--version", "99"]], t.a, 64, "a version that does not exist")
+
+        let away = t.server + ".away"
+        #expect(rename(t.server, away) == 0)
+        try expectCodes([["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"], ["recover"]],
+                        t.a, 3, "the server unreachable")
+        let other = try t.run(["server", "init", t.server])
+        #expect(other.status == 0, "\(other.stderr)")
+        try expectCodes([["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"]], t.a, 1,
+                        "another server at the path")
+        try FileManager.default.removeItem(atPath: t.server)
+        #expect(rename(away, t.server) == 0)
+        try expectCodes([["sync"], ["status"]], t.a, 0, "its server back")
+    }
 }
