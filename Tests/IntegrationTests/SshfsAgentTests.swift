@@ -64,8 +64,8 @@ extension SshfsTests {
         let first = try WatchAgent(t.first, pollInterval: interval, scratch: t.host.scratch.path)
         let second = try WatchAgent(t.second, pollInterval: interval, scratch: t.host.scratch.path)
         defer { for agent in [first, second, direct] { agent.stop() } }
-        #expect(direct.status?.serverWatch == "inotify")
-        #expect(first.status?.serverWatch == "polling every 0.5 s", "\(String(describing: first.status))")
+        #expect(direct.status?.serverWatch == .inotify)
+        #expect(first.status?.serverWatch == .polling(every: .milliseconds(500)), "\(String(describing: first.status))")
         let bound = Self.arrivalBound(pollInterval: interval)
 
         try t.write(t.direct, "from-desk.md", "written on the machine that holds the folder\n")

@@ -9,15 +9,15 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     public var token: Int64
     public var lastSync: Int64?
     public var lastError: String?
-    /// How server changes arrive: "inotify" or "polling every N s".
-    public var serverWatch: String
-    /// Set when inotify ran out of watches and the agent fell back to periodic scans.
-    public var localWatch: String
+    /// How server changes arrive.
+    public var serverWatch: ServerWatchMode
+    /// How local changes arrive: inotify, or periodic scans when it ran out of watches or failed.
+    public var localWatch: LocalWatchMode
     /// Local deletes the mass-delete guard holds (nil: none).
     public var heldDeletes: Int?
 
     public init(pid: Int32, started: Int64, online: Bool, pending: Int, token: Int64, lastSync: Int64?,
-                lastError: String?, serverWatch: String, localWatch: String) {
+                lastError: String?, serverWatch: ServerWatchMode, localWatch: LocalWatchMode) {
         self.pid = pid
         self.started = started
         self.online = online

@@ -101,12 +101,6 @@ public final class SyncAgent: Service, Sendable {
 
     // MARK: the agent thread
 
-    private struct Pending {
-        var first: ContinuousClock.Instant
-        var last: ContinuousClock.Instant
-        var size: Int64?
-    }
-
     private func loop(watcher: InotifyWatcher) throws {
         let state = try LocalState(path: folder.database)
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
@@ -127,17 +121,16 @@ public final class SyncAgent: Service, Sendable {
         let poll = options.pollInterval ?? (serverIsLocal && serverRoot != nil ? AgentOptions.localSafetyPoll : AgentOptions.networkPoll)
         var status = AgentStatus(pid: getpid(), started: Clock.nowNanoseconds(), online: false, pending: 0, token: 0,
                                  lastSync: nil, lastError: nil,
-                                 serverWatch: serverRoot != nil ? "inotify" : "polling every \(poll.seconds) s",
-                                 localWatch: "inotify")
+                                 serverWatch: serverRoot != nil ? .inotify : .polling(every: poll), localWatch: .inotify)
         logger.info("agent.started", metadata: ["notes.root": "\(folder.root)", "server.watch": "\(status.serverWatch)"])
 
-        var pending: [String: Pending] = [:]
+        var pending = EventSettler<ContinuousClock.Instant>(options)
         var needFull = true
         var serverDirty = false
         var nextPoll = clock.now
         var nextFull = clock.now + options.fullScanInterval
         var retryAt: ContinuousClock.Instant?
-        var backoff = options.minBackoff
+        var backoff = Backoff(minimum: options.minBackoff, maximum: options.maxBackoff)
         var stopping = false
 
         /// One sync; its report, or the error it ended with (for a command that asked for it).
@@ -182,8 +175,7 @@ public final class SyncAgent: Service, Sendable {
                     }
                     status.online = false
                     status.lastError = report.offlineReason
-                    retryAt = clock.now + backoff
-                    backoff = min(backoff * 2, options.maxBackoff)
+                    retryAt = clock.now + backoff.failed()
                     needFull = true
                 } else {
                     if !status.online { logger.notice("server.online", metadata: ["server.seq": "\(report.token)"]) }
@@ -191,7 +183,7 @@ public final class SyncAgent: Service, Sendable {
                     status.lastSync = Clock.nowNanoseconds()
                     status.lastError = nil
                     retryAt = nil
-                    backoff = options.minBackoff
+                    backoff.succeeded()
                 }
             } catch let error as NoteSyncError {
                 outcome = .failure(error)
@@ -199,14 +191,13 @@ public final class SyncAgent: Service, Sendable {
                 status.lastError = error.description
                 // The changes recorded before the failure (a full server, say) are pending: say so.
                 status.pending = (try? engine.state.outbox().count) ?? status.pending
-                retryAt = clock.now + backoff
-                backoff = min(backoff * 2, options.maxBackoff)
+                retryAt = clock.now + backoff.failed()
                 needFull = true
             } catch {
                 outcome = .failure(error)
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
                 status.lastError = "\(error)"
-                retryAt = clock.now + backoff
+                retryAt = clock.now + backoff.failed()
                 needFull = true
             }
             return outcome
@@ -229,30 +220,23 @@ public final class SyncAgent: Service, Sendable {
                             if case .changed = event { cookiesSeen.insert(path) }
                             continue
                         }
-                        let size = FileIO.lstatInfo(folder.root + "/" + path).map { Int64($0.st_size) }
-                        if var item = pending[path] {
-                            item.last = arrived
-                            item.size = size
-                            pending[path] = item
-                        } else {
-                            pending[path] = Pending(first: arrived, last: arrived, size: size)
-                        }
+                        pending.noted(path, at: arrived, size: FileIO.lstatInfo(folder.root + "/" + path).map { Int64($0.st_size) })
                     }
                 case .overflow:
                     logger.warning("watch.overflow")
                     needFull = true
                 case .watchLimitReached(let message):
                     logger.error("watch.limit", metadata: ["detail": "\(message)"])
-                    status.localWatch = "periodic scans (inotify watch limit reached)"
+                    status.localWatch = .periodicScans(reason: "inotify watch limit reached")
                     nextFull = min(nextFull, arrived + .seconds(30))
                     needFull = true
                 case .failed(let message):
                     logger.error("watch.failed", metadata: ["detail": "\(message)"])
-                    status.localWatch = "periodic scans (inotify failed)"
+                    status.localWatch = .periodicScans(reason: "inotify failed")
                     needFull = true
                 }
             }
-            if status.localWatch != "inotify" { nextFull = min(nextFull, arrived + .seconds(30)) }
+            if status.localWatch != .inotify { nextFull = min(nextFull, arrived + .seconds(30)) }
         }
 
         /// Whether the watch has seen every change made before now: a cookie file written in the notes folder comes
@@ -260,7 +244,7 @@ public final class SyncAgent: Service, Sendable {
         /// cannot be trusted for it (not running on inotify, overflowed, a sync failing) or the cookie does not come
         /// back within two seconds: then a full scan answers.
         func watchIsCurrent() -> Bool {
-            guard status.localWatch == "inotify", !needFull, retryAt == nil else { return false }
+            guard status.localWatch == .inotify, !needFull, retryAt == nil else { return false }
             cookies += 1
             let name = AgentSocket.cookiePrefix + "\(getpid())-\(cookies)"
             let path = folder.root + "/" + name
@@ -309,7 +293,7 @@ public final class SyncAgent: Service, Sendable {
                 var syncOptions = SyncOptions(dryRun: true, withDiffs: true, colorDiffs: asked.colorDiffs,
                                               allowMassDelete: asked.allowMassDelete)
                 syncOptions.forgetServer = asked.recover
-                answer(Result { try engine.sync(syncOptions, only: incremental ? Array(pending.keys) : nil) })
+                answer(Result { try engine.sync(syncOptions, only: incremental ? pending.paths : nil) })
                 return
             }
             if asked.recover {
@@ -335,10 +319,10 @@ public final class SyncAgent: Service, Sendable {
                 AgentSocket.answer(request.fd, response)
                 return
             }
-            let paths = incremental ? Array(pending.keys) : nil
+            let paths = incremental ? pending.paths : nil
             let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete)
             if case .success(let report) = outcome, !report.offline {
-                if let paths { for path in paths { pending[path] = nil } } else {
+                if let paths { pending.remove(paths) } else {
                     pending.removeAll()
                     nextFull = clock.now + options.fullScanInterval
                 }
@@ -358,24 +342,12 @@ public final class SyncAgent: Service, Sendable {
                 nextPoll = now + poll
                 syncNow(nil)
             } else {
-                var ready: [String] = []
-                for (path, item) in pending {
-                    let quiet = now - item.last
-                    let info = FileIO.lstatInfo(folder.root + "/" + path)
-                    let wait = info == nil ? options.deleteSettle : options.settle
-                    if quiet < wait { continue }
-                    if let info, (info.st_mode & S_IFMT) == S_IFREG, item.size != Int64(info.st_size),
-                       now - item.first < options.maxSettle, !stopping {
-                        // Still growing since we last looked: give it another quiet period.
-                        pending[path]?.size = Int64(info.st_size)
-                        pending[path]?.last = now
-                        continue
+                let ready = pending.takeSettled(at: now, flushing: stopping) { path in
+                    FileIO.lstatInfo(folder.root + "/" + path).map {
+                        .init(isRegularFile: ($0.st_mode & S_IFMT) == S_IFREG, size: Int64($0.st_size))
                     }
-                    ready.append(path)
                 }
-                if stopping { ready = Array(pending.keys) }
                 if !ready.isEmpty || serverDirty || now >= nextPoll {
-                    for path in ready { pending[path] = nil }
                     serverDirty = false
                     nextPoll = now + poll
                     syncNow(ready)
@@ -385,7 +357,7 @@ public final class SyncAgent: Service, Sendable {
 
             var deadline = min(nextPoll, nextFull)
             if let retryAt { deadline = min(deadline, retryAt) }
-            for item in pending.values { deadline = min(deadline, item.last + options.settle) }
+            if let settling = pending.nextDeadline { deadline = min(deadline, settling) }
             let timeout = max(0, (deadline - clock.now).seconds)
             _ = wakeup.wait(timeout: .now() + timeout)
 

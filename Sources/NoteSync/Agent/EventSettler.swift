@@ -1,0 +1,138 @@
+import Foundation
+
+/// The settling of the watch's events, as a pure state machine: which changed paths are quiet enough to sync.
+///
+/// A path is acted on once it has been quiet for ``AgentOptions/settle`` (an editor's save is a burst of events),
+/// a missing one only after ``AgentOptions/deleteSettle`` (vim and emacs move a note aside for a moment while saving),
+/// and a file still growing is held back until it stops, at most ``AgentOptions/maxSettle`` after its first event.
+/// The time is passed in, so the machine runs on any clock (the agent's `ContinuousClock`, a test's fake one), as
+/// Syncthing's watch aggregator does.
+struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration {
+    /// What the settler needs to know of a path when it looks again: its kind and size, or nil when it is gone.
+    struct Probe: Equatable {
+        var isRegularFile: Bool
+        var size: Int64
+    }
+
+    private struct Item {
+        var first: Instant
+        var last: Instant
+        /// The size when last looked at (nil: gone or not a file).
+        var size: Int64?
+    }
+
+    let settle: Duration
+    let deleteSettle: Duration
+    let maxSettle: Duration
+    private var items: [String: Item] = [:]
+
+    init(settle: Duration, deleteSettle: Duration, maxSettle: Duration) {
+        self.settle = settle
+        self.deleteSettle = deleteSettle
+        self.maxSettle = maxSettle
+    }
+
+    init(_ options: AgentOptions) {
+        self.init(settle: options.settle, deleteSettle: options.deleteSettle, maxSettle: options.maxSettle)
+    }
+
+    /// The paths waiting to settle.
+    var paths: [String] { Array(items.keys) }
+    var isEmpty: Bool { items.isEmpty }
+
+    /// An event for `path` at `now`; `size` is the file's size then (nil when it is gone or not a file).
+    mutating func noted(_ path: String, at now: Instant, size: Int64?) {
+        if var item = items[path] {
+            item.last = now
+            item.size = size
+            items[path] = item
+        } else {
+            items[path] = Item(first: now, last: now, size: size)
+        }
+    }
+
+    /// The paths that have settled at `now`, taken out of the machine. `probe` looks at a path as it is now.
+    /// With `flushing` (the agent is stopping) every path is taken, settled or not.
+    mutating func takeSettled(at now: Instant, flushing: Bool = false, probe: (String) -> Probe?) -> [String] {
+        if flushing {
+            defer { items.removeAll() }
+            return items.keys.sorted()
+        }
+        var ready: [String] = []
+        for (path, item) in items {
+            let found = probe(path)
+            let wait = found == nil ? deleteSettle : settle
+            if item.last.duration(to: now) < wait { continue }
+            if let found, found.isRegularFile, item.size != found.size, item.first.duration(to: now) < maxSettle {
+                // Still growing since it was last looked at: another quiet period.
+                items[path]?.size = found.size
+                items[path]?.last = now
+                continue
+            }
+            ready.append(path)
+        }
+        for path in ready { items[path] = nil }
+        return ready.sorted()
+    }
+
+    /// Takes `paths` out (a command's sync took them, settled or not).
+    mutating func remove(_ paths: some Sequence<String>) {
+        for path in paths { items[path] = nil }
+    }
+
+    mutating func removeAll() { items.removeAll() }
+
+    /// When the earliest waiting path may settle: the time to look again (nil when nothing waits).
+    var nextDeadline: Instant? { items.values.map { $0.last.advanced(by: settle) }.min() }
+}
+
+/// The agent's retry delay while syncs fail or the server is away: doubles from `minimum` up to `maximum`, back
+/// to `minimum` after a success.
+struct Backoff: Equatable {
+    let minimum: Duration
+    let maximum: Duration
+    private(set) var next: Duration
+
+    init(minimum: Duration, maximum: Duration) {
+        self.minimum = minimum
+        self.maximum = maximum
+        next = minimum
+    }
+
+    /// The delay before the next try after a failure; the one after it is twice as long, up to `maximum`.
+    mutating func failed() -> Duration {
+        defer { next = min(next * 2, maximum) }
+        return next
+    }
+
+    mutating func succeeded() { next = minimum }
+}
+
+/// How the agent learns of local changes.
+public enum LocalWatchMode: Codable, Sendable, Hashable, CustomStringConvertible {
+    case inotify
+    /// inotify cannot be used (its watch limit was reached, or it failed): full scans every 30 s.
+    case periodicScans(reason: String)
+
+    public var description: String {
+        switch self {
+        case .inotify: "inotify"
+        case .periodicScans(let reason): "periodic scans (\(reason))"
+        }
+    }
+}
+
+/// How the agent learns of the server's changes.
+public enum ServerWatchMode: Codable, Sendable, Hashable, CustomStringConvertible {
+    /// inotify on the log folder (a server on a local filesystem), with a slow safety poll.
+    case inotify
+    /// Polling (a network filesystem, whose remote changes raise no inotify event).
+    case polling(every: Duration)
+
+    public var description: String {
+        switch self {
+        case .inotify: "inotify"
+        case .polling(let interval): "polling every \(interval.seconds) s"
+        }
+    }
+}

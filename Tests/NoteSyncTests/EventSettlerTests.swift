@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+@testable import NoteSync
+
+/// A clock's instant the test moves by hand.
+struct FakeInstant: InstantProtocol {
+    var offset: Duration
+
+    static let zero = FakeInstant(offset: .zero)
+
+    func advanced(by duration: Duration) -> FakeInstant { FakeInstant(offset: offset + duration) }
+    func duration(to other: FakeInstant) -> Duration { other.offset - offset }
+    static func < (a: FakeInstant, b: FakeInstant) -> Bool { a.offset < b.offset }
+}
+
+/// The agent's settling of watch events (EventSettler) and its retry backoff, on a fake clock.
+@Suite struct EventSettlerTests {
+    typealias Probe = EventSettler<FakeInstant>.Probe
+
+    func settler() -> EventSettler<FakeInstant> {
+        EventSettler(settle: .milliseconds(30), deleteSettle: .milliseconds(400), maxSettle: .seconds(3))
+    }
+
+    func at(_ milliseconds: Int) -> FakeInstant { .zero.advanced(by: .milliseconds(milliseconds)) }
+
+    @Test func aPathSettlesOnceQuietForTheSettlePeriod() {
+        var settler = settler()
+        let file = Probe(isRegularFile: true, size: 10)
+        settler.noted("a.md", at: at(0), size: 10)
+        settler.noted("a.md", at: at(20), size: 10)
+        #expect(settler.nextDeadline == at(50))
+        #expect(settler.takeSettled(at: at(40)) { _ in file }.isEmpty, "20 ms quiet is not enough")
+        #expect(settler.takeSettled(at: at(50)) { _ in file } == ["a.md"])
+        #expect(settler.isEmpty && settler.nextDeadline == nil)
+    }
+
+    @Test func aMissingPathWaitsTheLongerDeleteDelay() {
+        var settler = settler()
+        settler.noted("gone.md", at: at(0), size: nil)
+        #expect(settler.takeSettled(at: at(100)) { _ in nil }.isEmpty, "vim moves a note aside for a moment")
+        // It came back (the save finished): new since it was looked at, so one quiet period more, then a change.
+        #expect(settler.takeSettled(at: at(100)) { _ in Probe(isRegularFile: true, size: 5) }.isEmpty)
+        #expect(settler.takeSettled(at: at(130)) { _ in Probe(isRegularFile: true, size: 5) } == ["gone.md"])
+        settler.noted("really-gone.md", at: at(200), size: 3)
+        #expect(settler.takeSettled(at: at(599)) { _ in nil }.isEmpty)
+        #expect(settler.takeSettled(at: at(600)) { _ in nil } == ["really-gone.md"])
+    }
+
+    @Test func aGrowingFileIsHeldUntilItStopsOrTheLongestWait() {
+        var settler = settler()
+        settler.noted("big.log", at: at(0), size: 100)
+        var size: Int64 = 100
+        var now = 0
+        var settled: [String] = []
+        // It grows between every look, without events (a writer that does not close): held, then let go at 3 s.
+        while settled.isEmpty && now < 10_000 {
+            now += 30
+            size += 100
+            settled = settler.takeSettled(at: at(now)) { _ in Probe(isRegularFile: true, size: size) }
+        }
+        #expect(settled == ["big.log"])
+        #expect(now >= 3_000 && now < 3_100, "let go once maxSettle has passed: \(now) ms")
+
+        settler.noted("small.md", at: at(0), size: 1)
+        #expect(settler.takeSettled(at: at(30)) { _ in Probe(isRegularFile: true, size: 2) }.isEmpty, "grew since the event")
+        #expect(settler.takeSettled(at: at(60)) { _ in Probe(isRegularFile: true, size: 2) } == ["small.md"], "then stopped")
+    }
+
+    @Test func flushingTakesEverythingAndCommandsTakeWhatTheyAskFor() {
+        var settler = settler()
+        settler.noted("a.md", at: at(0), size: 1)
+        settler.noted("b.md", at: at(0), size: nil)
+        settler.noted("c.md", at: at(0), size: 1)
+        settler.remove(["c.md"])
+        #expect(Set(settler.paths) == ["a.md", "b.md"])
+        #expect(settler.takeSettled(at: at(1), flushing: true) { _ in nil } == ["a.md", "b.md"])
+        #expect(settler.isEmpty)
+    }
+
+    @Test func theBackoffDoublesUpToItsMaximumAndResetsOnSuccess() {
+        var backoff = Backoff(minimum: .milliseconds(500), maximum: .seconds(3))
+        #expect([backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed()]
+                == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(3), .seconds(3)])
+        backoff.succeeded()
+        #expect(backoff.failed() == .milliseconds(500))
+    }
+
+    @Test func watchModesSayWhatTheyAre() throws {
+        #expect(ServerWatchMode.polling(every: .milliseconds(500)).description == "polling every 0.5 s")
+        #expect(LocalWatchMode.periodicScans(reason: "inotify failed").description == "periodic scans (inotify failed)")
+        let data = try JSONEncoder().encode(ServerWatchMode.polling(every: .seconds(1)))
+        #expect(try JSONDecoder().decode(ServerWatchMode.self, from: data) == .polling(every: .seconds(1)))
+    }
+}
