@@ -151,7 +151,7 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         var report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: colorDiffs,
                                                  allowMassDelete: allowMassDelete))
         if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
-            report.warnings += ServerFsck.conflictCopies(in: store, near: report.token)
+            report.warnings += ServerFsck.conflictCopies(in: store, near: report.token).map { SyncWarning(.foreignConflictCopy, $0) }
         }
         if json {
             try printJSON(report)

@@ -42,6 +42,10 @@ import Testing
 
         let preview = try t.run(["diff", "--notes", t.a])
         #expect(preview.status == 0 && !preview.stdout.contains("old/n0.md"), "\(preview.stdout)")
+        // As JSON, the warning says what it is: a script tells held deletes from other warnings without the text.
+        let json = try t.run(["diff", "--notes", t.a, "--json"])
+        let report = try JSONDecoder().decode(SyncReport.self, from: Data(json.stdout.utf8))
+        #expect(report.heldDeletes == 8 && report.warnings.map(\.kind) == [.deletesHeld], "\(json.stdout)")
         let approved = try t.run(["diff", "--notes", t.a, "--allow-mass-delete"])
         #expect(approved.status == 0 && approved.stdout.contains("old/n0.md") && approved.stdout.contains("old/n7.md"),
                 "\(approved.stdout)")

@@ -31,7 +31,7 @@ import Testing
                 #expect(file.path == folder + "cafe\u{301}.md")
                 #expect(Array(file.path.utf8) == Array((folder + "cafe\u{301}.md").utf8))
                 #expect(scan.warnings.contains {
-                    $0.contains("\"\(folder)caf\\u{E9}.md\" and \"\(folder)cafe\\u{301}.md\" are the same name in different Unicode forms")
+                    $0.kind == .unicodeTwin && $0.message.contains("\"\(folder)caf\\u{E9}.md\" and \"\(folder)cafe\\u{301}.md\" are the same name in different Unicode forms")
                 })
             }
             #expect(scan.warnings.count == folders.count, "\(scan.warnings)")

@@ -154,14 +154,14 @@ public final class SyncAgent: Service, Sendable {
                 }
                 if report.heldDeletes > 0 {
                     // Said once per count, not at every sync that holds them.
-                    if status.heldDeletes != report.heldDeletes, let warning = report.warnings.first(where: { $0.contains("deletes are held") }) {
+                    if status.heldDeletes != report.heldDeletes, let warning = report.warnings.first(where: { $0.kind == .deletesHeld }) {
                         logger.warning("sync.deletes.held", metadata: ["detail": "\(warning)"])
                     }
                     status.heldDeletes = report.heldDeletes
                 } else if paths == nil || approved {
                     status.heldDeletes = nil
                 }
-                for warning in report.warnings where !warning.contains("deletes are held") {
+                for warning in report.warnings where warning.kind != .deletesHeld {
                     logger.warning("sync.warning", metadata: ["detail": "\(warning)"])
                 }
                 for change in report.changes where change.kind != .adopt {

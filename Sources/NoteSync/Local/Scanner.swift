@@ -24,7 +24,7 @@ public struct ScanResult: Sendable {
     public var unreadableDirectories: [String] = []
     /// Conflict copies that other sync tools made in the notes folder.
     public var foreignConflicts: [RecordName] = []
-    public var warnings: [String] = []
+    public var warnings: [SyncWarning] = []
     /// Files hashed because their fingerprint changed (the rest reused their base digest).
     public var hashed = 0
     /// The notes whose digest was computed by this scan (new, or fingerprint changed): every other file holds
@@ -192,8 +192,8 @@ public struct Scanner: Sendable {
             case .failure(let error):
                 result.unreadable.insert(candidate.name)
                 let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
-                result.warnings.append("\(error.path ?? candidate.path): cannot be read, left alone (not taken as deleted): \(reason)\n"
-                                       + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again"))
+                result.warnings.append(SyncWarning(.unreadable, "\(error.path ?? candidate.path): cannot be read, left alone (not taken as deleted): \(reason)\n"
+                                       + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again")))
             }
         }
         // A synced note whose name now holds a folder or a link is not deleted: a safety filter skips, it never
@@ -208,8 +208,8 @@ public struct Scanner: Sendable {
             guard let info = FileIO.lstatInfo(root + "/" + name.string), (info.st_mode & S_IFMT) != S_IFREG else { continue }
             result.unreadable.insert(name)
             if (info.st_mode & S_IFMT) == S_IFDIR {
-                result.warnings.append("\(name): a folder now has the name of this synced note; the note is left alone, not deleted\n"
-                                       + "  fix: rename the folder (or delete the note on another device)")
+                result.warnings.append(SyncWarning(.folderOverNote, "\(name): a folder now has the name of this synced note; the note is left alone, not deleted\n"
+                                       + "  fix: rename the folder (or delete the note on another device)"))
             }
         }
 
@@ -289,8 +289,8 @@ public struct Scanner: Sendable {
         } catch let error as NoteSyncError {
             result.unreadableDirectories.append(relative)
             let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
-            result.warnings.append("\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone "
-                                   + "(not taken as deleted): \(reason)\n  fix: let notesync's user read the folder (chmod, chown), then sync again")
+            result.warnings.append(SyncWarning(.unreadable, "\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone "
+                                   + "(not taken as deleted): \(reason)\n  fix: let notesync's user read the folder (chmod, chown), then sync again"))
             return
         }
         let order = listed.entries.indices.sorted { listed.entries[$0].name.utf8.lexicographicallyPrecedes(listed.entries[$1].name.utf8) }
@@ -298,7 +298,7 @@ public struct Scanner: Sendable {
             let item = listed.entries[index]
             let path = relative.isEmpty ? item.name : relative + "/" + item.name
             if !item.isValidUTF8 {
-                result.warnings.append("\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it")
+                result.warnings.append(SyncWarning(.skippedName, "\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it"))
                 continue
             }
             guard let info = listed.infos[index] else { continue }
@@ -337,7 +337,7 @@ public struct Scanner: Sendable {
         let nfc = isASCII ? path : RecordName.nfc(path)
         let name: RecordName
         do { name = try RecordName(validating: nfc) } catch {
-            result.warnings.append("\(DisplayName.escape(path)): skipped: \(error.reason); rename it")
+            result.warnings.append(SyncWarning(.skippedName, "\(DisplayName.escape(path)): skipped: \(error.reason); rename it"))
             return
         }
         switch type {
@@ -347,9 +347,9 @@ public struct Scanner: Sendable {
             if !isASCII && !nfc.utf8.elementsEqual(path.utf8) { result.denormalized = true }
             candidates.append((name, path, StatFingerprint(info)))
         case S_IFLNK:
-            result.warnings.append("\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)")
+            result.warnings.append(SyncWarning(.notANote, "\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)"))
         default:
-            result.warnings.append("\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped")
+            result.warnings.append(SyncWarning(.notANote, "\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped"))
             result.unreadable.insert(name)
         }
     }
@@ -370,9 +370,9 @@ public struct Scanner: Sendable {
                 return false
             }
             if other.utf8.elementsEqual(candidate.path.utf8) { return false }
-            result.warnings.append("\(codePoints(candidate.path)) and \(codePoints(other)) are the same name in different "
+            result.warnings.append(SyncWarning(.unicodeTwin, "\(codePoints(candidate.path)) and \(codePoints(other)) are the same name in different "
                                        + "Unicode forms (as written here); the first is left out of this sync; a sync renames it "
-                                       + "to a conflict copy so that both texts sync")
+                                       + "to a conflict copy so that both texts sync"))
             result.unicodeTwins.append(candidate.path)
             dropped = true
             return true

@@ -96,7 +96,7 @@ extension SyncEngine {
                             baseUpdates.append((name, nil))
                             note(.downloadDelete, name)
                         default:
-                            report.warnings.append("\(name): edited during the sync, not deleted; it syncs next round")
+                            report.warnings.append(SyncWarning(.note, "\(name): edited during the sync, not deleted; it syncs next round"))
                         }
                     } else {
                         baseUpdates.append((name, nil))
@@ -173,7 +173,7 @@ extension SyncEngine {
                     note(.unreadable, name, "cannot be read; left alone")
                 }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                report.warnings.append("\(name): \(error)")
+                report.warnings.append(SyncWarning(.note, "\(name): \(error)"))
             }
         }
         _ = consume plan
@@ -181,7 +181,7 @@ extension SyncEngine {
         // records one by one costs more than the rest of a no-op sync's planning).
         if leavesMemoryToExit && pushes.count < 1000 { OneShotProcess.leaveToExit(Box(scan)) } else { _ = consume scan }
 
-        var bulkWarnings: [String] = []
+        var bulkWarnings: [SyncWarning] = []
         for (name, head, outcome) in try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) {
             switch outcome {
             case .written(let fingerprint):
@@ -246,7 +246,7 @@ extension SyncEngine {
 
     /// Writes notes that are new here in batches of up to 1,000 notes or 32 MB.
     private func writeNewNotes(_ notes: [(name: RecordName, head: RecordHead)], applier: NoteApplier, store: ServerStore,
-                               warnings: inout [String]) throws -> [(RecordName, RecordHead, NoteApplier.Outcome)] {
+                               warnings: inout [SyncWarning]) throws -> [(RecordName, RecordHead, NoteApplier.Outcome)] {
         var written: [(RecordName, RecordHead, NoteApplier.Outcome)] = []
         var start = 0
         while start < notes.count {
@@ -263,7 +263,7 @@ extension SyncEngine {
                     heads.append(head)
                     bytes += text.size
                 } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                    warnings.append("\(name): \(error)")
+                    warnings.append(SyncWarning(.note, "\(name): \(error)"))
                 }
             }
             for (index, outcome) in applier.writeNew(batch).enumerated() {
@@ -271,7 +271,7 @@ extension SyncEngine {
                 case .success(let outcome):
                     written.append((batch[index].name, heads[index], outcome))
                 case .failure(let error):
-                    warnings.append("\(batch[index].name): \(error)")
+                    warnings.append(SyncWarning(.note, "\(batch[index].name): \(error)"))
                 }
             }
         }

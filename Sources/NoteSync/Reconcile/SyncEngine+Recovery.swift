@@ -246,8 +246,8 @@ extension SyncEngine {
                                                                  time: Clock.nowNanoseconds())) }
             report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
             report.conflictCopies.append(copy.description)
-            report.warnings.append("\(Scanner.codePoints(path)) was renamed to \(copy): its name was the same as "
-                                   + "\(original)'s in another Unicode form; both texts sync now")
+            report.warnings.append(SyncWarning(.unicodeTwin, "\(Scanner.codePoints(path)) was renamed to \(copy): its name was the same as "
+                                   + "\(original)'s in another Unicode form; both texts sync now"))
             copies.append(copy.string)
         }
         scan.unicodeTwins = []

@@ -49,7 +49,7 @@ extension SyncEngine {
         }
         var report = try sync(options)
         // The second sync says what is held now (the restored note may have ended a mass delete).
-        let earlier = before.warnings.filter { before.heldDeletes == 0 || !$0.contains("these deletes are held") }
+        let earlier = before.warnings.filter { $0.kind != .deletesHeld }
         report.warnings = earlier + report.warnings.filter { !earlier.contains($0) }
         return RestoreResult(report: report, keptAs: keptAs)
     }

@@ -144,10 +144,10 @@ public final class SyncEngine {
             phases.lap("scan")
         }
         report.hashed = scan.hashed
-        if options.checksClock { report.warnings += futureTimes(scan) }
+        if options.checksClock { report.warnings += futureTimes(scan).map { SyncWarning(.clock, $0) } }
         report.warnings += scan.warnings
         report.warnings += scan.foreignConflicts.map {
-            "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it"
+            SyncWarning(.foreignConflictCopy, "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it")
         }
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
@@ -253,11 +253,11 @@ public final class SyncEngine {
                     do {
                         report.changes.append(try describe(step, scan: scan, bases: bases, zone: zone, store: store, options: options))
                     } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                        report.warnings.append("\(step.name): \(error)")
+                        report.warnings.append(SyncWarning(.note, "\(step.name): \(error)"))
                     }
                 }
                 report.conflictCopies = report.changes.filter { $0.kind == .conflict }.compactMap(\.detail)
-                report.warnings += zone.problems
+                report.warnings += zone.problems.map { SyncWarning(.server, $0) }
                 report.pending = plan.filter { if case .push = $0.decision { true } else { false } }.count
                 report.token = zone.token
                 return report
@@ -277,9 +277,9 @@ public final class SyncEngine {
             scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) })
         }
         if paths == nil { store.removeOwnTemps() }
-        if options.checksClock, let skew = clockSkewWarning(store) { report.warnings.append(skew) }
+        if options.checksClock, let skew = clockSkewWarning(store) { report.warnings.append(SyncWarning(.clock, skew)) }
         report.token = zone.token
-        report.warnings += zone.problems
+        report.warnings += zone.problems.map { SyncWarning(.server, $0) }
         // Reported once, when read (as a one-shot sync does): the agent's next syncs start from this zone.
         zone.quarantined.removeAll()
         zone.damaged.removeAll()
@@ -437,7 +437,7 @@ public final class SyncEngine {
         guard gone >= 3 && gone * 2 > total, !options.allowMassDelete else { return }
         plan.removeAll(where: isLocalDelete)
         report.heldDeletes = gone
-        report.warnings.append(Self.massDeleteWarning(gone, of: total, root: folder.root))
+        report.warnings.append(SyncWarning(.deletesHeld, Self.massDeleteWarning(gone, of: total, root: folder.root)))
     }
 
     /// What the guard says, and how to go on.

@@ -41,7 +41,7 @@ public struct SyncReport: Codable, Sendable {
     public var changes: [PlannedChange] = []
     /// Conflict copies made (or that would be made).
     public var conflictCopies: [String] = []
-    public var warnings: [String] = []
+    public var warnings: [SyncWarning] = []
     public var offline = false
     public var offlineReason: String?
     /// Local changes still waiting for the server.

@@ -709,7 +709,7 @@ final class SimRunner {
             if !committed.isEmpty {
                 findings.harness.append("\(at): \(who)'s sync held \(report.heldDeletes) deletes but committed \(committed)")
             }
-            let others = report.warnings.filter { !$0.contains("these deletes are held") }
+            let others = report.warnings.filter { $0.kind != .deletesHeld }
             if !others.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(others)") }
             model.partlySynced(device.index)
             device.needFull = true

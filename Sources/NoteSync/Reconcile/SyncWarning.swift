@@ -1,0 +1,39 @@
+import Foundation
+
+/// Something a sync reports without failing: a note left alone, a name skipped, a server problem, deletes held.
+/// Each says what it is about and the fix; its kind lets the agent, the command line and the tests tell them
+/// apart without reading the text.
+public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible {
+    public enum Kind: String, Codable, Sendable {
+        /// A note or folder that cannot be read or listed: left alone, never taken as deleted.
+        case unreadable
+        /// A name notesync cannot sync (not UTF-8, unsafe, reserved): skipped until renamed.
+        case skippedName = "skipped-name"
+        /// A symbolic link, FIFO, socket or device: never synced.
+        case notANote = "not-a-note"
+        /// A folder where a synced note was: the note is left alone.
+        case folderOverNote = "folder-over-note"
+        /// Two names that differ only in Unicode form.
+        case unicodeTwin = "unicode-twin"
+        /// A note modified in the future, or a clock far from the server's.
+        case clock
+        /// A conflict copy another sync tool made, in the notes folder or inside the server.
+        case foreignConflictCopy = "foreign-conflict-copy"
+        /// The server's log holds a change or entry that is skipped (quarantined, damaged).
+        case server
+        /// Local deletes held by the mass-delete guard.
+        case deletesHeld = "deletes-held"
+        /// A note that could not be written or deleted this time, or was edited during the sync.
+        case note
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
