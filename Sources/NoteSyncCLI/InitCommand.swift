@@ -81,8 +81,8 @@ struct InitCommand: ParsableCommand {
             let store = try ServerStore(root: serverRoot, device: id, logger: logger)
             // Bound to this server's id: another server found at this path later (a share not mounted and a new
             // server made in its place, another server mounted there) is refused, never synced into.
-            try state.setMeta(["device.id": id, "device.name": name, "server.path": serverRoot,
-                               FolderConfig.serverIDKey: store.marker.id, "created": String(Clock.nowNanoseconds())])
+            try state.setMeta([.deviceID: id, .deviceName: name, .serverPath: serverRoot, .serverID: store.marker.id,
+                               .created: String(Clock.nowNanoseconds())])
             try? store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: Clock.nowNanoseconds(), token: 0))
             print("notes folder \(DisplayName.escape(folder.root)) is now synced with \(DisplayName.escape(serverRoot)) as device \"\(name)\"")
             print("next: `notesync sync --notes \(folder.root)` (or `notesync diff` to see what it would do)")

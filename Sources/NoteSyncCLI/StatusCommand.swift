@@ -46,9 +46,9 @@ struct StatusCommand: ParsableCommand {
                                 reachable: false, token: try state.zoneState().token,
                                 pending: try state.outbox().values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
                                 conflicts: try openConflicts(folder, state).map(\.copy.description),
-                                lastSync: try state.meta("last.sync").flatMap(Int64.init).map(formatTime),
-                                lastError: try state.meta("last.error"))
-            status.heldDeletes = try state.meta(SyncEngine.heldDeletesKey).flatMap { Int($0) }
+                                lastSync: try state.meta(.lastSync).flatMap(Int64.init).map(formatTime),
+                                lastError: try state.meta(.lastError))
+            status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
             status.agent = AgentStatus.read(folder)
             if let held = status.agent?.heldDeletes { status.heldDeletes = held }
             if let agent = status.agent {

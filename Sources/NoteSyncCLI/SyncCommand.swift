@@ -86,7 +86,7 @@ struct RecoverCommand: ParsableCommand {
                 // The agent running on the folder recovers, as it syncs on our behalf.
                 guard let code = try askAgent(folder, AgentSocket.Request(recover: true), json: json) else { throw error }
                 if code == ExitCodes.ok && !json {
-                    print("recovered: this notes folder now syncs with server \(try state.meta(FolderConfig.serverIDKey) ?? "?")")
+                    print("recovered: this notes folder now syncs with server \(try state.meta(.serverID) ?? "?")")
                 }
                 return code
             } catch let error as NoteSyncError where error.kind == .locked {
@@ -104,7 +104,7 @@ struct RecoverCommand: ParsableCommand {
                 }
                 // Refused before anything changes: a recovery never makes a server.
                 _ = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
-                if !dryRun { try state.setMeta(["server.path": config.server]) }
+                if !dryRun { try state.setMeta([.serverPath: config.server]) }
             }
             let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
             var options = SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json)
@@ -112,7 +112,7 @@ struct RecoverCommand: ParsableCommand {
             let report = try engine.sync(options)
             if json { try printJSON(report) } else { printReport(report) }
             if !dryRun && !json {
-                print("recovered: this notes folder now syncs with server \(try state.meta(FolderConfig.serverIDKey) ?? "?") at \(DisplayName.escape(config.server))")
+                print("recovered: this notes folder now syncs with server \(try state.meta(.serverID) ?? "?") at \(DisplayName.escape(config.server))")
             }
             try state.close()
             return ExitCodes.ok

@@ -166,11 +166,11 @@ public final class LocalState: Sendable {
 
     // MARK: meta
 
-    public func meta(_ key: String) throws -> String? {
-        try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) }
+    public func meta(_ key: MetaKey) throws -> String? {
+        try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key.rawValue]) }
     }
 
-    public func setMeta(_ values: [String: String?]) throws {
+    public func setMeta(_ values: [MetaKey: String?]) throws {
         try update { batch in
             for (key, value) in values { try batch.setMeta(key, value) }
         }
@@ -201,12 +201,12 @@ public final class LocalState: Sendable {
     /// The server state as last fetched (token and heads), so a sync reads only the entries after it.
     public func zoneState() throws -> ZoneState {
         try queue.read { db in
-            var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") ?? "0") ?? 0,
-                                  chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain'").flatMap(ContentDigest.init(hex:)))
-            if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain.earlier'") {
+            var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.token.rawValue]) ?? "0") ?? 0,
+                                  chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chain.rawValue]).flatMap(ContentDigest.init(hex:)))
+            if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainEarlier.rawValue]) {
                 state.earlier = stored.split(separator: ",", omittingEmptySubsequences: false).map { ContentDigest(hex: String($0)) }
             }
-            state.verifiedTail = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'chain.file'")
+            state.verifiedTail = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainFile.rawValue])
                 .flatMap(StatFingerprint.init(stored:))
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
@@ -380,14 +380,13 @@ public final class LocalState: Sendable {
                 statement.bind(9, head.unverifiedSince)
                 try statement.run()
             }
-            try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('token', ?)", arguments: [String(token)])
+            try setMeta(.token, String(token))
             if let chain {
-                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('chain', ?)", arguments: [chain.hex])
+                try setMeta(.chain, chain.hex)
             } else {
-                try db.execute(sql: "DELETE FROM meta WHERE key = 'chain'")
+                try setMeta(.chain, nil)
             }
-            try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES ('chain.earlier', ?)",
-                           arguments: [earlier.map { $0?.hex ?? "" }.joined(separator: ",")])
+            try setMeta(.chainEarlier, earlier.map { $0?.hex ?? "" }.joined(separator: ","))
         }
 
         public func queue(_ item: OutboxItem) throws {
@@ -479,22 +478,50 @@ public final class LocalState: Sendable {
         /// Forgets the heads, token and chain: the next fetch reads the whole log again.
         public func forgetZone() throws {
             try db.execute(sql: "DELETE FROM head")
-            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.earlier', 'chain.file')")
+            for key: MetaKey in [.token, .chain, .chainEarlier, .chainFile] { try setMeta(key, nil) }
         }
 
         public func forgetServer(bindingTo serverID: String) throws {
             try db.execute(sql: "DELETE FROM base")
             try db.execute(sql: "DELETE FROM head")
-            try db.execute(sql: "DELETE FROM meta WHERE key IN ('token', 'chain', 'chain.earlier', 'chain.file', 'planned.token')")
-            try setMeta("server.id", serverID)
+            for key: MetaKey in [.token, .chain, .chainEarlier, .chainFile, .plannedToken] { try setMeta(key, nil) }
+            try setMeta(.serverID, serverID)
         }
 
-        public func setMeta(_ key: String, _ value: String?) throws {
+        public func setMeta(_ key: MetaKey, _ value: String?) throws {
             if let value {
-                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
+                try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key.rawValue, value])
             } else {
-                try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
+                try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key.rawValue])
             }
         }
     }
+}
+
+/// The keys of the local state's `meta` table: the folder's identity and configuration, and what syncs keep between
+/// runs. Named once here, so that the engine, the agent and the commands cannot disagree on a spelling.
+public enum MetaKey: String, CaseIterable, Sendable {
+    /// This device: its id (in log entries) and its name (in conflict copies).
+    case deviceID = "device.id"
+    case deviceName = "device.name"
+    /// When `init` made the folder.
+    case created
+    /// The server folder's path and the id of the server the folder is bound to (its marker's).
+    case serverPath = "server.path"
+    case serverID = "server.id"
+    /// The change token, the chain digest of the entry at it, those of the entries before it (`ZoneState.earlier`),
+    /// and the stat fingerprint of the entry file last verified.
+    case token
+    case chain
+    case chainEarlier = "chain.earlier"
+    case chainFile = "chain.file"
+    /// The token the last finished sync planned up to.
+    case plannedToken = "planned.token"
+    /// The voided slots this device has checked its heads and bases against.
+    case voidsSeen = "voids.seen"
+    /// Local deletes held by the mass-delete guard (absent: none).
+    case heldDeletes = "held.deletes"
+    /// The time of the last sync that reached the server, and the error the last one ended with.
+    case lastSync = "last.sync"
+    case lastError = "last.error"
 }

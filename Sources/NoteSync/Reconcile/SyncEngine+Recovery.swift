@@ -153,8 +153,6 @@ extension SyncEngine {
 }
 
 extension SyncEngine {
-    /// The local state's key for the void entries this device has looked at (a comma-separated list of slots).
-    static let voidsSeenKey = "voids.seen"
 
     /// The slots fsck sealed with a void entry (their entry lost from the server: deleted, or never delivered by a
     /// replicating tool) that this device had read as real entries before: its heads and bases still hold what
@@ -167,13 +165,13 @@ extension SyncEngine {
     func lostEntriesRead(_ store: ServerStore, zone: ZoneState, bases: [RecordName: BaseRecord]) throws -> LostEntries {
         let voids = try store.voidedSlots()
         guard !voids.isEmpty else { return LostEntries() }
-        let seen = Set((try state.meta(Self.voidsSeenKey) ?? "").split(separator: ",").compactMap { Int64($0) })
+        let seen = Set((try state.meta(.voidsSeen) ?? "").split(separator: ",").compactMap { Int64($0) })
         let fresh = voids.filter { !seen.contains($0) }
         guard !fresh.isEmpty else { return LostEntries() }
         let tags = Set(zone.heads.values.map(\.tag)).union(bases.values.map(\.tag))
         let found = LostEntries(slots: fresh.filter { tags.contains($0) },
                                 seen: seen.union(fresh).sorted().map(String.init).joined(separator: ","))
-        if found.slots.isEmpty { try state.setMeta([Self.voidsSeenKey: found.seen]) }
+        if found.slots.isEmpty { try state.setMeta([.voidsSeen: found.seen]) }
         return found
     }
 
@@ -206,7 +204,7 @@ extension SyncEngine {
                 }
                 requeued += names
             }
-            try batch.setMeta(Self.voidsSeenKey, lost.seen)
+            try batch.setMeta(.voidsSeen, lost.seen)
         }
         return requeued
     }

@@ -46,17 +46,14 @@ public struct FolderConfig: Sendable, Hashable {
         self.serverID = serverID
     }
 
-    /// The local state's key for ``serverID``.
-    public static let serverIDKey = "server.id"
-
     public init(state: LocalState, folder: NotesFolder) throws {
-        guard let id = try state.meta("device.id"), let name = try state.meta("device.name"),
-              let server = try state.meta("server.path") else {
+        guard let id = try state.meta(.deviceID), let name = try state.meta(.deviceName),
+              let server = try state.meta(.serverPath) else {
             throw NoteSyncError(.notInitialized, path: folder.database, "holds no device or server",
                                 fix: "run `notesync init --notes \(folder.root) --server DIR` again: it moves this state aside and "
                                     + "starts afresh, keeping every note")
         }
-        self.init(deviceID: id, deviceName: name, server: server, serverID: try state.meta(Self.serverIDKey))
+        self.init(deviceID: id, deviceName: name, server: server, serverID: try state.meta(.serverID))
     }
 }
 
@@ -94,10 +91,6 @@ public final class SyncEngine {
         self.boundServerID = config.serverID
     }
 
-    /// The local state's key for the token a finished sync planned and applied up to.
-    static let plannedTokenKey = "planned.token"
-    /// The local state's key for the number of local deletes the mass-delete guard holds.
-    public static let heldDeletesKey = "held.deletes"
     /// The file `notesync sync --allow-mass-delete` leaves for a running agent: its next sync lets the held
     /// deletes through, then removes it.
     public static func massDeleteApproval(_ folder: NotesFolder) -> String { folder.stateDirectory + "/mass-delete.approved" }
@@ -185,7 +178,7 @@ public final class SyncEngine {
         var made = Set<RecordName>()
         // The token the last finished sync planned up to: heads after it were fetched by this sync or by one that
         // did not finish (killed, or the server gone before it applied anything).
-        let plannedBefore = options.forgetServer ? 0 : Int64(try state.meta(Self.plannedTokenKey) ?? "") ?? 0
+        let plannedBefore = options.forgetServer ? 0 : Int64(try state.meta(.plannedToken) ?? "") ?? 0
         // Entries this device read that were lost from the server since (fsck sealed their slots): the heads folded
         // from them are read again from the log, then what they changed is queued again.
         let lostCommits = !options.dryRun && paths == nil ? try lostEntriesRead(store, zone: zone, bases: bases) : LostEntries()
@@ -284,11 +277,11 @@ public final class SyncEngine {
         zone.quarantined.removeAll()
         zone.damaged.removeAll()
         report.pending = try state.outboxCount()
-        var meta: [String: String?] = ["last.sync": String(Clock.nowNanoseconds()), "last.error": nil,
-                                       Self.plannedTokenKey: String(zone.token), "chain.file": zone.verifiedTail?.stored]
+        var meta: [MetaKey: String?] = [.lastSync: String(Clock.nowNanoseconds()), .lastError: nil,
+                                       .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored]
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
         if paths == nil || report.heldDeletes > 0 {
-            meta[Self.heldDeletesKey] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
+            meta[.heldDeletes] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
         }
         try state.setMeta(meta)
         if zone.token != lastReportedToken {
@@ -318,7 +311,7 @@ public final class SyncEngine {
         } else if let bound = boundServerID {
             try opened.requireID(bound)
         } else if binding {
-            try state.setMeta([FolderConfig.serverIDKey: opened.marker.id])
+            try state.setMeta([.serverID: opened.marker.id])
             boundServerID = opened.marker.id
         }
         store = opened
@@ -354,7 +347,7 @@ public final class SyncEngine {
 
     /// Records a condition that stops syncing (for `status` and the agent's log) and returns it to throw.
     private func stopped(_ error: NoteSyncError, _ options: SyncOptions) throws -> NoteSyncError {
-        if !options.dryRun { try state.setMeta(["last.error": error.description]) }
+        if !options.dryRun { try state.setMeta([.lastError: error.description]) }
         logger.debug("server.problem", metadata: ["detail": "\(error)"])
         return error
     }
@@ -506,7 +499,7 @@ public final class SyncEngine {
         report.offline = true
         report.offlineReason = error.description
         report.pending = try state.outboxCount()
-        if !options.dryRun { try state.setMeta(["last.error": error.description]) }
+        if !options.dryRun { try state.setMeta([.lastError: error.description]) }
         logger.notice("server.unreachable", metadata: ["server.path": "\(config.server)"])
         return report
     }

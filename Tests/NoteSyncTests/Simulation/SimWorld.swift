@@ -282,7 +282,7 @@ final class SimDevice {
 
     /// The configuration a process reads from the local state (the server id it is bound to included).
     private static func config(id: String, name: String, server: String, state: LocalState) throws -> FolderConfig {
-        FolderConfig(deviceID: id, deviceName: name, server: server, serverID: try state.meta(FolderConfig.serverIDKey))
+        FolderConfig(deviceID: id, deviceName: name, server: server, serverID: try state.meta(.serverID))
     }
 }
 
