@@ -39,8 +39,11 @@ extension SyncEngine {
         }
         // Only a note that holds its synced text is replaced as it is; any other text is displaced and kept.
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
-        let outcome = try applier.write(name, path: name.string, data: data, modified: Clock.nowNanoseconds(),
-                                        expected: try state.bases()[name]?.digest)
+        let base = try state.bases()[name]
+        // The synced version brought back (a note deleted here, the delete not synced): the note is as synced, its
+        // mtime the record's, and nothing is pushed. Any other version is a new save, made now.
+        let modified = base?.digest == text.sha256 ? base?.modified ?? Clock.nowNanoseconds() : Clock.nowNanoseconds()
+        let outcome = try applier.write(name, path: name.string, data: data, modified: modified, expected: base?.digest)
         var keptAs: String?
         if case .writtenKeepingLocalEdit(_, let copy) = outcome {
             try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: name, device: config.deviceName,

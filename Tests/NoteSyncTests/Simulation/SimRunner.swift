@@ -177,6 +177,9 @@ final class SimRunner {
             let destination = SimSchedule.pool[destinationIndex % SimSchedule.pool.count]
             guard source != destination, let moved = try read(device, source) else { return }
             let replaced = try read(device, destination)
+            // A text moved over the same text changes only the note's mtime, which is not a change to sync.
+            // So does a text moved to a name whose record holds it (a note moved away and its copy moved back).
+            if replaced == moved || (try? serverNotes())?[destination]?.data == moved { touched.insert(destination) }
             noteActedOn(device, source)
             try FileIO.makeDirectories(parent(device.folder.root + "/" + destination))
             try check(rename(device.folder.root + "/" + source, device.folder.root + "/" + destination) == 0, "mv \(source)")
@@ -273,9 +276,17 @@ final class SimRunner {
         let versions = try savedVersions(note)
         guard !versions.isEmpty else { return }
         let version = versions[versions.count - 1 - back % versions.count]
+        // The restore's first step is a full sync (it pushes the text it will replace): run as one, checked as one,
+        // so that what the restore itself changes is judged against the state after it.
+        try sync(device, fault: nil, full: true)
+        guard !device.offline, !serverDown, !serverHistoryBroken else { return }
         let before = try read(device, note)
-        // What the restore replaces: the note here and, after its first sync, the server's text of it.
-        let replaced = Set((before.map(SyncHarness.lines) ?? []) + ((try serverNotes())[note].map { SyncHarness.lines($0.data) } ?? []))
+        if Self.tracing, let name = try? RecordName(validating: note) {
+            let base = try device.state.bases()[name]
+            trace("  before the restore: base \(base.map { "\($0.tag) \($0.digest.hex.prefix(8)) \($0.modified)" } ?? "none"), file "
+                  + "\(before.map { ContentDigest(of: $0).hex.prefix(8) } ?? "none") "
+                  + "\(FileIO.lstatInfo(device.folder.root + "/" + note).map { StatFingerprint($0).mtime } ?? 0)")
+        }
         noteActedOn(device, note)
         figures.operations += 1
         figures.syncs += 1
@@ -289,6 +300,11 @@ final class SimRunner {
             return
         }
         figures.restores += 1
+        if Self.tracing, let name = try? RecordName(validating: note) {
+            let base = try device.state.bases()[name]
+            trace("  after the restore: base \(base.map { "\($0.tag) \($0.digest.hex.prefix(8)) \($0.modified)" } ?? "none"), file "
+                  + "\(FileIO.lstatInfo(device.folder.root + "/" + note).map { StatFingerprint($0).mtime } ?? 0)")
+        }
         let restored = try FileIO.read(ServerLayout(root: serverRoot).assetPath(version.text.sha256)) ?? Data()
         trace("  \(device.name) restored \(note) to version \(version.seq)\(result.keptAs.map { ", kept \($0)" } ?? ""): "
               + result.report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
@@ -308,9 +324,8 @@ final class SimRunner {
                                            + "server's history nor kept: \(SyncHistoryRunner.show(before))")
             }
         }
-        // A restore decides the note exists with that text, even where it already had it (the server may not).
-        let after = SyncHarness.lines(restored)
-        model.wrote(device: device.index, note: note, before: Set(after) == replaced ? [] : replaced.sorted(), after: after)
+        // The user's write of the restored text (nothing, where the note already held it: no version is made).
+        model.wrote(device: device.index, note: note, before: before.map(SyncHarness.lines) ?? [], after: SyncHarness.lines(restored))
         everSeen.insert(note)
         device.dirty.insert(note)
         if let copy = result.keptAs { everSeen.insert(copy) }
@@ -992,7 +1007,7 @@ final class SimRunner {
     /// The notes of `device` and their texts' lines, for the trace.
     private func traceNotes(_ device: SimDevice) throws {
         for (name, data) in try notes(device).sorted(by: { $0.key < $1.key }) {
-            trace("    \(device.name) has \(name): \(SyncHarness.lines(data).joined(separator: " | "))")
+            trace("    \(device.name) has \(name): \(SyncHarness.lines(data).joined(separator: " | ")) @\(FileIO.lstatInfo(device.folder.root + "/" + name).map { StatFingerprint($0).mtime % 100_000_000_000 } ?? 0)")
         }
     }
 
