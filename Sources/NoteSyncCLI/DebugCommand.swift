@@ -49,8 +49,10 @@ struct CommitLoad: ParsableCommand {
                     if item.delete, let head = state.heads[item.name], !head.deleted {
                         changes.append(.delete(item.name, base: base, modified: Clock.nowNanoseconds()))
                     } else {
-                        changes.append(.save(item.name, base: base, text: try store.putAsset(item.data),
-                                             modified: Clock.nowNanoseconds()))
+                        changes.append(
+                            .save(
+                                item.name, base: base, text: try store.putAsset(item.data),
+                                modified: Clock.nowNanoseconds()))
                     }
                 }
                 switch try store.commit(changes, into: &state) {

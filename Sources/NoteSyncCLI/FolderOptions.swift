@@ -12,15 +12,17 @@ struct FolderOptions: ParsableArguments {
         if let notes {
             let folder = NotesFolder(root: notes)
             guard folder.isInitialized else {
-                throw NoteSyncError(.notInitialized, path: folder.root, "is not a notesync notes folder",
-                                    fix: "run `notesync init --notes \(folder.root) --server DIR`")
+                throw NoteSyncError(
+                    .notInitialized, path: folder.root, "is not a notesync notes folder",
+                    fix: "run `notesync init --notes \(folder.root) --server DIR`")
             }
             return folder
         }
         guard let folder = NotesFolder.enclosing(FileManager.default.currentDirectoryPath) else {
-            throw NoteSyncError(.notInitialized, path: FileManager.default.currentDirectoryPath,
-                                "is not inside a notesync notes folder",
-                                fix: "cd into your notes folder, pass --notes DIR, or run `notesync init`")
+            throw NoteSyncError(
+                .notInitialized, path: FileManager.default.currentDirectoryPath,
+                "is not inside a notesync notes folder",
+                fix: "cd into your notes folder, pass --notes DIR, or run `notesync init`")
         }
         return folder
     }

@@ -83,8 +83,9 @@ struct RestoreCommand: ParsableCommand {
                 let request = AgentSocket.Request(restore: .init(note: name.string, version: version))
                 guard let answer = try AgentSocket.requestSync(folder, request) else { throw error }
                 guard let report = answer.report else {
-                    throw NoteSyncError(answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
-                                        "the agent's restore failed: \(answer.error ?? "no reason given")")
+                    throw NoteSyncError(
+                        answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
+                        "the agent's restore failed: \(answer.error ?? "no reason given")")
                 }
                 result = SyncEngine.RestoreResult(report: report, keptAs: answer.keptAs)
             }

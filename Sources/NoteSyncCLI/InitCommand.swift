@@ -27,30 +27,36 @@ struct InitCommand: ParsableCommand {
                 // A state that cannot be read (emptied, damaged, replaced by a checkout) is moved aside and made
                 // afresh; the notes stay, and the first sync adopts the ones the server has.
                 guard let damaged = Self.unreadableState(folder) else {
-                    throw NoteSyncError(.usage, path: folder.root, "is already a notesync notes folder",
-                                        fix: "run `notesync sync` there; to move it to another server, `notesync recover --server DIR`")
+                    throw NoteSyncError(
+                        .usage, path: folder.root, "is already a notesync notes folder",
+                        fix: "run `notesync sync` there; to move it to another server, `notesync recover --server DIR`")
                 }
                 let aside = folder.database + ".damaged-" + String(Clock.nowNanoseconds())
                 for suffix in ["", "-wal", "-shm"] where FileIO.lstatInfo(folder.database + suffix) != nil {
                     guard rename(folder.database + suffix, aside + suffix) == 0 else {
-                        throw NoteSyncError(.io, path: folder.database + suffix, "cannot be moved aside",
-                                            fix: "check the permissions of \(folder.stateDirectory)", errno: errno)
+                        throw NoteSyncError(
+                            .io, path: folder.database + suffix, "cannot be moved aside",
+                            fix: "check the permissions of \(folder.stateDirectory)", errno: errno)
                     }
                 }
                 print("the local state could not be read (\(damaged)); moved it to \(aside) and starting afresh: every note stays")
             }
             if let outer = NotesFolder.enclosing(FileIO.parent(of: folder.root)) {
-                throw NoteSyncError(.usage, path: folder.root, "is inside the notes folder \(outer.root): notes folders cannot nest "
-                                        + "(the inner one would sync into the outer one's server again at every sync)",
-                                    fix: "use a folder outside \(outer.root), or sync the notes there through \(outer.root)")
+                throw NoteSyncError(
+                    .usage, path: folder.root,
+                    "is inside the notes folder \(outer.root): notes folders cannot nest "
+                        + "(the inner one would sync into the outer one's server again at every sync)",
+                    fix: "use a folder outside \(outer.root), or sync the notes there through \(outer.root)")
             }
             if let inner = folder.nestedNotesFolder() {
-                throw NoteSyncError(.usage, path: folder.root, "holds the notes folder \(inner.root): notes folders cannot nest",
-                                    fix: "use a folder that holds no notes folder, or keep using \(inner.root) as it is")
+                throw NoteSyncError(
+                    .usage, path: folder.root, "holds the notes folder \(inner.root): notes folders cannot nest",
+                    fix: "use a folder that holds no notes folder, or keep using \(inner.root) as it is")
             }
             if serverRoot == folder.root || serverRoot.hasPrefix(folder.root + "/") || folder.root.hasPrefix(serverRoot + "/") {
-                throw NoteSyncError(.usage, path: serverRoot, "the server and the notes folder must not contain each other",
-                                    fix: "choose a server folder outside the notes folder")
+                throw NoteSyncError(
+                    .usage, path: serverRoot, "the server and the notes folder must not contain each other",
+                    fix: "choose a server folder outside the notes folder")
             }
             let id = FileIO.randomToken(bytes: 8)
             do {
@@ -58,17 +64,21 @@ struct InitCommand: ParsableCommand {
             } catch let error as NoteSyncError where error.kind == .notAServer || error.kind == .serverUnreachable {
                 // The fix depends on what is there: only an empty or missing folder can become a new server.
                 if let info = FileIO.lstatInfo(serverRoot), (info.st_mode & S_IFMT) != S_IFDIR {
-                    throw NoteSyncError(.usage, path: serverRoot, "is a file, not a folder",
-                                        fix: "give the server's folder (or a new folder's path) as --server")
+                    throw NoteSyncError(
+                        .usage, path: serverRoot, "is a file, not a folder",
+                        fix: "give the server's folder (or a new folder's path) as --server")
                 }
                 if let names = try FileIO.list(serverRoot), !names.isEmpty {
-                    throw NoteSyncError(.usage, path: serverRoot, "holds other files and no notesync server",
-                                        fix: "if the server lives on a share, mount it there; for a new server, give an empty or new folder")
+                    throw NoteSyncError(
+                        .usage, path: serverRoot, "holds other files and no notesync server",
+                        fix: "if the server lives on a share, mount it there; for a new server, give an empty or new folder")
                 }
                 guard createServer else {
-                    throw NoteSyncError(.usage, path: serverRoot, "is not a notesync server (it is \(error.kind == .serverUnreachable ? "missing" : "empty"))",
-                                        fix: "if the server lives on a share, mount it there; if this is the first device of a new server, "
-                                            + "add --create-server")
+                    throw NoteSyncError(
+                        .usage, path: serverRoot,
+                        "is not a notesync server (it is \(error.kind == .serverUnreachable ? "missing" : "empty"))",
+                        fix: "if the server lives on a share, mount it there; if this is the first device of a new server, "
+                            + "add --create-server")
                 }
                 try ServerStore.create(root: serverRoot, logger: logger)
                 print("created a new server in \(DisplayName.escape(serverRoot))")
@@ -81,10 +91,14 @@ struct InitCommand: ParsableCommand {
             let store = try ServerStore(root: serverRoot, device: id, logger: logger)
             // Bound to this server's id: another server found at this path later (a share not mounted and a new
             // server made in its place, another server mounted there) is refused, never synced into.
-            try state.setMeta([.deviceID: id, .deviceName: name, .serverPath: serverRoot, .serverID: store.marker.id,
-                               .created: String(Clock.nowNanoseconds())])
+            try state.setMeta([
+                .deviceID: id, .deviceName: name, .serverPath: serverRoot, .serverID: store.marker.id,
+                .created: String(Clock.nowNanoseconds())
+            ])
             try? store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: Clock.nowNanoseconds(), token: 0))
-            print("notes folder \(DisplayName.escape(folder.root)) is now synced with \(DisplayName.escape(serverRoot)) as device \"\(name)\"")
+            print(
+                "notes folder \(DisplayName.escape(folder.root)) is now synced with \(DisplayName.escape(serverRoot)) as device \"\(name)\""
+            )
             print("next: `notesync sync --notes \(folder.root)` (or `notesync diff` to see what it would do)")
             return ExitCodes.ok
         }
@@ -106,8 +120,10 @@ struct InitCommand: ParsableCommand {
 
     /// Device names go into conflict copy file names: no slashes, no control characters, short.
     static func sanitize(_ name: String) -> String {
-        let cleaned = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F && $0 != "/" && $0 != "\\" }
-            .map(Character.init)).trimmingCharacters(in: .whitespaces)
+        let cleaned = String(
+            name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F && $0 != "/" && $0 != "\\" }
+                .map(Character.init)
+        ).trimmingCharacters(in: .whitespaces)
         let short = String(cleaned.prefix(40))
         return short.isEmpty ? "device" : short
     }

@@ -27,8 +27,11 @@ struct NoteSyncCommand: AsyncParsableCommand {
               64  bad usage
             """,
         version: NoteSyncVersion.string,
-        subcommands: [InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self, ConflictsCommand.self,
-                      HistoryCommand.self, RestoreCommand.self, ServerCommand.self, DebugCommand.self]
+        subcommands: [
+            InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self,
+            ConflictsCommand.self,
+            HistoryCommand.self, RestoreCommand.self, ServerCommand.self, DebugCommand.self
+        ]
     )
 }
 

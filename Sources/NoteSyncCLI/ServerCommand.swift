@@ -53,7 +53,10 @@ struct ServerFsckCommand: ParsableCommand {
     @Argument(help: "The server directory.") var directory: String
     @Flag(help: "Sweep old temp files and quarantine foreign or corrupt files.") var repair = false
     @Option(help: "With --repair: sweep temp files at least this many seconds old.") var tempAge: Double = 3600
-    @Option(help: "With --repair: seal a gap in the log (a missing entry with later ones present) with a void entry once the first entry after it is this many seconds old.")
+    @Option(
+        help:
+            "With --repair: seal a gap in the log (a missing entry with later ones present) with a void entry once the first entry after it is this many seconds old."
+    )
     var gapAge: Double = 3600
     @Option(help: "With --repair: write a damaged or missing marker again with this server id (`notesync status` on a device shows it).")
     var serverID: String?
@@ -72,8 +75,9 @@ struct ServerFsckCommand: ParsableCommand {
             let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge, gapGraceSeconds: gapAge)
             for finding in report.findings { print(finding) }
             let open = report.findings.filter { $0.repaired == nil }.count
-            print("\(report.entries) entries (log at \(report.token)), \(report.snapshots) snapshots, "
-                  + "\(report.assets) assets; \(report.findings.count) findings, \(open) unrepaired")
+            print(
+                "\(report.entries) entries (log at \(report.token)), \(report.snapshots) snapshots, "
+                    + "\(report.assets) assets; \(report.findings.count) findings, \(open) unrepaired")
             return report.isClean ? ExitCodes.ok : ExitCodes.failure
         }
     }

@@ -42,12 +42,13 @@ struct StatusCommand: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let (folder, state, config) = try folderOptions.open(readOnly: true)
-            var status = Status(notes: folder.root, server: config.server, device: config.deviceName, deviceID: config.deviceID,
-                                reachable: false, token: try state.zoneState().token,
-                                pending: try state.outbox().values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
-                                conflicts: try openConflicts(folder, state).map(\.copy.description),
-                                lastSync: try state.meta(.lastSync).flatMap(Int64.init).map(formatTime),
-                                lastError: try state.meta(.lastError))
+            var status = Status(
+                notes: folder.root, server: config.server, device: config.deviceName, deviceID: config.deviceID,
+                reachable: false, token: try state.zoneState().token,
+                pending: try state.outbox().values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
+                conflicts: try openConflicts(folder, state).map(\.copy.description),
+                lastSync: try state.meta(.lastSync).flatMap(Int64.init).map(formatTime),
+                lastError: try state.meta(.lastError))
             status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
             status.agent = AgentStatus.read(folder)
             if let held = status.agent?.heldDeletes { status.heldDeletes = held }
@@ -74,21 +75,25 @@ struct StatusCommand: ParsableCommand {
             }
             print("notes:     \(DisplayName.escape(status.notes))  (device \"\(status.device)\", id \(status.deviceID))")
             if let id = config.serverID { print("server id: \(id)") }
-            print("server:    \(DisplayName.escape(status.server))  "
-                  + (status.serverProblem ? "SYNC STOPPED: \(status.serverError ?? "")"
-                     : status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))
+            print(
+                "server:    \(DisplayName.escape(status.server))  "
+                    + (status.serverProblem
+                        ? "SYNC STOPPED: \(status.serverError ?? "")"
+                        : status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))
             let behind = (status.serverToken ?? status.token) - status.token
             print("token:     \(status.token)" + (behind > 0 ? "  (\(behind) newer entries on the server)" : ""))
             print("pending:   \(status.pending.count) local change(s) not yet on the server")
             for item in status.pending.prefix(20) { print("           \(item)") }
             print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
             if let held = status.heldDeletes {
-                print("deletes:   \(held) local deletes HELD by the mass-delete guard, none synced: put the notes back, or "
-                      + "preview with `notesync diff --allow-mass-delete` and run `notesync sync --allow-mass-delete`")
+                print(
+                    "deletes:   \(held) local deletes HELD by the mass-delete guard, none synced: put the notes back, or "
+                        + "preview with `notesync diff --allow-mass-delete` and run `notesync sync --allow-mass-delete`")
             }
             if let agent = status.agent {
-                print("agent:     running (pid \(agent.pid)), " + (agent.online ? "online" : "OFFLINE, retrying")
-                      + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")
+                print(
+                    "agent:     running (pid \(agent.pid)), " + (agent.online ? "online" : "OFFLINE, retrying")
+                        + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")
             } else {
                 print("agent:     not running")
             }
@@ -116,7 +121,9 @@ struct ConflictsCommand: ParsableCommand {
             if open.isEmpty { print("no conflicts") }
             for (copy, record) in open {
                 if let record {
-                    print("\(copy)\n    the version of \(record.original) from \"\(DisplayName.escape(record.device))\", kept on \(formatTime(record.time))")
+                    print(
+                        "\(copy)\n    the version of \(record.original) from \"\(DisplayName.escape(record.device))\", kept on \(formatTime(record.time))"
+                    )
                 } else {
                     print("\(copy)")
                 }

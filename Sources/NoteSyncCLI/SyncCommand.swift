@@ -28,8 +28,9 @@ struct SyncCommand: ParsableCommand {
     @Flag(help: "Allow a sync that deletes more than half of the notes.") var allowMassDelete = false
 
     func run() throws {
-        try runSync(global: global, folderOptions: folderOptions, dryRun: dryRun, json: json,
-                    allowMassDelete: allowMassDelete)
+        try runSync(
+            global: global, folderOptions: folderOptions, dryRun: dryRun, json: json,
+            allowMassDelete: allowMassDelete)
     }
 }
 
@@ -53,7 +54,8 @@ struct DiffCommand: ParsableCommand {
 struct RecoverCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "recover",
-        abstract: "Sync again, from scratch, with the server now at the server path: after it was restored from an older copy, replaced, or on purpose moved to a new server.",
+        abstract:
+            "Sync again, from scratch, with the server now at the server path: after it was restored from an older copy, replaced, or on purpose moved to a new server.",
         discussion: """
             A sync stops (exit 1) when the server is not the one this notes folder synced with: another server id \
             at the path, a log that is behind this device (restored from an older backup) or that does not continue \
@@ -90,17 +92,20 @@ struct RecoverCommand: ParsableCommand {
                 }
                 return code
             } catch let error as NoteSyncError where error.kind == .locked {
-                throw NoteSyncError(.locked, path: folder.root,
-                                    "an agent (`notesync watch`) is running on this notes folder, and watches its present server",
-                                    fix: "stop the agent, run `notesync recover --server \(server ?? "DIR")` again, then start the agent")
+                throw NoteSyncError(
+                    .locked, path: folder.root,
+                    "an agent (`notesync watch`) is running on this notes folder, and watches its present server",
+                    fix: "stop the agent, run `notesync recover --server \(server ?? "DIR")` again, then start the agent")
             }
             defer { withExtendedLifetime(lock) {} }
             var config = folderConfig
             if let server {
                 config.server = NotesFolder(root: server).root
-                if config.server == folder.root || config.server.hasPrefix(folder.root + "/") || folder.root.hasPrefix(config.server + "/") {
-                    throw NoteSyncError(.usage, path: config.server, "the server and the notes folder must not contain each other",
-                                        fix: "choose a server folder outside the notes folder")
+                if config.server == folder.root || config.server.hasPrefix(folder.root + "/") || folder.root.hasPrefix(config.server + "/")
+                {
+                    throw NoteSyncError(
+                        .usage, path: config.server, "the server and the notes folder must not contain each other",
+                        fix: "choose a server folder outside the notes folder")
                 }
                 // Refused before anything changes: a recovery never makes a server.
                 _ = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
@@ -112,7 +117,9 @@ struct RecoverCommand: ParsableCommand {
             let report = try engine.sync(options)
             if json { try printJSON(report) } else { printReport(report) }
             if !dryRun && !json {
-                print("recovered: this notes folder now syncs with server \(try state.meta(.serverID) ?? "?") at \(DisplayName.escape(config.server))")
+                print(
+                    "recovered: this notes folder now syncs with server \(try state.meta(.serverID) ?? "?") at \(DisplayName.escape(config.server))"
+                )
             }
             try state.close()
             return ExitCodes.ok
@@ -126,8 +133,13 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
     try reportingErrors {
         let (folder, state, config) = try folderOptions.open(readOnly: dryRun)
         let colorDiffs = dryRun && stdoutIsTerminal && !json
-        if dryRun, let code = try askAgent(folder, AgentSocket.Request(allowMassDelete: allowMassDelete, dryRun: true,
-                                                                       colorDiffs: colorDiffs), json: json) {
+        if dryRun,
+            let code = try askAgent(
+                folder,
+                AgentSocket.Request(
+                    allowMassDelete: allowMassDelete, dryRun: true,
+                    colorDiffs: colorDiffs), json: json)
+        {
             // The running agent knows what changed since its last sync: only that is read.
             return code
         }
@@ -148,8 +160,10 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         defer { withExtendedLifetime(lock) {} }
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
         engine.leavesMemoryToExit = true
-        var report = try engine.sync(SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: colorDiffs,
-                                                 allowMassDelete: allowMassDelete))
+        var report = try engine.sync(
+            SyncOptions(
+                dryRun: dryRun, withDiffs: dryRun, colorDiffs: colorDiffs,
+                allowMassDelete: allowMassDelete))
         if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
             report.warnings += ServerFsck.conflictCopies(in: store, near: report.token).map { SyncWarning(.foreignConflictCopy, $0) }
         }
@@ -170,8 +184,9 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
 func askAgent(_ folder: NotesFolder, _ request: AgentSocket.Request, json: Bool) throws -> Int32? {
     guard let answer = try AgentSocket.requestSync(folder, request) else { return nil }
     guard let report = answer.report else {
-        throw NoteSyncError(answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
-                            "the agent's \(request.dryRun ? "dry run" : "sync") failed: \(answer.error ?? "no reason given")")
+        throw NoteSyncError(
+            answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
+            "the agent's \(request.dryRun ? "dry run" : "sync") failed: \(answer.error ?? "no reason given")")
     }
     if json { try printJSON(report) } else { printReport(report) }
     if report.offline { return ExitCodes.offline }

@@ -24,7 +24,10 @@ struct WatchCommand: AsyncParsableCommand {
     var pollInterval: Double?
     @Option(help: "Milliseconds a file must be quiet before it is synced.") var settleMs: Int = 30
     @Option(help: "Milliseconds a note must stay missing before its delete is synced.") var deleteSettleMs: Int = 400
-    @Option(help: "Seconds a gap in the server's log (a missing entry with later ones present) is waited for before it is reported as an error; meanwhile nothing is pushed.")
+    @Option(
+        help:
+            "Seconds a gap in the server's log (a missing entry with later ones present) is waited for before it is reported as an error; meanwhile nothing is pushed."
+    )
     var gapGrace: Double = 600
 
     func run() async throws {
@@ -43,10 +46,11 @@ struct WatchCommand: AsyncParsableCommand {
         options.gapGrace = .milliseconds(Int(gapGrace * 1000))
         if let pollInterval { options.pollInterval = .milliseconds(Int(pollInterval * 1000)) }
         let agent = SyncAgent(folder: folder, config: config, options: options, logger: logger)
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: agent, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: agent, successTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
         do {
             try await group.run()
         } catch let error as NoteSyncError {

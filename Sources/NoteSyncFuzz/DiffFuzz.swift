@@ -12,8 +12,9 @@ enum DiffFuzz {
         let new = parts[1]
         let oldLines = LineDiff.lines(of: old)
         let newLines = LineDiff.lines(of: new)
-        try FuzzViolation.require(Data(oldLines.joined()) == old && Data(newLines.joined()) == new,
-                                  "the lines do not concatenate to the text")
+        try FuzzViolation.require(
+            Data(oldLines.joined()) == old && Data(newLines.joined()) == new,
+            "the lines do not concatenate to the text")
         try checkHunks(LineDiff(old: old, new: new).hunks, old: oldLines, new: newLines)
         for context in [3, 0, 1] {
             try checkUnified(old: old, new: new, oldLines: oldLines, newLines: newLines, context: context)
@@ -82,10 +83,12 @@ enum DiffFuzz {
     static func checkUnified(
         old: Data, new: Data, oldLines: [Data], newLines: [Data], context: Int
     ) throws(FuzzViolation) {
-        let output = UnifiedDiff.render(old: old, new: new, oldLabel: "old\u{1B}]0;x\u{7}", newLabel: "new\n",
-                                        context: context, color: false)
-        let colored = UnifiedDiff.render(old: old, new: new, oldLabel: "old\u{1B}]0;x\u{7}", newLabel: "new\n",
-                                         context: context, color: true)
+        let output = UnifiedDiff.render(
+            old: old, new: new, oldLabel: "old\u{1B}]0;x\u{7}", newLabel: "new\n",
+            context: context, color: false)
+        let colored = UnifiedDiff.render(
+            old: old, new: new, oldLabel: "old\u{1B}]0;x\u{7}", newLabel: "new\n",
+            context: context, color: true)
         try FuzzViolation.require(stripColor(colored) == output, "the colored diff differs from the plain one")
         guard old != new else {
             try FuzzViolation.require(output.isEmpty, "equal texts have a diff")
@@ -95,20 +98,24 @@ enum DiffFuzz {
         var lines = output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         lines.removeLast()
         for line in lines {
-            try FuzzViolation.require(FuzzViolation.isPrintable(line, allowing: ["\t"]),
-                                      "the diff prints a control character: \(FuzzViolation.show(line))")
+            try FuzzViolation.require(
+                FuzzViolation.isPrintable(line, allowing: ["\t"]),
+                "the diff prints a control character: \(FuzzViolation.show(line))")
         }
         guard MergeFuzz.isText(old), MergeFuzz.isText(new) else {
-            try FuzzViolation.require(lines.count == 1 && lines[0].hasPrefix("Binary files "),
-                                      "binary content is not reported in one line")
+            try FuzzViolation.require(
+                lines.count == 1 && lines[0].hasPrefix("Binary files "),
+                "binary content is not reported in one line")
             return
         }
         let oldLabel = DisplayName.escape("old\u{1B}]0;x\u{7}")
         let newLabel = DisplayName.escape("new\n")
-        try FuzzViolation.require(lines.count > 2 && lines[0] == "--- " + oldLabel && lines[1] == "+++ " + newLabel,
-                                  "the diff does not start with its labels")
-        try replay(lines.dropFirst(2), old: oldLines.map(Rendered.init), new: newLines.map(Rendered.init),
-                   oldRaw: oldLines, newRaw: newLines, context: context)
+        try FuzzViolation.require(
+            lines.count > 2 && lines[0] == "--- " + oldLabel && lines[1] == "+++ " + newLabel,
+            "the diff does not start with its labels")
+        try replay(
+            lines.dropFirst(2), old: oldLines.map(Rendered.init), new: newLines.map(Rendered.init),
+            oldRaw: oldLines, newRaw: newLines, context: context)
     }
 
     /// Reads the hunks back and checks that they take `old` to `new`, with the line counts their headers promise.
@@ -128,8 +135,9 @@ enum DiffFuzz {
             try FuzzViolation.require(
                 skipped == header.new.lowerBound - newIndex && (skipped > 0 || hunkCount == 0) && skipped >= 0,
                 "hunk header \(header) does not follow the previous hunk")
-            try requireEqual(oldRaw[oldIndex..<min(header.old.lowerBound, oldRaw.count)],
-                             newRaw[newIndex..<min(header.new.lowerBound, newRaw.count)])
+            try requireEqual(
+                oldRaw[oldIndex..<min(header.old.lowerBound, oldRaw.count)],
+                newRaw[newIndex..<min(header.new.lowerBound, newRaw.count)])
             oldIndex = header.old.lowerBound
             newIndex = header.new.lowerBound
             var leading = 0
@@ -142,24 +150,27 @@ enum DiffFuzz {
                 let terminated: Bool
                 switch line.unicodeScalars.first {
                 case " ":
-                    try FuzzViolation.require(oldIndex < old.count && newIndex < new.count
-                                                  && oldRaw[oldIndex] == newRaw[newIndex] && old[oldIndex].body == body,
-                                              "context line \(FuzzViolation.show(line)) is not in both texts")
+                    try FuzzViolation.require(
+                        oldIndex < old.count && newIndex < new.count
+                            && oldRaw[oldIndex] == newRaw[newIndex] && old[oldIndex].body == body,
+                        "context line \(FuzzViolation.show(line)) is not in both texts")
                     terminated = old[oldIndex].terminated
                     oldIndex += 1
                     newIndex += 1
                     unchangedRun += 1
                     if !changed { leading += 1 }
                 case "-":
-                    try FuzzViolation.require(oldIndex < old.count && old[oldIndex].body == body,
-                                              "removed line \(FuzzViolation.show(line)) is not the old text's")
+                    try FuzzViolation.require(
+                        oldIndex < old.count && old[oldIndex].body == body,
+                        "removed line \(FuzzViolation.show(line)) is not the old text's")
                     terminated = old[oldIndex].terminated
                     oldIndex += 1
                     changed = true
                     unchangedRun = 0
                 case "+":
-                    try FuzzViolation.require(newIndex < new.count && new[newIndex].body == body,
-                                              "added line \(FuzzViolation.show(line)) is not the new text's")
+                    try FuzzViolation.require(
+                        newIndex < new.count && new[newIndex].body == body,
+                        "added line \(FuzzViolation.show(line)) is not the new text's")
                     terminated = new[newIndex].terminated
                     newIndex += 1
                     changed = true
@@ -170,17 +181,20 @@ enum DiffFuzz {
                 try FuzzViolation.require(unchangedRun <= 2 * context, "hunks \(2 * context) lines apart were not split")
                 index += 1
                 if !terminated {
-                    try FuzzViolation.require(index < lines.endIndex && lines[index] == "\\ No newline at end of file",
-                                              "an unterminated line is not marked")
+                    try FuzzViolation.require(
+                        index < lines.endIndex && lines[index] == "\\ No newline at end of file",
+                        "an unterminated line is not marked")
                     index += 1
                 }
             }
             try FuzzViolation.require(changed, "hunk \(header) changes nothing")
-            try FuzzViolation.require(leading <= context && unchangedRun <= context,
-                                      "hunk \(header) has more than \(context) lines of context")
-            try FuzzViolation.require(oldIndex - header.old.lowerBound == header.old.count
-                                          && newIndex - header.new.lowerBound == header.new.count,
-                                      "hunk \(header) has other line counts than its header")
+            try FuzzViolation.require(
+                leading <= context && unchangedRun <= context,
+                "hunk \(header) has more than \(context) lines of context")
+            try FuzzViolation.require(
+                oldIndex - header.old.lowerBound == header.old.count
+                    && newIndex - header.new.lowerBound == header.new.count,
+                "hunk \(header) has other line counts than its header")
             hunkCount += 1
         }
         try FuzzViolation.require(old.count - oldIndex == new.count - newIndex, "the diff ends unevenly")
@@ -191,7 +205,7 @@ enum DiffFuzz {
     static func parseHeader(_ line: String) -> (old: Range<Int>, new: Range<Int>)? {
         let fields = line.split(separator: " ")
         guard fields.count == 4, fields[0] == "@@", fields[3] == "@@", fields[1].hasPrefix("-"), fields[2].hasPrefix("+"),
-              let old = parseRange(fields[1].dropFirst()), let new = parseRange(fields[2].dropFirst())
+            let old = parseRange(fields[1].dropFirst()), let new = parseRange(fields[2].dropFirst())
         else { return nil }
         return (old, new)
     }

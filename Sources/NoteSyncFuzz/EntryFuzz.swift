@@ -15,8 +15,9 @@ enum EntryFuzz {
         }
         // Data slices keep their parent's indices: the same bytes at another offset must read the same.
         let slice = (Data([0x0A]) + input).dropFirst()
-        try FuzzViolation.require((try? SealedFile.open(slice, kind: kind, as: LogEntry.self)) == opened,
-                                  "a file reads differently from a Data slice")
+        try FuzzViolation.require(
+            (try? SealedFile.open(slice, kind: kind, as: LogEntry.self)) == opened,
+            "a file reads differently from a Data slice")
         let sealed = seal(body: input)
         let entry: LogEntry
         do {
@@ -25,8 +26,9 @@ enum EntryFuzz {
             guard case .malformed = error else {
                 throw FuzzViolation(message: "a correctly sealed body was refused: \(error)")
             }
-            try FuzzViolation.require(FuzzViolation.isPrintable(error.description),
-                                      "the refusal prints a control character: \(error.description)")
+            try FuzzViolation.require(
+                FuzzViolation.isPrintable(error.description),
+                "the refusal prints a control character: \(error.description)")
             return
         }
         try checkSealing(sealed)
@@ -42,12 +44,15 @@ enum EntryFuzz {
 
     /// A valid sealed file stops opening when it is cut, extended or given another kind.
     static func checkSealing(_ sealed: Data) throws(FuzzViolation) {
-        try FuzzViolation.require((try? SealedFile.verify(sealed.dropLast(), kind: kind)) == nil,
-                                  "a file missing its last byte verifies")
-        try FuzzViolation.require((try? SealedFile.verify(sealed + Data([0x0A]), kind: kind)) == nil,
-                                  "a file with a byte appended verifies")
-        try FuzzViolation.require((try? SealedFile.verify(sealed, kind: "snapshot")) == nil,
-                                  "an entry file verifies as a snapshot")
+        try FuzzViolation.require(
+            (try? SealedFile.verify(sealed.dropLast(), kind: kind)) == nil,
+            "a file missing its last byte verifies")
+        try FuzzViolation.require(
+            (try? SealedFile.verify(sealed + Data([0x0A]), kind: kind)) == nil,
+            "a file with a byte appended verifies")
+        try FuzzViolation.require(
+            (try? SealedFile.verify(sealed, kind: "snapshot")) == nil,
+            "an entry file verifies as a snapshot")
     }
 
     /// A decoded entry re-encodes to bytes that decode to the same entry, and folds into records that hold
@@ -83,10 +88,12 @@ enum EntryFuzz {
             }
             expected[change.name] = change
         }
-        try FuzzViolation.require(state.quarantined.count == quarantined,
-                                  "\(state.quarantined.count) changes quarantined, expected \(quarantined)")
-        try FuzzViolation.require(state.heads.count == expected.count,
-                                  "\(state.heads.count) heads, expected \(expected.count)")
+        try FuzzViolation.require(
+            state.quarantined.count == quarantined,
+            "\(state.quarantined.count) changes quarantined, expected \(quarantined)")
+        try FuzzViolation.require(
+            state.heads.count == expected.count,
+            "\(state.heads.count) heads, expected \(expected.count)")
         for (name, head) in state.heads {
             try NameFuzz.checkAccepted(name, from: name.string)
             guard let change = expected[name.string] else {
@@ -99,8 +106,9 @@ enum EntryFuzz {
                 "the head of \(FuzzViolation.show(name.string)) is \(head), from change \(change)")
         }
         for record in state.quarantined + state.casViolations {
-            try FuzzViolation.require(FuzzViolation.isPrintable(record.description),
-                                      "a quarantine record prints a control character: \(record.description)")
+            try FuzzViolation.require(
+                FuzzViolation.isPrintable(record.description),
+                "a quarantine record prints a control character: \(record.description)")
         }
     }
 }

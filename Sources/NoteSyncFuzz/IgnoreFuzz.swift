@@ -20,9 +20,12 @@ enum IgnoreFuzz {
             try checkPath(path, rules)
         }
         if !text.unicodeScalars.contains("\r") {
-            let crlf = try parse(String(String.UnicodeScalarView(text.unicodeScalars.flatMap {
-                $0 == "\n" ? ["\r", "\n"] : [$0]
-            })))
+            let crlf = try parse(
+                String(
+                    String.UnicodeScalarView(
+                        text.unicodeScalars.flatMap {
+                            $0 == "\n" ? ["\r", "\n"] : [$0]
+                        })))
             try FuzzViolation.require(crlf?.rules == rules.rules, "CRLF line endings change the rules")
         }
         for path in paths.prefix(2) {
@@ -42,17 +45,20 @@ enum IgnoreFuzz {
             var previousLine = 0
             for rule in rules.rules.dropFirst(IgnoreRules.builtIn.rules.count) {
                 guard case .file(let file, let line) = rule.origin, file == source, line > previousLine,
-                      line <= lineCount else {
+                    line <= lineCount
+                else {
                     throw FuzzViolation(message: "rule \(rule) has origin \(rule.origin)")
                 }
                 previousLine = line
-                try FuzzViolation.require(FuzzViolation.isPrintable(rule.description),
-                                          "a rule prints a control character: \(rule.description)")
+                try FuzzViolation.require(
+                    FuzzViolation.isPrintable(rule.description),
+                    "a rule prints a control character: \(rule.description)")
             }
             return rules
         } catch let error as IgnoreRules.InvalidPattern {
-            try FuzzViolation.require(error.source == source && error.line >= 1 && error.line <= lineCount,
-                                      "an invalid pattern is reported at line \(error.line) of \(lineCount)")
+            try FuzzViolation.require(
+                error.source == source && error.line >= 1 && error.line <= lineCount,
+                "an invalid pattern is reported at line \(error.line) of \(lineCount)")
             try FuzzViolation.require(
                 FuzzViolation.isPrintable(error.description) && FuzzViolation.isPrintable(error.problem)
                     && FuzzViolation.isPrintable(error.fix),
@@ -71,21 +77,26 @@ enum IgnoreFuzz {
             let shown = FuzzViolation.show(path)
             let ignoredPath = rules.isIgnoredPath(path, isDirectory: isDirectory)
             let rule = rules.decidingRule(for: path, isDirectory: isDirectory)
-            try FuzzViolation.require(ignoredPath == (rule.map { !$0.isNegated } ?? false),
-                                      "isIgnoredPath(\(shown)) disagrees with its deciding rule \(String(describing: rule))")
+            try FuzzViolation.require(
+                ignoredPath == (rule.map { !$0.isNegated } ?? false),
+                "isIgnoredPath(\(shown)) disagrees with its deciding rule \(String(describing: rule))")
             if rules.isIgnored(path, isDirectory: isDirectory) {
                 try FuzzViolation.require(ignoredPath, "\(shown) is ignored but its path is not")
             }
             if agentOwned {
                 try FuzzViolation.require(ignoredPath, "the agent's own \(shown) is not ignored")
             }
-            let forms = path.utf8.allSatisfy { $0 < 0x80 } ? [] : [
-                path.decomposedStringWithCanonicalMapping, path.precomposedStringWithCanonicalMapping,
-                RecordName.nfc(path),
-            ]
+            let forms =
+                path.utf8.allSatisfy { $0 < 0x80 }
+                ? []
+                : [
+                    path.decomposedStringWithCanonicalMapping, path.precomposedStringWithCanonicalMapping,
+                    RecordName.nfc(path)
+                ]
             for form in forms {
-                try FuzzViolation.require(rules.isIgnoredPath(form, isDirectory: isDirectory) == ignoredPath,
-                                          "\(shown) is decided differently in another Unicode form")
+                try FuzzViolation.require(
+                    rules.isIgnoredPath(form, isDirectory: isDirectory) == ignoredPath,
+                    "\(shown) is decided differently in another Unicode form")
             }
         }
     }

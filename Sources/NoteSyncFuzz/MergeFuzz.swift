@@ -13,12 +13,15 @@ enum MergeFuzz {
         let result = Diff3Merge.merge(base: base, ours: ours, theirs: theirs)
         try checkResult(result, base: base, ours: ours, theirs: theirs)
 
-        try FuzzViolation.require(Diff3Merge.merge(base: base, ours: ours, theirs: ours) == .clean(ours),
-                                  "merging a version with itself does not give it back")
-        try FuzzViolation.require(Diff3Merge.merge(base: base, ours: base, theirs: theirs) == .clean(theirs),
-                                  "merging with an unchanged ours does not give theirs")
-        try FuzzViolation.require(Diff3Merge.merge(base: base, ours: ours, theirs: base) == .clean(ours),
-                                  "merging with an unchanged theirs does not give ours")
+        try FuzzViolation.require(
+            Diff3Merge.merge(base: base, ours: ours, theirs: ours) == .clean(ours),
+            "merging a version with itself does not give it back")
+        try FuzzViolation.require(
+            Diff3Merge.merge(base: base, ours: base, theirs: theirs) == .clean(theirs),
+            "merging with an unchanged ours does not give theirs")
+        try FuzzViolation.require(
+            Diff3Merge.merge(base: base, ours: ours, theirs: base) == .clean(ours),
+            "merging with an unchanged theirs does not give ours")
 
         let swapped = Diff3Merge.merge(base: base, ours: theirs, theirs: ours)
         switch (result, swapped) {
@@ -66,8 +69,9 @@ enum MergeFuzz {
                         && region.theirsLines.upperBound <= lines[2].count && region.baseLines.lowerBound >= 0
                         && region.oursLines.lowerBound >= 0 && region.theirsLines.lowerBound >= 0,
                     "region \(region) is outside the texts")
-                try FuzzViolation.require(region.baseLines.lowerBound > previousEnd,
-                                          "region \(region) overlaps or touches the previous one")
+                try FuzzViolation.require(
+                    region.baseLines.lowerBound > previousEnd,
+                    "region \(region) overlaps or touches the previous one")
                 previousEnd = region.baseLines.upperBound
                 try FuzzViolation.require(
                     lines[1][region.oursLines] != lines[2][region.theirsLines],
@@ -75,8 +79,9 @@ enum MergeFuzz {
             }
             let marked = info.markedText(oursLabel: "ours\u{1B}[2J", theirsLabel: "theirs\r", baseLabel: "base\u{85}")
             try FuzzViolation.require(marked.hasSuffix("\n"), "the marked text does not end with a newline")
-            try FuzzViolation.require(FuzzViolation.isPrintable(marked, allowing: ["\n", "\t"]),
-                                      "the marked text prints a control character")
+            try FuzzViolation.require(
+                FuzzViolation.isPrintable(marked, allowing: ["\n", "\t"]),
+                "the marked text prints a control character")
         }
     }
 
@@ -93,8 +98,9 @@ enum MergeFuzz {
             theirs: first(base) + separator + second(theirs))
         let expected = first(ours) + separator + second(theirs)
         if [base, ours, theirs].allSatisfy(isText) {
-            try FuzzViolation.require(result == .clean(expected),
-                                      "edits on either side of an unchanged line gave \(result)")
+            try FuzzViolation.require(
+                result == .clean(expected),
+                "edits on either side of an unchanged line gave \(result)")
         } else if result != .binary {
             try FuzzViolation.require(result == .clean(expected), "binary edits gave \(result)")
         }

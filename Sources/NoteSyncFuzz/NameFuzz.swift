@@ -12,7 +12,7 @@ enum NameFuzz {
             RecordName.nfc(text),
             text.precomposedStringWithCanonicalMapping,
             text.decomposedStringWithCanonicalMapping,
-            stdlibNFC,
+            stdlibNFC
         ]
         var accepted: [RecordName] = []
         for form in forms {

@@ -33,8 +33,9 @@ final class TwoAgents {
     /// Starts an agent and waits until it has done its first sync.
     func start(_ folder: String, environment: [String: String] = [:]) throws -> NotesyncProcess {
         try? FileManager.default.removeItem(atPath: folder + "/.notesync/status.json")
-        let agent = try NotesyncProcess(["watch", "--notes", folder, "--log-level", "debug"], scratch: devices.scratch.path,
-                                        environment: environment)
+        let agent = try NotesyncProcess(
+            ["watch", "--notes", folder, "--log-level", "debug"], scratch: devices.scratch.path,
+            environment: environment)
         let started = eventually(30) { FileManager.default.fileExists(atPath: folder + "/.notesync/status.json") }
         #expect(started, "the agent did not start: \(agent.stderrText)")
         return agent

@@ -29,7 +29,8 @@ import Testing
         case .nano:
             #expect(try typeInto(["nano", "note.md"], keys: "added by nano \u{0F}\r\u{18}", in: directory) == 0)
         case .emacs:
-            #expect(try typeInto(["emacs", "-nw", "-Q", "note.md"], keys: "\u{1B}>added by emacs\u{18}\u{13}\u{18}\u{03}", in: directory) == 0)
+            #expect(
+                try typeInto(["emacs", "-nw", "-Q", "note.md"], keys: "\u{1B}>added by emacs\u{18}\u{13}\u{18}\u{03}", in: directory) == 0)
         case .sedInPlace:
             #expect(try shell("sed -i 's/line one/LINE ONE (sed)/' note.md", in: directory) == 0)
         case .renameOver:
@@ -53,8 +54,9 @@ import Testing
         try edit(editor, in: t.a)
         let saved = try Data(contentsOf: URL(fileURLWithPath: t.a + "/note.md"))
         #expect(saved != Data("line one\nline two\n".utf8), "\(editor) did not save")
-        #expect(eventually { (try? Data(contentsOf: URL(fileURLWithPath: t.b + "/note.md"))) == saved },
-                "B did not receive exactly the saved bytes: \(t.read(t.b, "note.md") ?? "nil")")
+        #expect(
+            eventually { (try? Data(contentsOf: URL(fileURLWithPath: t.b + "/note.md"))) == saved },
+            "B did not receive exactly the saved bytes: \(t.read(t.b, "note.md") ?? "nil")")
         // Give litter a chance to travel, then check none did.
         #expect(eventually(2) { false } == false)
         #expect(try Set(t.notes(t.b).keys) == ["note.md"], "editor litter reached the other device")
@@ -70,13 +72,16 @@ import Testing
         let agents = try TwoAgents("deep-tree")
         defer { agents.stop() }
         let t = agents.devices
-        try shell("""
+        try shell(
+            """
             mkdir -p d1/d2/d3/d4/d5 && for d in d1 d1/d2 d1/d2/d3 d1/d2/d3/d4 d1/d2/d3/d4/d5; do \
             for i in 1 2 3 4; do echo "$d $i" > $d/n$i.md; done; done
             """, in: t.a)
         let expected = try t.notes(t.a)
         #expect(expected.count == 20)
-        #expect(eventually { (try? t.notes(t.b)) == expected }, "missing on B: \(Set(expected.keys).subtracting((try? t.notes(t.b))?.keys ?? [:].keys))")
+        #expect(
+            eventually { (try? t.notes(t.b)) == expected },
+            "missing on B: \(Set(expected.keys).subtracting((try? t.notes(t.b))?.keys ?? [:].keys))")
     }
 
     @Test func anOverflowingEventQueueTriggersARescanAndEverythingArrives() throws {
@@ -88,9 +93,11 @@ import Testing
         #expect(eventually { t.read(t.b, "y.md") == "y\n" })
         let agentA = try #require(agents.agentA)
         kill(agentA.pid, SIGSTOP)
-        let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+        let limit =
+            (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
             .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16384
-        try shell("""
+        try shell(
+            """
             python3 -c '
             import os
             for i in range(40): open(f"before-{i}.md", "w").write(f"before {i}\\n")
@@ -139,11 +146,13 @@ import Testing
         try FileManager.default.moveItem(atPath: t.server, toPath: t.server + ".away")
         try t.write(t.a, "kept.md", "v2 while away\n")
         for index in 0..<5 { try t.write(t.a, "away-\(index).md", "written while the server was away \(index)\n") }
-        #expect(eventually {
-            guard let data = try? Data(contentsOf: URL(fileURLWithPath: t.a + "/.notesync/status.json")),
-                  let status = try? JSONDecoder().decode(AgentStatus.self, from: data) else { return false }
-            return !status.online && status.pending >= 6
-        }, "the agent should report itself offline with the edits pending")
+        #expect(
+            eventually {
+                guard let data = try? Data(contentsOf: URL(fileURLWithPath: t.a + "/.notesync/status.json")),
+                    let status = try? JSONDecoder().decode(AgentStatus.self, from: data)
+                else { return false }
+                return !status.online && status.pending >= 6
+            }, "the agent should report itself offline with the edits pending")
         let status = try t.run(["status", "--notes", t.a])
         #expect(status.stdout.contains("OFFLINE"), "\(status.stdout)")
         #expect(t.read(t.b, "kept.md") == "v1\n", "nothing is deleted or changed on B meanwhile")

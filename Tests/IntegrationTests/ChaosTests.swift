@@ -39,8 +39,9 @@ import Testing
             server = scratch.path + "/server"
             rng = SplitMix(seed: seed)
             for (index, name) in ChaosTests.names.enumerated() {
-                let result = try notesync(["init", "--notes", folder(index), "--server", server, "--device-name", name]
-                                            + (index == 0 ? ["--create-server"] : []), scratch: scratch.path)
+                let result = try notesync(
+                    ["init", "--notes", folder(index), "--server", server, "--device-name", name]
+                        + (index == 0 ? ["--create-server"] : []), scratch: scratch.path)
                 #expect(result.status == 0, "init \(name): \(result.stderr)")
             }
         }
@@ -62,8 +63,9 @@ import Testing
             if !after.isEmpty && rng.next(3) == 0 { after[rng.next(after.count)] = fresh } else { after.append(fresh) }
             removed.formUnion(Set(before ?? []).subtracting(after))
             written[fresh] = note
-            try FileManager.default.createDirectory(atPath: FileIO.parent(of: path),
-                                                    withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: FileIO.parent(of: path),
+                withIntermediateDirectories: true)
             let data = Data(after.map { $0 + "\n" }.joined().utf8)
             switch rng.next(3) {
             case 0:
@@ -156,18 +158,25 @@ import Testing
             for device in ChaosTests.names.indices {
                 let who = ChaosTests.names[device]
                 let local = try notes(device)
-                #expect(local == serverNotes, "\(who) differs from the server: only here \(Set(local.keys).subtracting(serverNotes.keys).sorted()), only there \(Set(serverNotes.keys).subtracting(local.keys).sorted()), different \(local.filter { serverNotes[$0.key] != nil && serverNotes[$0.key] != $0.value }.keys.sorted())")
+                #expect(
+                    local == serverNotes,
+                    "\(who) differs from the server: only here \(Set(local.keys).subtracting(serverNotes.keys).sorted()), only there \(Set(serverNotes.keys).subtracting(local.keys).sorted()), different \(local.filter { serverNotes[$0.key] != nil && serverNotes[$0.key] != $0.value }.keys.sorted())"
+                )
                 let held = Set(local.values.flatMap { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) })
                 let lost = written.keys.filter { !removed.contains($0) && !held.contains($0) }.sorted()
                 #expect(lost.isEmpty, "\(who) lost \(lost.count) line(s) written by users: \(lost.prefix(5))")
                 for (note, last) in owned {
                     let actual = local[note].map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) }
-                    #expect(actual == last, "\(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), its owner left it \(last.map { "\($0)" } ?? "deleted")")
+                    #expect(
+                        actual == last,
+                        "\(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), its owner left it \(last.map { "\($0)" } ?? "deleted")"
+                    )
                 }
                 let temps = try FileManager.default.subpathsOfDirectory(atPath: folder(device))
                     .filter { path in
-                        path.hasPrefix(".notesync/") ? path.hasPrefix(".notesync/staging/") && !path.hasSuffix("/")
-                            && FileIO.lstatInfo(folder(device) + "/" + path).map { ($0.st_mode & S_IFMT) == S_IFREG } == true
+                        path.hasPrefix(".notesync/")
+                            ? path.hasPrefix(".notesync/staging/") && !path.hasSuffix("/")
+                                && FileIO.lstatInfo(folder(device) + "/" + path).map { ($0.st_mode & S_IFMT) == S_IFREG } == true
                             : (path as NSString).lastPathComponent.hasPrefix(IgnoreRules.agentTempPrefix)
                     }
                 #expect(temps.isEmpty, "\(who) keeps temp files: \(temps)")
@@ -220,8 +229,9 @@ import Testing
         let seed = Self.seed("agents")
         let world = try World("chaos-watch", seed: seed)
         func start(_ device: Int) throws -> NotesyncProcess {
-            try NotesyncProcess(["watch", "--notes", world.folder(device), "--settle-ms", "20", "--delete-settle-ms", "100"],
-                                scratch: world.scratch.path)
+            try NotesyncProcess(
+                ["watch", "--notes", world.folder(device), "--settle-ms", "20", "--delete-settle-ms", "100"],
+                scratch: world.scratch.path)
         }
         var agents = try Self.names.indices.map(start)
         for _ in 0..<Self.iterations {

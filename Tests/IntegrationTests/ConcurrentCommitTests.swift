@@ -15,17 +15,22 @@ import Testing
         let server = scratch.path + "/server"
         #expect(try notesync(["server", "init", server], scratch: scratch.path).status == 0)
         let processes = try (1...Self.writers).map { index in
-            try NotesyncProcess(["debug", "commit-load", "--server", server, "--device", "w\(index)",
-                                 "--commits", "\(Self.commitsPerWriter)", "--records", "12",
-                                 "--primitive", primitive.rawValue, "--out", scratch.path + "/won-\(index).txt"],
-                                scratch: scratch.path)
+            try NotesyncProcess(
+                [
+                    "debug", "commit-load", "--server", server, "--device", "w\(index)",
+                    "--commits", "\(Self.commitsPerWriter)", "--records", "12",
+                    "--primitive", primitive.rawValue, "--out", scratch.path + "/won-\(index).txt"
+                ],
+                scratch: scratch.path)
         }
         var conflicts = 0
         for process in processes {
             let result = process.wait()
             #expect(result.status == 0, "\(result.stderr)")
-            conflicts += Int(result.stdout.split(separator: ",").first { $0.hasPrefix("\"conflicts\"") }?
-                .split(separator: ":").last ?? "0") ?? 0
+            conflicts +=
+                Int(
+                    result.stdout.split(separator: ",").first { $0.hasPrefix("\"conflicts\"") }?
+                        .split(separator: ":").last ?? "0") ?? 0
         }
         #expect(conflicts > 0, "the load must actually contend for records")
 
@@ -58,9 +63,12 @@ import Testing
         var kills = 0
         for round in 0..<6 {
             let processes = try (1...Self.writers).map { index in
-                try NotesyncProcess(["debug", "commit-load", "--server", server, "--device", "k\(round)x\(index)",
-                                     "--commits", "100", "--records", "12", "--primitive", primitive.rawValue,
-                                     "--out", scratch.path + "/won-\(round)-\(index).txt"], scratch: scratch.path)
+                try NotesyncProcess(
+                    [
+                        "debug", "commit-load", "--server", server, "--device", "k\(round)x\(index)",
+                        "--commits", "100", "--records", "12", "--primitive", primitive.rawValue,
+                        "--out", scratch.path + "/won-\(round)-\(index).txt"
+                    ], scratch: scratch.path)
             }
             for process in processes.shuffled(using: &generator) {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 20...250, using: &generator)))
@@ -96,8 +104,10 @@ import Testing
     /// Reads the whole log and checks: dense from 1, every slot a valid entry, each entry the commit its
     /// writer says it won and chained to the entry before it (each writer claimed its slot with that entry read and
     /// verified), every change based on the head at its slot, every referenced asset intact.
-    private func verifyLog(_ store: ServerStore, expectedEntries: Int64, won: [Int64: String],
-                           everyEntryListed: Bool = true) throws {
+    private func verifyLog(
+        _ store: ServerStore, expectedEntries: Int64, won: [Int64: String],
+        everyEntryListed: Bool = true
+    ) throws {
         var heads: [String: Int64] = [:]
         var commits = Set<String>()
         var assets = Set<AssetRef>()
@@ -112,7 +122,11 @@ import Testing
             #expect(entry.prev == previous, "entry \(seq) does not name the entry before it")
             previous = entry.digest
             #expect(commits.insert(entry.commit).inserted, "commit \(entry.commit) appears twice")
-            if let listed = won[seq] { #expect(listed == entry.commit) } else { #expect(!everyEntryListed, "entry \(seq) was won by nobody") }
+            if let listed = won[seq] {
+                #expect(listed == entry.commit)
+            } else {
+                #expect(!everyEntryListed, "entry \(seq) was won by nobody")
+            }
             for change in entry.changes {
                 #expect(change.base == heads[change.name, default: 0], "two saves of \(change.name) on the same base")
                 heads[change.name] = seq

@@ -16,7 +16,10 @@ struct FaultTests {
     func aFullServerLosesNothingAndTheNextSyncPushesEverything(pages: Int) throws {
         let t = try TwoDevices("full-server-\(pages)")
         let mount = try TestMount.tmpfs(replacing: t.server, size: "1m")
-        defer { mount.unmount(); withExtendedLifetime(t) {} }
+        defer {
+            mount.unmount()
+            withExtendedLifetime(t) {}
+        }
         for index in 0..<3 { try t.write(t.a, "n\(index).md", "note \(index)\n") }
         try t.sync(t.a)
         try t.sync(t.b)
@@ -30,8 +33,9 @@ struct FaultTests {
         expectNoTerminalControls(full)
         if full.status != 0 {
             #expect(full.status == 1, "\(full.stdout) \(full.stderr)")
-            #expect(full.stderr.hasPrefix("notesync: ") && full.stderr.contains("No space left on device")
-                        && full.stderr.contains("fix: free space"), "\(full.stderr)")
+            #expect(
+                full.stderr.hasPrefix("notesync: ") && full.stderr.contains("No space left on device")
+                    && full.stderr.contains("fix: free space"), "\(full.stderr)")
             let status = try t.run(["status", "--notes", t.a])
             #expect(!status.stdout.contains("pending:   0"), "the changes stay queued: \(status.stdout)")
         }
@@ -59,7 +63,10 @@ struct FaultTests {
         try t.sync(t.a)
         try t.write(t.b, "mine.md", "B's own note, written before the disk filled\n")
         let mount = try TestMount.tmpfs(replacing: t.b, size: "1m")
-        defer { mount.unmount(); withExtendedLifetime(t) {} }
+        defer {
+            mount.unmount()
+            withExtendedLifetime(t) {}
+        }
         // The filler sits in the state folder: on the same filesystem, and never a note.
         let filler = try fillFilesystem(t.b + "/.notesync", leaving: pages * 4096)
 
@@ -67,8 +74,9 @@ struct FaultTests {
         expectNoTerminalControls(full)
         #expect(full.status == 0 || full.status == 1, "\(full.stderr)")
         if full.status == 1 {
-            #expect(full.stderr.hasPrefix("notesync: ") && full.stderr.contains("fix: free space"),
-                    "a clear message, never a raw database error: \(full.stderr)")
+            #expect(
+                full.stderr.hasPrefix("notesync: ") && full.stderr.contains("fix: free space"),
+                "a clear message, never a raw database error: \(full.stderr)")
         }
         for warning in full.stderr.components(separatedBy: "warning: ").dropFirst() {
             #expect(warning.contains("fix:"), "\(warning)")
@@ -97,7 +105,10 @@ struct FaultTests {
         try t.sync(t.a)
         try t.sync(t.b)
         let readOnly = try TestMount(bind: t.b + "/sub", at: t.b + "/sub", readOnly: true)
-        defer { readOnly.unmount(); withExtendedLifetime(t) {} }
+        defer {
+            readOnly.unmount()
+            withExtendedLifetime(t) {}
+        }
         try t.write(t.a, "sub/one.md", "one, edited\n")
         try t.write(t.a, "top.md", "top\n")
         try t.sync(t.a)
@@ -122,7 +133,10 @@ struct FaultTests {
         try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: t.b + "/sub/one.md", toPath: elsewhere + "/one.md")
         let bound = try TestMount(bind: elsewhere, at: t.b + "/sub")
-        defer { bound.unmount(); withExtendedLifetime(t) {} }
+        defer {
+            bound.unmount()
+            withExtendedLifetime(t) {}
+        }
         try t.write(t.a, "sub/one.md", "one, edited\n")
         try t.write(t.a, "sub/new.md", "new\n")
         try t.sync(t.a)
@@ -140,15 +154,19 @@ struct FaultTests {
         try t.write(t.b, "b.md", "b1\n")
         try t.sync(t.b)
         let readOnly = try TestMount(bind: t.server, at: t.server, readOnly: true)
-        defer { readOnly.unmount(); withExtendedLifetime(t) {} }
+        defer {
+            readOnly.unmount()
+            withExtendedLifetime(t) {}
+        }
         let server = try treeState(t.server)
 
         try t.write(t.a, "a.md", "a2, while the server was read-only\n")
         try t.write(t.a, "new.md", "new while read-only\n")
         let offline = try t.run(["sync", "--notes", t.a])
         #expect(offline.status == 3, "\(offline.stdout) \(offline.stderr)")
-        #expect(offline.stdout.contains("Read-only file system") && offline.stdout.contains("fix: the filesystem is mounted read-only")
-                    && offline.stdout.contains("2 local change(s) queued"), "\(offline.stdout)")
+        #expect(
+            offline.stdout.contains("Read-only file system") && offline.stdout.contains("fix: the filesystem is mounted read-only")
+                && offline.stdout.contains("2 local change(s) queued"), "\(offline.stdout)")
         #expect(t.read(t.a, "b.md") == "b1\n", "what can be read is still pulled")
         #expect(try treeState(t.server) == server, "nothing is written")
         let status = try t.run(["status", "--notes", t.a])
@@ -181,7 +199,10 @@ struct FaultTests {
             #expect(rename(t.server, disk) == 0 && mkdir(t.server, 0o755) == 0)
             share = try TestMount(bind: disk, at: t.server)
         }
-        defer { share?.unmount(); withExtendedLifetime(t) {} }
+        defer {
+            share?.unmount()
+            withExtendedLifetime(t) {}
+        }
         try t.write(t.a, "keep.md", "synced before\n")
         try t.sync(t.a)
         try t.sync(t.b)
@@ -252,11 +273,13 @@ struct FaultTests {
         try t.write(t.a, "before.md", "edited during the fault\n")
         for index in 0..<5 { try t.write(t.a, "during-\(index).md", "written during the fault \(index)\n") }
         let reason = fault == .serverFull ? "No space left on device" : "Read-only file system"
-        #expect(eventually(30) {
-            guard let data = try? Data(contentsOf: URL(fileURLWithPath: t.a + "/.notesync/status.json")),
-                  let status = try? JSONDecoder().decode(AgentStatus.self, from: data) else { return false }
-            return status.pending >= 6 && status.lastError?.contains(reason) == true
-        }, "the agent reports the fault with the edits pending")
+        #expect(
+            eventually(30) {
+                guard let data = try? Data(contentsOf: URL(fileURLWithPath: t.a + "/.notesync/status.json")),
+                    let status = try? JSONDecoder().decode(AgentStatus.self, from: data)
+                else { return false }
+                return status.pending >= 6 && status.lastError?.contains(reason) == true
+            }, "the agent reports the fault with the edits pending")
         let status = try t.run(["status", "--notes", t.a])
         #expect(status.stdout.contains(reason) && status.stdout.contains("fix:"), "\(status.stdout)")
         expectNoTerminalControls(status)

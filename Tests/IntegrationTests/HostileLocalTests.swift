@@ -24,13 +24,15 @@ import Testing
         let outsideBefore = try treeState(outside)
 
         let first = try t.sync(t.b)
-        #expect(first.stderr.contains("shared.md") && first.stderr.contains("symbolic link") && first.stderr.contains("fix:"),
-                "\(first.stderr)")
+        #expect(
+            first.stderr.contains("shared.md") && first.stderr.contains("symbolic link") && first.stderr.contains("fix:"),
+            "\(first.stderr)")
         #expect(first.stderr.contains("linkdir") && first.stderr.contains("never writes through links"), "\(first.stderr)")
         expectNoTerminalControls(first)
         #expect(try treeState(outside) == outsideBefore, "nothing is written through a link")
-        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: t.b + "/shared.md") == outside + "/secret.txt",
-                "the link itself is neither replaced nor deleted")
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: t.b + "/shared.md") == outside + "/secret.txt",
+            "the link itself is neither replaced nor deleted")
         #expect(try FileManager.default.contentsOfDirectory(atPath: t.b).allSatisfy { !$0.hasPrefix(".notesync-tmp-") })
 
         // A synced note replaced by a link on B, then edited on A: still not written through, and not deleted.
@@ -44,8 +46,9 @@ import Testing
         #expect(try treeState(outside) == outsideBefore)
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: t.b + "/was-note.md") == outside + "/secret.txt")
         let heads = try serverHeads(t.server)
-        #expect(heads["was-note.md"]?.deleted == false && heads["shared.md"]?.deleted == false,
-                "a link is skipped, never taken as a delete: \(heads)")
+        #expect(
+            heads["was-note.md"]?.deleted == false && heads["shared.md"]?.deleted == false,
+            "a link is skipped, never taken as a delete: \(heads)")
         try t.sync(t.a)
         #expect(t.read(t.a, "was-note.md") == "edited on A\n" && t.read(t.a, "shared.md") == "A's shared note\n")
 
@@ -106,15 +109,19 @@ import Testing
         try syncB()
 
         // root owns them now, with no access for others: nobody cannot read them.
-        #expect(runCommand("chown root:root '\(t.a)/locked.md' '\(t.a)/private' && chmod 000 '\(t.a)/locked.md' && chmod 700 '\(t.a)/private'").status == 0)
+        #expect(
+            runCommand("chown root:root '\(t.a)/locked.md' '\(t.a)/private' && chmod 000 '\(t.a)/locked.md' && chmod 700 '\(t.a)/private'")
+                .status == 0)
         try t.write(t.a, "open.md", "open v2\n")
         let blocked = try notesyncAsNobody(["sync", "--notes", t.a], scratch: t.scratch.path)
         #expect(blocked.status == 0, "\(blocked.stderr)")
-        #expect(blocked.stderr.contains("locked.md: cannot be read, left alone") && blocked.stderr.contains("Permission denied")
-                    && blocked.stderr.contains("fix:"), "\(blocked.stderr)")
+        #expect(
+            blocked.stderr.contains("locked.md: cannot be read, left alone") && blocked.stderr.contains("Permission denied")
+                && blocked.stderr.contains("fix:"), "\(blocked.stderr)")
         #expect(blocked.stderr.contains("private: cannot be listed"), "\(blocked.stderr)")
-        #expect(blocked.stdout.split(separator: "\n").contains { $0.hasPrefix("upload ") && $0.hasSuffix(" open.md") },
-                "the rest of the sync is done: \(blocked.stdout)")
+        #expect(
+            blocked.stdout.split(separator: "\n").contains { $0.hasPrefix("upload ") && $0.hasSuffix(" open.md") },
+            "the rest of the sync is done: \(blocked.stdout)")
         #expect(!blocked.stdout.contains("upload-delete"), "\(blocked.stdout)")
 
         // B changes the unreadable note: A leaves its own copy alone instead of replacing what it cannot check.
@@ -146,22 +153,25 @@ import Testing
         try t.write(t.b, "n.md", "a note\n")
         try t.write(t.b, "fresh.md/mine.md", "B's note in a folder named like A's note\n")
         let first = try t.sync(t.b)
-        #expect(first.stderr.contains("fresh.md") && first.stderr.contains("is a folder, not a note") && first.stderr.contains("fix:"),
-                "\(first.stderr)")
+        #expect(
+            first.stderr.contains("fresh.md") && first.stderr.contains("is a folder, not a note") && first.stderr.contains("fix:"),
+            "\(first.stderr)")
         #expect(t.read(t.b, "fresh.md/mine.md") == "B's note in a folder named like A's note\n")
 
         try FileManager.default.removeItem(atPath: t.b + "/n.md")
         try t.write(t.b, "n.md/inside.md", "a note where the note was\n")
         let replaced = try t.sync(t.b)
-        #expect(replaced.stderr.contains("n.md: a folder now has the name of this synced note") && replaced.stderr.contains("fix:"),
-                "\(replaced.stderr)")
+        #expect(
+            replaced.stderr.contains("n.md: a folder now has the name of this synced note") && replaced.stderr.contains("fix:"),
+            "\(replaced.stderr)")
         try t.write(t.a, "n.md", "edited on A\n")
         try t.sync(t.a)
         try t.sync(t.b)
         #expect(t.read(t.b, "n.md/inside.md") == "a note where the note was\n")
         #expect(t.read(t.b, "fresh.md/mine.md") == "B's note in a folder named like A's note\n")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: t.b).allSatisfy { !$0.hasPrefix(".notesync-tmp-") },
-                "no folder hidden under a temp name")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: t.b).allSatisfy { !$0.hasPrefix(".notesync-tmp-") },
+            "no folder hidden under a temp name")
         let heads = try serverHeads(t.server)
         #expect(heads["n.md"]?.deleted == false && heads["fresh.md"]?.deleted == false, "\(heads)")
         #expect(heads["n.md/inside.md"] != nil && heads["fresh.md/mine.md"] != nil, "the notes in the folders sync")
@@ -188,7 +198,8 @@ import Testing
         #expect(result.stderr.contains("\\u{1b}[2Jclear.md: skipped: contains a control character; rename it"), "\(result.stderr)")
         #expect(result.stderr.contains("\\u{9b}31mcsi.md"), "\(result.stderr)")
         #expect(Set(try serverHeads(t.server).keys) == ["café.md"], "only the valid name is uploaded")
-        #expect(readRawNamedFile(t.a, latin1) == "latin-1 name\n" && readRawNamedFile(t.a, escapeAndInvalid) == "escape in an invalid name\n")
+        #expect(
+            readRawNamedFile(t.a, latin1) == "latin-1 name\n" && readRawNamedFile(t.a, escapeAndInvalid) == "escape in an invalid name\n")
         #expect(t.read(t.a, "\u{1B}[2Jclear.md") == "escape in a valid name\n")
         try t.sync(t.b)
         #expect(try t.notes(t.b).keys.sorted() == ["café.md"])

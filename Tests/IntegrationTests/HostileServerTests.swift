@@ -38,7 +38,9 @@ final class HostileWorld {
 
     /// A commits `after.md` behind the hostile files, then B syncs; checks what every hostile case must keep.
     @discardableResult
-    func syncPast(expectKeep: String? = "kept v1\n", sourceLocation: SourceLocation = #_sourceLocation) throws -> (a: ProcessResult, b: ProcessResult) {
+    func syncPast(expectKeep: String? = "kept v1\n", sourceLocation: SourceLocation = #_sourceLocation) throws -> (
+        a: ProcessResult, b: ProcessResult
+    ) {
         try t.write(t.a, "after.md", "written after\n")
         let a = try t.run(["sync", "--notes", t.a])
         #expect(a.status == 0, "A: \(a.stdout) \(a.stderr)", sourceLocation: sourceLocation)
@@ -47,11 +49,13 @@ final class HostileWorld {
         for result in [a, b] { expectNoTerminalControls(result, sourceLocation: sourceLocation) }
         #expect(t.read(t.b, "after.md") == "written after\n", "the rest of the sync is done", sourceLocation: sourceLocation)
         if let expectKeep {
-            #expect(t.read(t.a, "keep.md") == expectKeep && t.read(t.b, "keep.md") == expectKeep,
-                    "no note is overwritten with bad data", sourceLocation: sourceLocation)
+            #expect(
+                t.read(t.a, "keep.md") == expectKeep && t.read(t.b, "keep.md") == expectKeep,
+                "no note is overwritten with bad data", sourceLocation: sourceLocation)
         }
-        #expect(try outsideState() == outsideBefore, "nothing is written outside the notes folders and the server",
-                sourceLocation: sourceLocation)
+        #expect(
+            try outsideState() == outsideBefore, "nothing is written outside the notes folders and the server",
+            sourceLocation: sourceLocation)
         let status = try t.run(["status", "--notes", t.b])
         #expect(status.status == 0, sourceLocation: sourceLocation)
         expectNoTerminalControls(status, sourceLocation: sourceLocation)
@@ -79,7 +83,7 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
     /// Log entries that fail at each layer: the seal (torn, damaged), the JSON, the record names.
     enum BadEntry: String, CaseIterable, CustomStringConvertible, Sendable {
         case truncated, checksumMismatch, malformedJSON, wrongShapeJSON, dotDot, absolutePath, nul, controlCharacters,
-             terminalEscapes, overLongNames, agentOwnedNames, hundredMegabytes
+            terminalEscapes, overLongNames, agentOwnedNames, hundredMegabytes
         var description: String { rawValue }
     }
 
@@ -90,8 +94,10 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         let path = w.forger.layout.entryPath(seq)
         let good = try w.forger.save("fine.md", "a valid change in the same entry\n")
         func entry(_ changes: [RecordChange]) throws -> Data {
-            try SealedFile.seal(LogEntry(seq: seq, commit: "c-\(seq)", device: "evil", time: 0, changes: changes,
-                                         prev: w.forger.prev(before: seq)), kind: "entry")
+            try SealedFile.seal(
+                LogEntry(
+                    seq: seq, commit: "c-\(seq)", device: "evil", time: 0, changes: changes,
+                    prev: w.forger.prev(before: seq)), kind: "entry")
         }
         func named(_ names: [String]) throws -> [RecordChange] {
             try names.enumerated().map { try w.forger.save($1, "evil \($0)\n") } + [good]
@@ -113,7 +119,9 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
             try w.forger.plantBytes(ServerForger.seal(rawBody: body), seq: seq)
             reason = "malformed content"
         case .wrongShapeJSON:
-            let body = Data("{\"seq\":\(seq),\"commit\":\"c\",\"device\":\"evil\",\"time\":0,\"changes\":[{\"name\":\"x.md\",\"base\":\"\u{1B}[2J\"}]}".utf8)
+            let body = Data(
+                "{\"seq\":\(seq),\"commit\":\"c\",\"device\":\"evil\",\"time\":0,\"changes\":[{\"name\":\"x.md\",\"base\":\"\u{1B}[2J\"}]}"
+                    .utf8)
             try w.forger.plantBytes(ServerForger.seal(rawBody: body), seq: seq)
             reason = "malformed content"
         case .dotDot:
@@ -136,14 +144,22 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
             expected.append("fine.md")
             shown = ["bell\\u{7}.md", "new\\u{a}line.md"]
         case .terminalEscapes:
-            try w.forger.plantBytes(try entry(try named(["\u{1B}[2J\u{1B}[31mred.md", "\u{9B}31mcsi.md", "\u{1B}]0;title\u{7}.md",
-                                                         "dir\u{1B}[1A/n.md"])), seq: seq)
+            try w.forger.plantBytes(
+                try entry(
+                    try named([
+                        "\u{1B}[2J\u{1B}[31mred.md", "\u{9B}31mcsi.md", "\u{1B}]0;title\u{7}.md",
+                        "dir\u{1B}[1A/n.md"
+                    ])), seq: seq)
             reason = "contains a control character"
             expected.append("fine.md")
             shown = ["\\u{1b}[2J\\u{1b}[31mred.md", "\\u{9b}31mcsi.md"]
         case .overLongNames:
-            try w.forger.plantBytes(try entry(try named([String(repeating: "y", count: 300) + ".md",
-                                                         Array(repeating: String(repeating: "d", count: 200), count: 20).joined(separator: "/") + "/x.md"])), seq: seq)
+            try w.forger.plantBytes(
+                try entry(
+                    try named([
+                        String(repeating: "y", count: 300) + ".md",
+                        Array(repeating: String(repeating: "d", count: 200), count: 20).joined(separator: "/") + "/x.md"
+                    ])), seq: seq)
             reason = "longer than"
             expected.append("fine.md")
         case .agentOwnedNames:
@@ -178,10 +194,13 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
     @Test func aSymlinkedLogEntryIsNeverFollowed() throws {
         let w = try HostileWorld("log-symlink")
         let seq = w.forger.nextSlot()
-        let entry = LogEntry(seq: seq, commit: "planted", device: "evil", time: 0,
-                             changes: [try w.forger.save("pwned.md", "followed the link\n"),
-                                       try w.forger.save("keep.md", "overwritten through a link\n", base: 1)],
-                             prev: w.forger.prev(before: seq))
+        let entry = LogEntry(
+            seq: seq, commit: "planted", device: "evil", time: 0,
+            changes: [
+                try w.forger.save("pwned.md", "followed the link\n"),
+                try w.forger.save("keep.md", "overwritten through a link\n", base: 1)
+            ],
+            prev: w.forger.prev(before: seq))
         let target = w.outside + "/entry"
         try Data(try SealedFile.seal(entry, kind: "entry")).write(to: URL(fileURLWithPath: target))
         try FileIO.makeDirectories(w.forger.layout.shardDirectory(of: seq))
@@ -223,16 +242,20 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         try w.recordOutside()
         // An update of a note both devices hold, and a new note.
         let seq = w.forger.nextSlot()
-        try w.forger.plant([RecordChange(name: "keep.md", base: 1, op: .save, text: ref, modified: Clock.nowNanoseconds()),
-                            RecordChange(name: "new.md", base: 0, op: .save, text: ref, modified: Clock.nowNanoseconds())], seq: seq)
+        try w.forger.plant(
+            [
+                RecordChange(name: "keep.md", base: 1, op: .save, text: ref, modified: Clock.nowNanoseconds()),
+                RecordChange(name: "new.md", base: 0, op: .save, text: ref, modified: Clock.nowNanoseconds())
+            ], seq: seq)
         let (a, b) = try w.syncPast()
         #expect(w.t.read(w.t.b, "new.md") == nil && w.t.read(w.t.a, "new.md") == nil)
-        let reason = switch kind {
-        case .digestMismatch: "does not match its digest"
-        case .missing: "missing from the server"
-        case .symlinkOutside: "symbolic link"
-        case .oversized: "over the limit"
-        }
+        let reason =
+            switch kind {
+            case .digestMismatch: "does not match its digest"
+            case .missing: "missing from the server"
+            case .symlinkOutside: "symbolic link"
+            case .oversized: "over the limit"
+            }
         for result in [a, b] {
             expectWarning(result.stderr, about: "keep.md: \(assetPath)", saying: reason)
             expectWarning(result.stderr, about: "new.md: \(assetPath)", saying: reason)
@@ -254,9 +277,10 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
     @Test func aSymlinkedAssetFolderIsNeverWrittenThrough() throws {
         let w = try HostileWorld("asset-dir-symlink")
         // A text whose shard folder does not exist yet, so the link replaces nothing.
-        let text = try #require((0..<1000).lazy.map { "a note whose asset shard is a link \($0)\n" }.first {
-            FileIO.lstatInfo(w.forger.layout.assetShard(ContentDigest(of: Data($0.utf8)))) == nil
-        })
+        let text = try #require(
+            (0..<1000).lazy.map { "a note whose asset shard is a link \($0)\n" }.first {
+                FileIO.lstatInfo(w.forger.layout.assetShard(ContentDigest(of: Data($0.utf8)))) == nil
+            })
         let shard = w.forger.layout.assetShard(ContentDigest(of: Data(text.utf8)))
         try FileManager.default.createDirectory(atPath: w.outside + "/shard", withIntermediateDirectories: true)
         #expect(symlink(w.outside + "/shard", shard) == 0)
@@ -264,8 +288,9 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         try w.t.write(w.t.a, "linked.md", text)
         let failed = try w.t.run(["sync", "--notes", w.t.a])
         #expect(failed.status == 1)
-        #expect(failed.stderr.contains(shard) && failed.stderr.contains("symbolic link") && failed.stderr.contains("fix:"),
-                "\(failed.stderr)")
+        #expect(
+            failed.stderr.contains(shard) && failed.stderr.contains("symbolic link") && failed.stderr.contains("fix:"),
+            "\(failed.stderr)")
         expectNoTerminalControls(failed)
         #expect(try w.outsideState() == outsideBefore, "nothing was written through the link")
         #expect(try FileManager.default.contentsOfDirectory(atPath: w.outside + "/shard").isEmpty)
@@ -291,8 +316,9 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         try w.t.write(w.t.a, "new.md", "pushed once the folder is back\n")
         let refused = try w.t.run(["sync", "--notes", w.t.a])
         #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
-        #expect(refused.stderr.contains(path) && refused.stderr.contains("symbolic link") && refused.stderr.contains("fix:"),
-                "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains(path) && refused.stderr.contains("symbolic link") && refused.stderr.contains("fix:"),
+            "\(refused.stderr)")
         expectNoTerminalControls(refused)
         #expect(try w.outsideState() == outsideBefore, "nothing written through the link")
 
@@ -305,16 +331,20 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
     /// A record version newer than this build: the note is left alone on every side (a local edit too), reported.
     @Test func aNewerRecordVersionIsLeftAloneAndReported() throws {
         let w = try HostileWorld("newer-record")
-        try w.forger.plant([try w.forger.save("keep.md", "written by notesync 2\n", base: 1, version: 2),
-                            try w.forger.save("future.md", "also from the future\n", version: 2)], seq: w.forger.nextSlot())
+        try w.forger.plant(
+            [
+                try w.forger.save("keep.md", "written by notesync 2\n", base: 1, version: 2),
+                try w.forger.save("future.md", "also from the future\n", version: 2)
+            ], seq: w.forger.nextSlot())
         try w.t.write(w.t.b, "keep.md", "edited on B meanwhile\n")
         let (a, b) = try w.syncPast(expectKeep: nil)
         #expect(w.t.read(w.t.a, "keep.md") == "kept v1\n", "the older build does not take the newer record")
         #expect(w.t.read(w.t.b, "keep.md") == "edited on B meanwhile\n", "nor overwrite, nor push over it")
         #expect(w.t.read(w.t.b, "future.md") == nil)
         for result in [a, b] {
-            #expect(result.stdout.contains("newer-version    keep.md") && result.stdout.contains("newer-version    future.md"),
-                    "\(result.stdout)")
+            #expect(
+                result.stdout.contains("newer-version    keep.md") && result.stdout.contains("newer-version    future.md"),
+                "\(result.stdout)")
         }
         let status = try w.t.run(["status", "--notes", w.t.b])
         #expect(status.stdout.contains("save keep.md"), "B's edit stays queued: \(status.stdout)")
@@ -335,14 +365,16 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
 
         let first = try w.t.run(["sync", "--notes", w.t.b])
         #expect(first.status == 1)
-        #expect(first.stderr.contains(marker) && first.stderr.contains("format 3") && first.stderr.contains("update notesync"),
-                "\(first.stderr)")
+        #expect(
+            first.stderr.contains(marker) && first.stderr.contains("format 3") && first.stderr.contains("update notesync"),
+            "\(first.stderr)")
         #expect(w.t.read(w.t.b, "before.md") == "committed before the upgrade\n", "what it understands is read")
         #expect(try treeState(w.t.server) == server, "nothing is written to a newer server")
 
         let seq = w.forger.nextSlot()
-        let newer = LogEntry(seq: seq, commit: "v2", device: "newer", time: 0, changes: [try w.forger.save("v2.md", "from v2\n")],
-                             prev: w.forger.prev(before: seq))
+        let newer = LogEntry(
+            seq: seq, commit: "v2", device: "newer", time: 0, changes: [try w.forger.save("v2.md", "from v2\n")],
+            prev: w.forger.prev(before: seq))
         var sealed = try SealedFile.seal(newer, kind: "entry")
         sealed.replaceSubrange(0..<16, with: Data("notesync-entry 2".utf8))
         try w.forger.plantBytes(sealed, seq: seq)
@@ -381,8 +413,10 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
             expectWarning(result.stderr, about: dropboxEntry, saying: "the commit in the copy is not applied")
             expectWarning(result.stderr, about: markerCopy, saying: "Dropbox conflict copy inside the server")
         }
-        try w.fsckFinds(["foreign file: \(logCopy)", "foreign file: \(dropboxEntry)", "foreign file: \(assetCopy)",
-                         "foreign file: \(markerCopy)"])
+        try w.fsckFinds([
+            "foreign file: \(logCopy)", "foreign file: \(dropboxEntry)", "foreign file: \(assetCopy)",
+            "foreign file: \(markerCopy)"
+        ])
         let repair = try w.t.run(["server", "fsck", "--repair", w.forger.layout.root])
         #expect(repair.status == 0, "\(repair.stdout)")
         for path in [logCopy, dropboxEntry, assetCopy, markerCopy] { #expect(FileIO.lstatInfo(path) == nil) }
@@ -398,8 +432,9 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         try Data("{\"id\":\"evil\",\"name\":\"\\u001b[2J\\u001b]0;pwned\\u0007../../../x\\u009b31m\",\"lastSeen\":0,\"token\":0}".utf8)
             .write(to: URL(fileURLWithPath: devices + "/evil.json"))
         let seq = w.forger.nextSlot()
-        try w.forger.plant([RecordChange(name: "other.md", base: 1, op: .delete, text: nil, modified: Clock.nowNanoseconds())],
-                           seq: seq, device: "evil")
+        try w.forger.plant(
+            [RecordChange(name: "other.md", base: 1, op: .delete, text: nil, modified: Clock.nowNanoseconds())],
+            seq: seq, device: "evil")
         try w.forger.plant([try w.forger.save("keep.md", "evil's edit\n", base: 1)], seq: seq + 1, device: "\u{1B}[2Jraw-id")
         try w.t.write(w.t.b, "keep.md", "B's edit\n")
         let dry = try w.t.run(["diff", "--notes", w.t.b])
@@ -430,9 +465,11 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         #expect(eventually { t.read(t.b, "first.md") == "first\n" })
         let forger = ServerForger(t.server)
         let seq = forger.nextSlot()
-        var torn = try SealedFile.seal(LogEntry(seq: seq, commit: "torn", device: "evil", time: 0,
-                                                changes: [try forger.save("torn.md", "never applied\n")],
-                                                prev: forger.prev(before: seq)), kind: "entry")
+        var torn = try SealedFile.seal(
+            LogEntry(
+                seq: seq, commit: "torn", device: "evil", time: 0,
+                changes: [try forger.save("torn.md", "never applied\n")],
+                prev: forger.prev(before: seq)), kind: "entry")
         torn.removeLast(3)
         try forger.plantBytes(torn, seq: seq)
         for index in 0..<3 {
@@ -440,8 +477,9 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
             #expect(eventually { t.read(t.b, "later-\(index).md") == "later \(index)\n" }, "the agent keeps syncing past it")
         }
         let logB = try #require(agents.agentB).stderrText
-        #expect(logB.components(separatedBy: "every device skips this entry").count - 1 == 1,
-                "reported once, not at every sync: \(logB.suffix(3000))")
+        #expect(
+            logB.components(separatedBy: "every device skips this entry").count - 1 == 1,
+            "reported once, not at every sync: \(logB.suffix(3000))")
         #expect(t.read(t.b, "torn.md") == nil)
     }
 }

@@ -36,8 +36,9 @@ struct ServerForger {
     /// A correctly sealed and chained entry: it passes the checksum and the chain, so whatever is wrong with it is
     /// found by the layers after.
     func plant(_ changes: [RecordChange], seq: Int64, device: String = "evil") throws {
-        let entry = LogEntry(seq: seq, commit: UUID().uuidString.lowercased(), device: device, time: Clock.nowNanoseconds(),
-                             changes: changes, prev: prev(before: seq))
+        let entry = LogEntry(
+            seq: seq, commit: UUID().uuidString.lowercased(), device: device, time: Clock.nowNanoseconds(),
+            changes: changes, prev: prev(before: seq))
         try plantBytes(try SealedFile.seal(entry, kind: "entry"), seq: seq)
     }
 
@@ -54,8 +55,9 @@ struct ServerForger {
 
     /// A save of `name` with `text`, its asset published.
     func save(_ name: String, _ text: String, base: Int64 = 0, version: Int = RecordChange.currentVersion) throws -> RecordChange {
-        RecordChange(name: name, base: base, op: .save, text: try putAsset(Data(text.utf8)), modified: Clock.nowNanoseconds(),
-                     version: version)
+        RecordChange(
+            name: name, base: base, op: .save, text: try putAsset(Data(text.utf8)), modified: Clock.nowNanoseconds(),
+            version: version)
     }
 }
 
@@ -238,9 +240,10 @@ final class StoppingNotesync {
             process.waitUntilExit()
             return ProcessResult(status: -1, stdout: "", stderr: "the sync did not end within \(Int(seconds)) s; killed")
         }
-        return ProcessResult(status: process.terminationStatus,
-                             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
-                             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+        return ProcessResult(
+            status: process.terminationStatus,
+            stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
     }
 
     deinit {
@@ -251,13 +254,15 @@ final class StoppingNotesync {
 }
 
 /// Whether `setpriv` can drop to user nobody here (root only): the way to test what root is never denied.
-let canRunAsNobody: Bool = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+let canRunAsNobody: Bool =
+    getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
     && runCommand("/usr/bin/setpriv --reuid=nobody --regid=nogroup --clear-groups -- /bin/true").status == 0
 
 /// Runs `notesync` as user nobody (group nogroup), to completion.
 func notesyncAsNobody(_ arguments: [String], scratch: String) throws -> ProcessResult {
     let token = UUID().uuidString
-    let outPath = scratch + "/proc-\(token).out", errPath = scratch + "/proc-\(token).err"
+    let outPath = scratch + "/proc-\(token).out"
+    let errPath = scratch + "/proc-\(token).err"
     _ = FileManager.default.createFile(atPath: outPath, contents: nil)
     _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     let process = Process()
@@ -267,9 +272,10 @@ func notesyncAsNobody(_ arguments: [String], scratch: String) throws -> ProcessR
     process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
     try process.run()
     process.waitUntilExit()
-    return ProcessResult(status: process.terminationStatus,
-                         stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
-                         stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+    return ProcessResult(
+        status: process.terminationStatus,
+        stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+        stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
 }
 
 /// Waits for `child` at most `seconds`; a child still running then is killed and reported (a hang is a failure,

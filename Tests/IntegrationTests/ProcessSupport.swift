@@ -47,9 +47,10 @@ final class NotesyncProcess {
 
     func wait() -> ProcessResult {
         process.waitUntilExit()
-        return ProcessResult(status: process.terminationStatus,
-                             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
-                             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+        return ProcessResult(
+            status: process.terminationStatus,
+            stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
     }
 }
 

@@ -47,8 +47,9 @@ import Testing
         let report = try JSONDecoder().decode(SyncReport.self, from: Data(json.stdout.utf8))
         #expect(report.heldDeletes == 8 && report.warnings.map(\.kind) == [.deletesHeld], "\(json.stdout)")
         let approved = try t.run(["diff", "--notes", t.a, "--allow-mass-delete"])
-        #expect(approved.status == 0 && approved.stdout.contains("old/n0.md") && approved.stdout.contains("old/n7.md"),
-                "\(approved.stdout)")
+        #expect(
+            approved.status == 0 && approved.stdout.contains("old/n0.md") && approved.stdout.contains("old/n7.md"),
+            "\(approved.stdout)")
         #expect(try Self.deleteEntries(t.server) == 0, "a preview committed deletes")
 
         try t.expectOK(["sync", "--notes", t.a, "--allow-mass-delete"])
@@ -216,8 +217,9 @@ import Testing
         #expect(onFull.status == 64 && onFull.stderr.contains("holds other files"), "\(onFull.stderr)")
         let missing = try notesync(["init", "--notes", scratch.path + "/n3", "--server", scratch.path + "/new"], scratch: scratch.path)
         #expect(missing.status == 64 && missing.stderr.contains("add --create-server"), "\(missing.stderr)")
-        let followed = try notesync(["init", "--notes", scratch.path + "/n3", "--server", scratch.path + "/new", "--create-server"],
-                                    scratch: scratch.path)
+        let followed = try notesync(
+            ["init", "--notes", scratch.path + "/n3", "--server", scratch.path + "/new", "--create-server"],
+            scratch: scratch.path)
         #expect(followed.status == 0, "\(followed.stderr)")
     }
 
@@ -250,8 +252,9 @@ import Testing
         try t.sync(t.a)
         // Its watch made late (each event reaches it 100 ms after inotify reported it): a request is answered only
         // once the watch has caught up with it.
-        let agent = try NotesyncProcess(["watch", "--notes", t.a, "--settle-ms", "60000", "--delete-settle-ms", "60000"],
-                                        scratch: t.scratch.path, environment: [WatchLag.environmentVariable: "100"])
+        let agent = try NotesyncProcess(
+            ["watch", "--notes", t.a, "--settle-ms", "60000", "--delete-settle-ms", "60000"],
+            scratch: t.scratch.path, environment: [WatchLag.environmentVariable: "100"])
         defer {
             agent.process.terminate()
             #expect(agent.wait().status == 0)
@@ -262,8 +265,9 @@ import Testing
 
         try t.write(t.a, "n1.md", "note 1\nan edit saved just before\n")
         let diff = try t.run(["diff", "--notes", t.a])
-        #expect(diff.status == 0 && diff.stdout.contains("upload           n1.md") && diff.stdout.contains("+an edit saved just before"),
-                "\(diff.stdout) \(diff.stderr)")
+        #expect(
+            diff.status == 0 && diff.stdout.contains("upload           n1.md") && diff.stdout.contains("+an edit saved just before"),
+            "\(diff.stdout) \(diff.stderr)")
         #expect(try logChanges(t.server, "n1.md").count == logBefore, "a dry run writes nothing")
 
         let sync = try t.run(["sync", "--notes", t.a])
@@ -311,20 +315,24 @@ import Testing
         }
         let notAFolder = t.scratch.path + "/plain"
         try FileManager.default.createDirectory(atPath: notAFolder, withIntermediateDirectories: true)
-        let all: [[String]] = [["sync"], ["diff"], ["status"], ["conflicts"], ["history", "a.md"], ["restore", "a.md", "--version", "1"],
-                               ["recover"]]
+        let all: [[String]] = [
+            ["sync"], ["diff"], ["status"], ["conflicts"], ["history", "a.md"], ["restore", "a.md", "--version", "1"],
+            ["recover"]
+        ]
         try expectCodes(all, notAFolder, 1, "not a notes folder")
         try expectCodes(all.map { $0 + ["--no-such-option"] } + [["watch", "--no-such-option"]], t.a, 64, "a bad option")
         try expectCodes([["restore", "a.md", "--version", "99"]], t.a, 64, "a version that does not exist")
 
         let away = t.server + ".away"
         #expect(rename(t.server, away) == 0)
-        try expectCodes([["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"], ["recover"]],
-                        t.a, 3, "the server unreachable")
+        try expectCodes(
+            [["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"], ["recover"]],
+            t.a, 3, "the server unreachable")
         let other = try t.run(["server", "init", t.server])
         #expect(other.status == 0, "\(other.stderr)")
-        try expectCodes([["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"]], t.a, 1,
-                        "another server at the path")
+        try expectCodes(
+            [["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"]], t.a, 1,
+            "another server at the path")
         try FileManager.default.removeItem(atPath: t.server)
         #expect(rename(away, t.server) == 0)
         try expectCodes([["sync"], ["status"]], t.a, 0, "its server back")

@@ -46,8 +46,11 @@ import Testing
         let status = try t.run(["status", "--notes", t.a])
         #expect(status.status == 1 && status.stdout.contains("SYNC STOPPED"), "\(status.stdout)")
         let watch = try NotesyncProcess(["watch", "--notes", t.a], scratch: t.scratch.path)
-        #expect(eventually(20) { (try? String(contentsOfFile: t.a + "/.notesync/status.json", encoding: .utf8))?.contains("not its server") == true },
-                "the agent does not report it")
+        #expect(
+            eventually(20) {
+                (try? String(contentsOfFile: t.a + "/.notesync/status.json", encoding: .utf8))?.contains("not its server") == true
+            },
+            "the agent does not report it")
         watch.process.terminate()
         _ = watch.wait()
         #expect(watch.stderrText.contains("not its server"), "the agent's log does not say it")
@@ -105,7 +108,8 @@ import Testing
         try t.sync(t.a)
         try t.sync(t.b)
         try t.sync(t.a)
-        let a = try t.notes(t.a), b = try t.notes(t.b)
+        let a = try t.notes(t.a)
+        let b = try t.notes(t.b)
         #expect(a == b)
         for (name, text) in expected { #expect(a[name] == text, "\(name) is not what A had") }
         #expect(a["b-new.md"] == Data("made on B after the backup\n".utf8))
@@ -131,8 +135,10 @@ import Testing
 
         let stopped = try t.run(["sync", "--notes", t.b])
         #expect(stopped.status == 1, "\(stopped.stdout) \(stopped.stderr)")
-        #expect(stopped.stderr.contains((lostPath as NSString).standardizingPath) && stopped.stderr.contains("gap") && stopped.stderr.contains("fsck --repair"),
-                "\(stopped.stderr)")
+        #expect(
+            stopped.stderr.contains((lostPath as NSString).standardizingPath) && stopped.stderr.contains("gap")
+                && stopped.stderr.contains("fsck --repair"),
+            "\(stopped.stderr)")
         #expect(try t.run(["status", "--notes", t.b]).stdout.contains("SYNC STOPPED"))
         let young = try t.run(["server", "fsck", t.server, "--repair"])
         #expect(young.status == 1 && young.stdout.contains("younger than --gap-age"), "\(young.stdout)")
@@ -173,12 +179,19 @@ import Testing
         let held = t.scratch.path + "/held-entry"
         #expect(rename(latePath, held) == 0)
 
-        let agent = try NotesyncProcess(["watch", "--notes", t.b, "--poll-interval", "0.2", "--gap-grace", "4"],
-                                        scratch: t.scratch.path)
-        defer { if agent.process.isRunning { kill(agent.pid, SIGKILL); agent.process.waitUntilExit() } }
+        let agent = try NotesyncProcess(
+            ["watch", "--notes", t.b, "--poll-interval", "0.2", "--gap-grace", "4"],
+            scratch: t.scratch.path)
+        defer {
+            if agent.process.isRunning {
+                kill(agent.pid, SIGKILL)
+                agent.process.waitUntilExit()
+            }
+        }
         let statusFile = t.b + "/.notesync/status.json"
-        #expect(eventually(20) { (try? String(contentsOfFile: statusFile, encoding: .utf8))?.contains("gap") == true },
-                "the agent does not say it waits for a gap")
+        #expect(
+            eventually(20) { (try? String(contentsOfFile: statusFile, encoding: .utf8))?.contains("gap") == true },
+            "the agent does not say it waits for a gap")
         try t.write(t.b, "mine.md", "written on B during the gap\n")
         Thread.sleep(forTimeInterval: 1)
         #expect(Set(try Self.entries(t.server).keys).count == Int(lateSlot), "something was pushed past a gap")
@@ -194,8 +207,9 @@ import Testing
         let lastSlot = try #require(Self.entries(t.server).keys.max())
         let forger = ServerForger(t.server)
         try forger.plant([try forger.save("next.md", "after the lost one\n")], seq: lastSlot + 2, device: "other")
-        #expect(eventually(30) { agent.stderrText.contains("sync.failed") && agent.stderrText.contains("gap in the log") },
-                "the agent never reports the gap")
+        #expect(
+            eventually(30) { agent.stderrText.contains("sync.failed") && agent.stderrText.contains("gap in the log") },
+            "the agent never reports the gap")
         agent.process.terminate()
         _ = agent.wait()
     }
@@ -219,8 +233,9 @@ import Testing
         unlink(path)
         try FileIO.createAndSync(path, original)
         try t.sync(t.b)
-        let entry = LogEntry(seq: last + 1, commit: "forked", device: "evil", time: 0,
-                             changes: [try forger.save("fork.md", "on another branch\n")], prev: ContentDigest(of: Data("x".utf8)))
+        let entry = LogEntry(
+            seq: last + 1, commit: "forked", device: "evil", time: 0,
+            changes: [try forger.save("fork.md", "on another branch\n")], prev: ContentDigest(of: Data("x".utf8)))
         try forger.plantBytes(try SealedFile.seal(entry, kind: "entry"), seq: last + 1)
         let forked = try t.run(["sync", "--notes", t.b])
         #expect(forked.status == 1 && forked.stderr.contains("does not follow"), "\(forked.stderr)")

@@ -20,15 +20,18 @@ extension SshfsTests {
             mounts = try (1...count).map { try host.mount("mnt\($0)") }
             try expectOK(["init", "--notes", direct, "--server", server, "--device-name", "desk", "--create-server"])
             for (folder, mount) in zip([first, second], mounts) {
-                try expectOK(["init", "--notes", folder, "--server", mount.mountPoint + "/server", "--device-name",
-                              URL(fileURLWithPath: folder).lastPathComponent])
+                try expectOK([
+                    "init", "--notes", folder, "--server", mount.mountPoint + "/server", "--device-name",
+                    URL(fileURLWithPath: folder).lastPathComponent
+                ])
             }
         }
 
         func expectOK(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
             let result = try notesync(arguments, scratch: host.scratch.path)
-            #expect(result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stdout) \(result.stderr)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stdout) \(result.stderr)",
+                sourceLocation: sourceLocation)
         }
 
         func write(_ folder: String, _ name: String, _ text: String) throws {
@@ -70,26 +73,31 @@ extension SshfsTests {
 
         try t.write(t.direct, "from-desk.md", "written on the machine that holds the folder\n")
         var start = Date()
-        #expect(eventually(bound) { t.read(t.first, "from-desk.md") == "written on the machine that holds the folder\n" },
-                "the edit did not reach the device behind the mount within \(bound) s: \(first.process.stderrText.suffix(3000))")
+        #expect(
+            eventually(bound) { t.read(t.first, "from-desk.md") == "written on the machine that holds the folder\n" },
+            "the edit did not reach the device behind the mount within \(bound) s: \(first.process.stderrText.suffix(3000))")
         #expect(eventually(bound) { t.read(t.second, "from-desk.md") != nil })
         let downstream = Date().timeIntervalSince(start)
 
         try t.write(t.first, "from-laptop.md", "written behind the first mount\n")
         start = Date()
-        #expect(eventually(bound) { t.read(t.direct, "from-laptop.md") == "written behind the first mount\n" },
-                "the edit did not reach the folder itself within \(bound) s: \(direct.process.stderrText.suffix(3000))")
-        #expect(eventually(bound) { t.read(t.second, "from-laptop.md") == "written behind the first mount\n" },
-                "the edit did not reach the second mount's device within \(bound) s")
+        #expect(
+            eventually(bound) { t.read(t.direct, "from-laptop.md") == "written behind the first mount\n" },
+            "the edit did not reach the folder itself within \(bound) s: \(direct.process.stderrText.suffix(3000))")
+        #expect(
+            eventually(bound) { t.read(t.second, "from-laptop.md") == "written behind the first mount\n" },
+            "the edit did not reach the second mount's device within \(bound) s")
         let upstream = Date().timeIntervalSince(start)
 
         try t.write(t.second, "from-desk.md", "edited behind the second mount\n")
-        #expect(eventually(bound) {
-            t.read(t.direct, "from-desk.md") == "edited behind the second mount\n"
-                && t.read(t.first, "from-desk.md") == "edited behind the second mount\n"
-        }, "the edit did not reach both other devices within \(bound) s")
-        print("sshfs agents, polling every \(interval) s: desk → mounts \(String(format: "%.2f", downstream)) s, "
-              + "first mount → desk and second mount \(String(format: "%.2f", upstream)) s")
+        #expect(
+            eventually(bound) {
+                t.read(t.direct, "from-desk.md") == "edited behind the second mount\n"
+                    && t.read(t.first, "from-desk.md") == "edited behind the second mount\n"
+            }, "the edit did not reach both other devices within \(bound) s")
+        print(
+            "sshfs agents, polling every \(interval) s: desk → mounts \(String(format: "%.2f", downstream)) s, "
+                + "first mount → desk and second mount \(String(format: "%.2f", upstream)) s")
         let expected = try t.notes(t.direct)
         #expect(expected.count == 2)
         for folder in [t.first, t.second] { #expect(try t.notes(folder) == expected) }
@@ -117,8 +125,9 @@ extension SshfsTests {
         let mount = t.mounts[0]
         let scratch = t.host.scratch.path
         let desk = try WatchAgent(t.direct, scratch: scratch)
-        let laptop = try WatchAgent(t.first, pollInterval: 0.5, scratch: scratch,
-                                    environment: [StopPoint.environmentVariable: "server.published:4"])
+        let laptop = try WatchAgent(
+            t.first, pollInterval: 0.5, scratch: scratch,
+            environment: [StopPoint.environmentVariable: "server.published:4"])
         defer { for agent in [laptop, desk] { agent.stop() } }
         for name in ["keep.md", "edited.md", "gone.md"] { try t.write(t.direct, name, "\(name) before\n") }
         #expect(eventually(20) { (try? t.notes(t.first)) == (try? t.notes(t.direct)) }, "the first notes did not arrive")
@@ -145,18 +154,21 @@ extension SshfsTests {
         #expect(laptopNotes.count == 63, "60 streamed, keep, edited, offline: \(laptopNotes.keys.sorted())")
         // The agent retries with a backoff: the last edits are queued at its next attempt.
         var shown = ""
-        #expect(eventually(20) {
-            guard let result = try? notesync(["status", "--notes", t.first, "--json"], scratch: scratch),
-                  let json = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-                  let pending = json["pending"] as? [String], let agent = json["agent"] as? [String: Any] else { return false }
-            shown = result.stdout
-            return agent["online"] as? Bool == false && json["reachable"] as? Bool == false
-                && ["save edited.md", "save offline.md", "delete gone.md"].allSatisfy(pending.contains)
-        }, "the agent reports itself offline with the edit, the new note and the delete queued: \(shown)")
+        #expect(
+            eventually(20) {
+                guard let result = try? notesync(["status", "--notes", t.first, "--json"], scratch: scratch),
+                    let json = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+                    let pending = json["pending"] as? [String], let agent = json["agent"] as? [String: Any]
+                else { return false }
+                shown = result.stdout
+                return agent["online"] as? Bool == false && json["reachable"] as? Bool == false
+                    && ["save edited.md", "save offline.md", "delete gone.md"].allSatisfy(pending.contains)
+            }, "the agent reports itself offline with the edit, the new note and the delete queued: \(shown)")
         let status = try notesync(["status", "--notes", t.first], scratch: scratch)
         #expect(status.stdout.contains("OFFLINE") && status.stdout.contains("UNREACHABLE"), "\(status.stdout)")
-        #expect(laptop.status?.online == false && laptop.process.stderrText.contains("server.unreachable"),
-                "the agent's status and log say it is offline")
+        #expect(
+            laptop.status?.online == false && laptop.process.stderrText.contains("server.unreachable"),
+            "the agent's status and log say it is offline")
         #expect(try t.notes(t.first) == laptopNotes, "nothing is deleted or changed behind the mount while it is gone")
         #expect(t.read(t.direct, "gone.md") == "gone.md before\n" && t.read(t.direct, "edited.md") == "edited.md before\n")
 
@@ -164,12 +176,13 @@ extension SshfsTests {
         try mount.mount()
         var expected = laptopNotes
         expected["keep.md"] = "keep.md edited on the desk meanwhile\n"
-        #expect(eventually(40) { (try? t.notes(t.direct)) == expected && (try? t.notes(t.first)) == expected },
-                """
-                the agents did not converge by themselves once the mount was back: missing on the desk \
-                \(Set(expected.keys).subtracting((try? t.notes(t.direct))?.keys ?? [:].keys).sorted())
-                \(laptop.process.stderrText.suffix(3000))
-                """)
+        #expect(
+            eventually(40) { (try? t.notes(t.direct)) == expected && (try? t.notes(t.first)) == expected },
+            """
+            the agents did not converge by themselves once the mount was back: missing on the desk \
+            \(Set(expected.keys).subtracting((try? t.notes(t.direct))?.keys ?? [:].keys).sorted())
+            \(laptop.process.stderrText.suffix(3000))
+            """)
         #expect(eventually(20) { laptop.status?.online == true && laptop.status?.pending == 0 })
 
         let changes = try allLogChanges(t.server)

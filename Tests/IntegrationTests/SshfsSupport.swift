@@ -56,8 +56,10 @@ final class SshfsHost {
         let dir = scratch.path
         try FileManager.default.createDirectory(atPath: remote, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true)
-        try #require(try shell("ssh-keygen -q -t ed25519 -N '' -f hostkey && ssh-keygen -q -t ed25519 -N '' -f userkey"
-                               + " && cp userkey.pub authorized_keys", in: dir) == 0, "ssh-keygen failed")
+        try #require(
+            try shell(
+                "ssh-keygen -q -t ed25519 -N '' -f hostkey && ssh-keygen -q -t ed25519 -N '' -f userkey"
+                    + " && cp userkey.pub authorized_keys", in: dir) == 0, "ssh-keygen failed")
         var log = ""
         for _ in 0..<5 {
             port = Int.random(in: 20000...29999)
@@ -84,7 +86,8 @@ final class SshfsHost {
                 } ?? 0) > 0
             }
             if started, let text = try? String(contentsOfFile: dir + "/sshd.pid", encoding: .utf8),
-               let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            {
                 sshd = pid
                 return
             }
@@ -95,11 +98,13 @@ final class SshfsHost {
 
     /// Mounts `remote` at a new mount point `scratch/<name>` with its own sshfs process and SSH connection.
     func mount(_ name: String) throws -> SshfsMount {
-        let options = "IdentityFile=\(scratch.path)/userkey,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,"
+        let options =
+            "IdentityFile=\(scratch.path)/userkey,StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,"
             + "BatchMode=yes,LogLevel=ERROR"
-        let mount = SshfsMount(at: scratch.path + "/" + name,
-                               arguments: ["-p", "\(port)", "-o", options, "root@127.0.0.1:\(remote)"],
-                               log: scratch.path + "/sshfs-\(name).log")
+        let mount = SshfsMount(
+            at: scratch.path + "/" + name,
+            arguments: ["-p", "\(port)", "-o", options, "root@127.0.0.1:\(remote)"],
+            log: scratch.path + "/sshfs-\(name).log")
         mounts.append(mount)
         try mount.mount()
         return mount
@@ -196,9 +201,10 @@ final class WatchAgent {
     init(_ folder: String, pollInterval: Double? = nil, scratch: String, environment: [String: String] = [:]) throws {
         self.folder = folder
         try? FileManager.default.removeItem(atPath: folder + "/.notesync/status.json")
-        process = try NotesyncProcess(["watch", "--notes", folder, "--log-level", "debug"]
-                                          + (pollInterval.map { ["--poll-interval", "\($0)"] } ?? []),
-                                      scratch: scratch, environment: environment)
+        process = try NotesyncProcess(
+            ["watch", "--notes", folder, "--log-level", "debug"]
+                + (pollInterval.map { ["--poll-interval", "\($0)"] } ?? []),
+            scratch: scratch, environment: environment)
         let started = eventually(30) { FileManager.default.fileExists(atPath: folder + "/.notesync/status.json") }
         #expect(started, "the agent on \(folder) did not start: \(process.stderrText)")
     }

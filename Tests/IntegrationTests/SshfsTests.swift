@@ -9,8 +9,11 @@ import Testing
 /// SshfsAgentTests.swift.
 ///
 /// Skipped, with the reason printed, only where FUSE cannot be mounted (``SshfsHost/unavailableReason``).
-@Suite(.serialized, .enabled(if: SshfsHost.available,
-                             Comment(rawValue: "sshfs tests skipped: \(SshfsHost.unavailableReason ?? "")")))
+@Suite(
+    .serialized,
+    .enabled(
+        if: SshfsHost.available,
+        Comment(rawValue: "sshfs tests skipped: \(SshfsHost.unavailableReason ?? "")")))
 struct SshfsTests {
     /// Writers through two different sshfs mounts (link) and on the folder itself (rename, on the local disk that
     /// holds it) commit at once to the same few records: the log stays dense, every commit lands once in the slot
@@ -18,7 +21,8 @@ struct SshfsTests {
     @Test func commitsThroughTwoMountsAndTheFolderItselfNeverAcceptTwoSavesOnOneBase() throws {
         let host = try SshfsHost("concurrent")
         defer { host.stop() }
-        let first = try host.mount("mnt1"), second = try host.mount("mnt2")
+        let first = try host.mount("mnt1")
+        let second = try host.mount("mnt2")
         let kind = try FilesystemKind(path: first.mountPoint)
         #expect(kind.name == "fuse" && kind.isNetwork)
         let scratch = host.scratch.path
@@ -31,22 +35,32 @@ struct SshfsTests {
         #expect(try FilesystemProbe.choosePrimitive(in: ServerLayout(root: direct).tmpDirectory, device: "probe") == .rename)
 
         let servers = [("d", direct), ("m1", first.mountPoint + "/server"), ("m2", second.mountPoint + "/server")]
-        let perServer = 2, commits = 25
+        let perServer = 2
+        let commits = 25
         var writers: [(device: String, process: NotesyncProcess)] = []
         for (prefix, server) in servers {
             for index in 1...perServer {
                 let device = "\(prefix)w\(index)"
-                writers.append((device, try NotesyncProcess(["debug", "commit-load", "--server", server, "--device", device,
-                                                             "--commits", "\(commits)", "--records", "6",
-                                                             "--out", scratch + "/won-\(device).txt"], scratch: scratch)))
+                writers.append(
+                    (
+                        device,
+                        try NotesyncProcess(
+                            [
+                                "debug", "commit-load", "--server", server, "--device", device,
+                                "--commits", "\(commits)", "--records", "6",
+                                "--out", scratch + "/won-\(device).txt"
+                            ], scratch: scratch)
+                    ))
             }
         }
         var conflicts = 0
         for writer in writers {
             let result = writer.process.wait()
             #expect(result.status == 0, "\(writer.device): \(result.stderr)")
-            conflicts += Int(result.stdout.split(separator: ",").first { $0.hasPrefix("\"conflicts\"") }?
-                .split(separator: ":").last ?? "0") ?? 0
+            conflicts +=
+                Int(
+                    result.stdout.split(separator: ",").first { $0.hasPrefix("\"conflicts\"") }?
+                        .split(separator: ":").last ?? "0") ?? 0
         }
         #expect(conflicts > 0, "the writers must really contend for the same records")
 
@@ -98,11 +112,20 @@ struct SshfsTests {
         defer { host.stop() }
         let mount = try host.mount("mnt")
         let scratch = host.scratch.path
-        let direct = scratch + "/direct", remote = scratch + "/remote-side"
-        #expect(try notesync(["init", "--notes", direct, "--server", host.remote + "/server", "--device-name", "desk",
-                              "--create-server"], scratch: scratch).status == 0)
-        #expect(try notesync(["init", "--notes", remote, "--server", mount.mountPoint + "/server", "--device-name", "laptop"],
-                             scratch: scratch).status == 0)
+        let direct = scratch + "/direct"
+        let remote = scratch + "/remote-side"
+        #expect(
+            try notesync(
+                [
+                    "init", "--notes", direct, "--server", host.remote + "/server", "--device-name", "desk",
+                    "--create-server"
+                ], scratch: scratch
+            ).status == 0)
+        #expect(
+            try notesync(
+                ["init", "--notes", remote, "--server", mount.mountPoint + "/server", "--device-name", "laptop"],
+                scratch: scratch
+            ).status == 0)
         for folder in [direct, remote] {
             try Data("a note from \(folder)\n".utf8).write(to: URL(fileURLWithPath: folder + "/n.md"))
         }
@@ -111,15 +134,17 @@ struct SshfsTests {
         #expect(overSshfs.status == 0, "\(overSshfs.stderr)")
         let line = overSshfs.stderr.split(separator: "\n").first { $0.contains("server.primitive=") }
         #expect(line?.contains("server.primitive=link") == true, "\(overSshfs.stderr)")
-        #expect(line?.contains("fuse: renameat2(RENAME_NOREPLACE) is not tried") == true
-                    && line?.contains("sshfs refuse the flag") == true && line?.contains("link(2) worked in the probe") == true,
-                "the reason is logged: \(line ?? "no server.primitive line")")
+        #expect(
+            line?.contains("fuse: renameat2(RENAME_NOREPLACE) is not tried") == true
+                && line?.contains("sshfs refuse the flag") == true && line?.contains("link(2) worked in the probe") == true,
+            "the reason is logged: \(line ?? "no server.primitive line")")
 
         let onDisk = try notesync(["sync", "--notes", direct, "--log-level", "debug"], scratch: scratch)
         #expect(onDisk.status == 0, "\(onDisk.stderr)")
         let local = onDisk.stderr.split(separator: "\n").first { $0.contains("server.primitive=") }
-        #expect(local?.contains("server.primitive=rename") == true
-                    && local?.contains("renameat2(RENAME_NOREPLACE) worked in the probe") == true, "\(local.map(String.init) ?? onDisk.stderr)")
+        #expect(
+            local?.contains("server.primitive=rename") == true
+                && local?.contains("renameat2(RENAME_NOREPLACE) worked in the probe") == true, "\(local.map(String.init) ?? onDisk.stderr)")
     }
 
     /// Two devices through one mount and one on the folder itself, synced with the CLI: edits to different lines
@@ -130,15 +155,18 @@ struct SshfsTests {
         let mount = try host.mount("mnt")
         let scratch = host.scratch.path
         let server = mount.mountPoint + "/server"
-        let a = scratch + "/A", b = scratch + "/B", c = scratch + "/C"
+        let a = scratch + "/A"
+        let b = scratch + "/B"
+        let c = scratch + "/C"
         func run(_ arguments: [String]) throws -> ProcessResult { try notesync(arguments, scratch: scratch) }
         #expect(try run(["init", "--notes", a, "--server", server, "--device-name", "alice", "--create-server"]).status == 0)
         #expect(try run(["init", "--notes", b, "--server", server, "--device-name", "bob"]).status == 0)
         #expect(try run(["init", "--notes", c, "--server", host.remote + "/server", "--device-name", "carol"]).status == 0)
         let lines = ["one", "two", "three", "four", "five", "six", "seven"]
         func text(upper: Set<Int>) -> Data {
-            Data(lines.enumerated().map { upper.contains($0.offset) ? $0.element.uppercased() : $0.element }
-                .joined(separator: "\n").appending("\n").utf8)
+            Data(
+                lines.enumerated().map { upper.contains($0.offset) ? $0.element.uppercased() : $0.element }
+                    .joined(separator: "\n").appending("\n").utf8)
         }
         try text(upper: []).write(to: URL(fileURLWithPath: a + "/n.md"))
         for folder in [a, b, c] { #expect(try run(["sync", "--notes", folder]).status == 0) }
@@ -148,8 +176,9 @@ struct SshfsTests {
         for folder in [a, b, c, a, b] { #expect(try run(["sync", "--notes", folder]).status == 0) }
         for folder in [a, b, c] {
             #expect(try Data(contentsOf: URL(fileURLWithPath: folder + "/n.md")) == text(upper: [0, 3, 6]), "\(folder)")
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).filter { !$0.hasPrefix(".") } == ["n.md"],
-                    "merged, no conflict copy")
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: folder).filter { !$0.hasPrefix(".") } == ["n.md"],
+                "merged, no conflict copy")
         }
         #expect(try run(["server", "fsck", server]).status == 0)
     }

@@ -23,8 +23,9 @@ final class TwoDevices {
     @discardableResult
     func expectOK(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessResult {
         let result = try run(arguments)
-        #expect(result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stdout) \(result.stderr)",
-                sourceLocation: sourceLocation)
+        #expect(
+            result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stdout) \(result.stderr)",
+            sourceLocation: sourceLocation)
         return result
     }
 
@@ -48,7 +49,10 @@ final class TwoDevices {
         var files: [String: Data] = [:]
         let enumerator = FileManager.default.enumerator(atPath: folder)
         while let path = enumerator?.nextObject() as? String {
-            if path == ".notesync" { enumerator?.skipDescendants(); continue }
+            if path == ".notesync" {
+                enumerator?.skipDescendants()
+                continue
+            }
             let full = folder + "/" + path
             if let info = FileIO.lstatInfo(full), (info.st_mode & S_IFMT) == S_IFREG {
                 files[path] = try Data(contentsOf: URL(fileURLWithPath: full))
@@ -116,8 +120,10 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         }
         try FileManager.default.createDirectory(atPath: scratch.path + "/A", withIntermediateDirectories: true)
         try Data("x\n".utf8).write(to: URL(fileURLWithPath: scratch.path + "/A/n.md"))
-        for arguments in [["server", "init", "S"], ["init", "--notes", "A", "--server", "S/", "--device-name", "a"],
-                          ["sync", "--notes", "A/"], ["server", "fsck", "S"]] {
+        for arguments in [
+            ["server", "init", "S"], ["init", "--notes", "A", "--server", "S/", "--device-name", "a"],
+            ["sync", "--notes", "A/"], ["server", "fsck", "S"]
+        ] {
             let result = try run(arguments)
             #expect(result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stderr)")
         }
@@ -208,14 +214,25 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         #expect(dry.stdout.contains("+fresh") && dry.stdout.contains("-bye"))
         #expect(dry.stdout.contains("merged/keep.md") && dry.stdout.contains("-two") && dry.stdout.contains("+TWO"))
         #expect(!dry.stdout.contains("\u{1B}["), "no colour when not on a terminal")
-        struct Plan: Decodable { struct Change: Decodable { var kind: String; var name: String }; var changes: [Change]; var dryRun: Bool }
+        struct Plan: Decodable {
+            struct Change: Decodable {
+                var kind: String
+                var name: String
+            }
+            var changes: [Change]
+            var dryRun: Bool
+        }
         let plan = try JSONDecoder().decode(Plan.self, from: Data(json.stdout.utf8))
         #expect(plan.dryRun)
         let planned = Set(plan.changes.map { "\($0.kind) \($0.name)" })
         #expect(planned == ["download new.md", "download-delete gone.md", "merge keep.md", "upload local.md"])
 
         let real = try t.sync(t.b)
-        for line in planned { #expect(real.stdout.contains(line.replacingOccurrences(of: " ", with: String(repeating: " ", count: 17 - line.split(separator: " ")[0].count)))) }
+        for line in planned {
+            #expect(
+                real.stdout.contains(
+                    line.replacingOccurrences(of: " ", with: String(repeating: " ", count: 17 - line.split(separator: " ")[0].count))))
+        }
         #expect(t.read(t.b, "keep.md") == "ONE\nx\ny\nTWO\n")
     }
 
@@ -307,7 +324,10 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
         holder.arguments = [t.a + "/.notesync/lock", "sleep", "4"]
         try holder.run()
-        defer { holder.terminate(); holder.waitUntilExit() }
+        defer {
+            holder.terminate()
+            holder.waitUntilExit()
+        }
         let deadline = Date().addingTimeInterval(10)
         var result = try t.run(["sync", "--notes", t.a])
         while result.status == 0 && Date() < deadline { result = try t.run(["sync", "--notes", t.a]) }

@@ -1,11 +1,14 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// Temp names next to a note say which note they belong to, fit in a file name, and stay agent-owned (ignored).
 @Suite struct AgentTempNameTests {
-    @Test(arguments: ["note.md", "a/b/README", "x", "dir/ünïcödé (conflict bob 2033-01-01 000000).md",
-                      "long/" + String(repeating: "é", count: 127)])
+    @Test(arguments: [
+        "note.md", "a/b/README", "x", "dir/ünïcödé (conflict bob 2033-01-01 000000).md",
+        "long/" + String(repeating: "é", count: 127)
+    ])
     func aTempNameLeadsBackToItsNote(_ note: String) throws {
         let fileName = note.split(separator: "/").last ?? ""
         let temp = AgentTempName.make(for: fileName)

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import NoteSync
 
 /// A claim of a log slot that fails with an error other than "taken" is settled by reading the slot back: NFS and
@@ -27,10 +28,16 @@ import Testing
         let store = try makeServer(dir, device: "dev-a", primitive: primitive)
         let other = try ServerStore(root: dir.sub("server"), device: "dev-b", primitive: primitive, logger: testLogger)
         var state = ZoneState()
-        let first = try name("first.md"), ours = try name("ours.md"), theirs = try name("theirs.md")
-        guard case .committed = try store.commit([.save(first, base: 0, text: try store.putAsset(Data("1".utf8)), modified: 1)],
-                                                 into: &state) else {
-            Issue.record("the first commit must land"); return
+        let first = try name("first.md")
+        let ours = try name("ours.md")
+        let theirs = try name("theirs.md")
+        guard
+            case .committed = try store.commit(
+                [.save(first, base: 0, text: try store.putAsset(Data("1".utf8)), modified: 1)],
+                into: &state)
+        else {
+            Issue.record("the first commit must land")
+            return
         }
         let change = RecordChange.save(ours, base: 0, text: try store.putAsset(Data("ours".utf8)), modified: 2)
         let theirText = try other.putAsset(Data("theirs".utf8))
@@ -40,7 +47,8 @@ import Testing
         let hooks = FaultPoint.Hooks(hit: { point in
             // Only our own first claim is disturbed; the other device's commit inside the hook passes here too.
             guard point.description == "commit.entryWritten",
-                  faults.next() == 0 else { return }
+                faults.next() == 0
+            else { return }
             let temps = try #require(try FileIO.list(layout.tmpDirectory)).filter { $0.hasPrefix("dev-a-") && $0.hasSuffix(".entry") }
             let temp = layout.tmpDirectory + "/" + (try #require(temps.first))
             #expect(temps.count == 1)
@@ -52,9 +60,13 @@ import Testing
             case .anotherDeviceWon:
                 var otherState = ZoneState()
                 try other.fetch(into: &otherState)
-                guard case .committed(let won) = try other.commit([.save(theirs, base: 0, text: theirText, modified: 3)],
-                                                                  into: &otherState) else {
-                    Issue.record("the other device's commit must land"); return
+                guard
+                    case .committed(let won) = try other.commit(
+                        [.save(theirs, base: 0, text: theirText, modified: 3)],
+                        into: &otherState)
+                else {
+                    Issue.record("the other device's commit must land")
+                    return
                 }
                 #expect(won.seq == 2)
             }
@@ -66,7 +78,8 @@ import Testing
         switch server {
         case .publishedOurs:
             guard case .success(.committed(let entry)) = outcome else {
-                Issue.record("the read-back finds our commit id, so the commit landed: \(outcome)"); return
+                Issue.record("the read-back finds our commit id, so the commit landed: \(outcome)")
+                return
             }
             #expect(entry.seq == 2 && state.token == 2 && state.tag(of: ours) == 2)
             #expect(try store.readSlot(2) == .entry(entry), "the slot holds our entry, the one the commit returned")
@@ -82,7 +95,8 @@ import Testing
             }
             #expect(entry.seq == 3 && state.token == 3 && state.tag(of: theirs) == 2 && state.tag(of: ours) == 3)
             guard case .entry(let winner) = try store.readSlot(2) else {
-                Issue.record("slot 2 holds the other device's entry"); return
+                Issue.record("slot 2 holds the other device's entry")
+                return
             }
             #expect(winner.device == "dev-b" && winner.commit != entry.commit)
         }
@@ -96,6 +110,11 @@ import Testing
         private let count = Mutex(0)
 
         /// Returns the count so far and adds one.
-        func next() -> Int { count.withLock { value in defer { value += 1 }; return value } }
+        func next() -> Int {
+            count.withLock { value in
+                defer { value += 1 }
+                return value
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// A first sync of more notes than one commit batch (2,000): several entries, each batch's local state written

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// Many notes new on a device (a first sync) are written in bulk: temps, one flush, no-replace renames, one flush

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// The digest is held as four words and written as hex: both forms must say the same thing.
@@ -23,8 +24,10 @@ import Testing
             digests.append(digest)
         }
         // Edge words: all zero, all ones, a single bit in each word.
-        for hex in [String(repeating: "0", count: 64), String(repeating: "f", count: 64),
-                    "8" + String(repeating: "0", count: 63), String(repeating: "0", count: 63) + "1"] {
+        for hex in [
+            String(repeating: "0", count: 64), String(repeating: "f", count: 64),
+            "8" + String(repeating: "0", count: 63), String(repeating: "0", count: 63) + "1"
+        ] {
             #expect(ContentDigest(hex: hex)?.hex == hex)
             digests.append(try #require(ContentDigest(hex: hex)))
         }
@@ -34,8 +37,10 @@ import Testing
 
     @Test func anythingButSixtyFourLowercaseHexDigitsIsRefused() {
         let good = ContentDigest(of: Data("x".utf8)).hex
-        for bad in ["", String(good.dropLast()), good + "0", good.uppercased(), "g" + good.dropFirst(),
-                    String(good.dropLast()) + " ", String(good.dropLast()) + "\u{E9}", " " + good.dropFirst()] {
+        for bad in [
+            "", String(good.dropLast()), good + "0", good.uppercased(), "g" + good.dropFirst(),
+            String(good.dropLast()) + " ", String(good.dropLast()) + "\u{E9}", " " + good.dropFirst()
+        ] {
             #expect(ContentDigest(hex: bad) == nil, "\(bad)")
         }
     }

@@ -69,7 +69,7 @@ private let cleanCases: [Diff3MergeCase] = [
         name: "one side drops the final newline", base: "a\nb\nc\n", ours: "a\nb\nc", theirs: "A\nb\nc\n",
         expected: "A\nb\nc"),
     Diff3MergeCase(name: "empty base, same new note", base: "", ours: "x\ny\n", theirs: "x\ny\n", expected: "x\ny\n"),
-    Diff3MergeCase(name: "empty base, one side still empty", base: "", ours: "", theirs: "x\n", expected: "x\n"),
+    Diff3MergeCase(name: "empty base, one side still empty", base: "", ours: "", theirs: "x\n", expected: "x\n")
 ]
 
 private let conflictCases: [Diff3MergeCase] = [
@@ -84,7 +84,7 @@ private let conflictCases: [Diff3MergeCase] = [
     Diff3MergeCase(name: "final newline added against an append", base: "a\nb", ours: "a\nb\n", theirs: "a\nb\nc\n"),
     Diff3MergeCase(
         name: "line ending changed against an edit", base: "a\r\nb\r\nc\r\n", ours: "a\r\nb\nc\r\n",
-        theirs: "a\r\nB\r\nc\r\n"),
+        theirs: "a\r\nB\r\nc\r\n")
 ]
 
 @Suite struct Diff3MergeTests {
@@ -127,7 +127,7 @@ private let conflictCases: [Diff3MergeCase] = [
         #expect(
             try Self.info(twoConflicts).regions == [
                 .init(baseLines: 0..<1, oursLines: 0..<1, theirsLines: 0..<1),
-                .init(baseLines: 4..<5, oursLines: 4..<5, theirsLines: 4..<5),
+                .init(baseLines: 4..<5, oursLines: 4..<5, theirsLines: 4..<5)
             ])
     }
 
@@ -187,7 +187,7 @@ private let conflictCases: [Diff3MergeCase] = [
             ("a\n", "a\n\u{FF}\n", "b\n"),
             ("a\n", "b\n", "a\n\0\n"),
             ("\u{FE}", "a\n", "b\n"),
-            ("a\n", "\u{C3}\n", "\u{C3}\u{A9}\n"),
+            ("a\n", "\u{C3}\n", "\u{C3}\u{A9}\n")
         ] as [(String, String, String)])
     func binaryIsNeverMerged(_ inputs: (String, String, String)) {
         let latin1 = { (text: String) in Data(text.unicodeScalars.map { UInt8($0.value) }) }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// A clock's instant the test moves by hand.
@@ -79,7 +80,8 @@ struct FakeInstant: InstantProtocol {
 
     @Test func theBackoffDoublesUpToItsMaximumAndResetsOnSuccess() {
         var backoff = Backoff(minimum: .milliseconds(500), maximum: .seconds(3))
-        #expect([backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed()]
+        #expect(
+            [backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed()]
                 == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(3), .seconds(3)])
         backoff.succeeded()
         #expect(backoff.failed() == .milliseconds(500))

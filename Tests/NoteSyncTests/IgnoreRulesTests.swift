@@ -29,7 +29,7 @@ struct BuiltInIgnoreRulesTests {
         ".DS_Store", "._note.md", "Icon\r", "Thumbs.db", "thumbs.db", "ehthumbs.db", "desktop.ini",
         "Desktop.ini", ".directory", ".Trash-1000", ".nfs000000000012345600000001", ".fuse_hidden0000000100000002",
         ".git", ".hg", ".svn", ".jj", ".notesync", ".notesync-tmp-1f2e3d", "journal/2024/.note.md.swp",
-        "journal/note.md~",
+        "journal/note.md~"
     ])
     func ignoresLitterFiles(_ name: String) {
         #expect(IgnoreRules.builtIn.isIgnored(name, isDirectory: false))
@@ -38,7 +38,7 @@ struct BuiltInIgnoreRulesTests {
 
     @Test(arguments: [
         ".git", ".hg", ".svn", ".jj", ".notesync", ".stversions", ".Trash-1000", "lost+found", "$RECYCLE.BIN",
-        "System Volume Information", ".Spotlight-V100", ".fseventsd", "sub/.git",
+        "System Volume Information", ".Spotlight-V100", ".fseventsd", "sub/.git"
     ])
     func ignoresLitterDirectories(_ name: String) {
         #expect(IgnoreRules.builtIn.isIgnored(name, isDirectory: true))
@@ -50,7 +50,7 @@ struct BuiltInIgnoreRulesTests {
         "#", ".notesyncignore", ".gitignore", ".bashrc", "README", "lost+found", "~notes.md", "café.md",
         "note.sync-conflict-20240101-120000-ABCDEFG.md", "foo (Miguel Mota's conflicted copy 2014-06-17).txt",
         "note (conflicted copy 2024-01-02 101112).md", "note (conflict laptop 2024-05-01 093000).md",
-        "journal/2024/notes.md",
+        "journal/2024/notes.md"
     ])
     func keepsNotes(_ name: String) {
         #expect(!IgnoreRules.builtIn.isIgnored(name, isDirectory: false))
@@ -101,8 +101,9 @@ struct BuiltInIgnoreRulesTests {
 
     @Test func decidingRuleExplainsBuiltIns() throws {
         let rule = try #require(IgnoreRules.builtIn.decidingRule(for: "a/.note.md.swp", isDirectory: false))
-        #expect(rule.description
-            == "built-in rule `.*.sw?` (vim/neovim swap files and their .swx probe, nano lock files)")
+        #expect(
+            rule.description
+                == "built-in rule `.*.sw?` (vim/neovim swap files and their .swx probe, nano lock files)")
         #expect(IgnoreRules.builtIn.decidingRule(for: "notes.md", isDirectory: false) == nil)
     }
 }
@@ -243,7 +244,7 @@ struct UserIgnoreRulesTests {
         ("[[:digit:]]*", "7up", true), ("[[:digit:]]*", "up", false),
         ("[[:upper:]]*", "Éclair", true), ("[[:space:]]x", " x", true),
         ("\\[x\\]", "[x]", true), ("[\\]]", "]", true),
-        ("*.[Mm][Dd]", "a.MD", true), ("Notes.md", "notes.md", false),
+        ("*.[Mm][Dd]", "a.MD", true), ("Notes.md", "notes.md", false)
     ])
     func characterClasses(pattern: String, name: String, ignored: Bool) throws {
         #expect(try rules(pattern).isIgnored(name, isDirectory: false) == ignored)
@@ -301,10 +302,11 @@ struct InvalidIgnorePatternTests {
         #expect(error.source == ".notesyncignore")
         #expect(error.line == 3)
         #expect(error.pattern == "[abc")
-        #expect(error.description == """
-            .notesyncignore, line 3: invalid pattern `[abc`: a `[` is never closed. \
-            Fix: close it with `]`, or write `\\[` for a literal bracket.
-            """)
+        #expect(
+            error.description == """
+                .notesyncignore, line 3: invalid pattern `[abc`: a `[` is never closed. \
+                Fix: close it with `]`, or write `\\[` for a literal bracket.
+                """)
         #expect(error.localizedDescription == error.description)
     }
 
@@ -327,7 +329,7 @@ struct InvalidIgnorePatternTests {
         ("./x", "`..` components"),
         ("[z-a]", "backwards"),
         ("[[:word:]]", "not a character class"),
-        ("x[!", "never closed"),
+        ("x[!", "never closed")
     ])
     func rejects(pattern: String, problem: String) throws {
         let error = try #require(invalidPattern(pattern))
@@ -360,7 +362,7 @@ struct ForeignConflictCopyTests {
         ("note (conflicted copy 2024-01-02 101112).md", .nextcloud, "note.md"),
         ("note (conflicted copy alice 2024-01-02 101112).md", .nextcloud, "note.md"),
         ("Makefile (conflicted copy 2024-01-02 101112)", .nextcloud, "Makefile"),
-        ("note_conflict-20130723-114633.md", .nextcloud, "note.md"),
+        ("note_conflict-20130723-114633.md", .nextcloud, "note.md")
     ])
     func recognises(name: String, tool: ForeignConflictCopy.Tool, original: String) throws {
         #expect(ForeignConflictCopy.detect(name) == tool)
@@ -372,15 +374,17 @@ struct ForeignConflictCopyTests {
         "note.md", "sync-conflict notes.md", "my conflicted copy.md", "note.sync-conflict-2024.md",
         "note_conflict-notes.md", "Case Conflict.md", "note (Case Conflict) draft.md",
         "note (conflict laptop 2024-05-01 093000).md", ".sync-conflict-20240101-120000-ABCDEFG",
-        "foo (conflicted copy 2014-06-17x).txt", "(conflicted copy 2024-01-02 101112).md",
+        "foo (conflicted copy 2014-06-17x).txt", "(conflicted copy 2024-01-02 101112).md"
     ])
     func ignoresOtherNames(_ name: String) {
         #expect(ForeignConflictCopy.detect(name) == nil)
     }
 
     @Test func conflictCopiesAreNotIgnored() {
-        for name in ["note.sync-conflict-20240101-120000-ABCDEFG.md", "note_conflict-20130723-114633.md",
-                     "foo (Miguel Mota's conflicted copy 2014-06-17).txt"] {
+        for name in [
+            "note.sync-conflict-20240101-120000-ABCDEFG.md", "note_conflict-20130723-114633.md",
+            "foo (Miguel Mota's conflicted copy 2014-06-17).txt"
+        ] {
             #expect(!IgnoreRules.builtIn.isIgnored(name, isDirectory: false))
         }
     }
@@ -399,7 +403,7 @@ struct ConflictCopyNameTests {
         ("archive.tar.gz", "archive.tar (conflict laptop 2024-05-01 093000).gz"),
         ("v1.2/notes", "v1.2/notes (conflict laptop 2024-05-01 093000)"),
         ("Mr. Smith notes", "Mr. Smith notes (conflict laptop 2024-05-01 093000)"),
-        ("note.", "note. (conflict laptop 2024-05-01 093000)"),
+        ("note.", "note. (conflict laptop 2024-05-01 093000)")
     ])
     func buildsNames(path: String, expected: String) {
         let name = ConflictCopyName.notesyncConflictName(for: path, device: "laptop", date: may1)
@@ -424,7 +428,7 @@ struct ConflictCopyNameTests {
         ("  \t ", "unknown device"),
         ("a:b*c?\u{202E}d", "a-b-c-d"),
         ("Cafe\u{301}", "Caf\u{E9}"),
-        ("two\u{2028}lines", "two lines"),
+        ("two\u{2028}lines", "two lines")
     ])
     func cleansDeviceNames(device: String, expected: String) {
         #expect(ConflictCopyName.cleanDevice(device) == expected)
@@ -436,7 +440,7 @@ struct ConflictCopyNameTests {
         "note.md", "note (conflict).md", "note (conflicted copy 2024-01-02 101112).md",
         " (conflict laptop 2024-05-01 093000).md", "note (conflict laptop 2024-05-01).md",
         "note (conflict 2024-05-01 093000).md", "note (conflict laptop 2024-05-01 093000) old.md",
-        "note (conflict laptop 2024-05-01 093000 x).md",
+        "note (conflict laptop 2024-05-01 093000 x).md"
     ])
     func rejectsOtherNames(_ name: String) {
         #expect(!ConflictCopyName.isNotesyncConflictCopy(name))
@@ -448,7 +452,7 @@ struct ConflictCopyNameTests {
         String(repeating: "e\u{301}", count: 150),
         String(repeating: "👩‍👩‍👧‍👦", count: 40) + ".txt",
         "a." + String(repeating: "b", count: 300),
-        "dir/sub/" + String(repeating: "日本", count: 100) + ".md",
+        "dir/sub/" + String(repeating: "日本", count: 100) + ".md"
     ])
     func longNamesAreTruncatedOnCharacterBoundaries(_ path: String) throws {
         let device = String(repeating: "device ", count: 30)
@@ -475,7 +479,7 @@ struct ConflictCopyNameTests {
 
     @Test func roundTripsAcrossNamesDevicesAndDates() {
         let paths = [
-            "a.md", "x/y/z.txt", ".hidden", "no-ext", "a (conflict b 2020-01-01 000000).md", "…", "日記.md",
+            "a.md", "x/y/z.txt", ".hidden", "no-ext", "a (conflict b 2020-01-01 000000).md", "…", "日記.md"
         ]
         let devices = ["laptop", "Anna's (work) PC", "", "x/y", "日本"]
         let dates = [Date(timeIntervalSince1970: 0), may1, Date(timeIntervalSince1970: 4_102_444_800)]

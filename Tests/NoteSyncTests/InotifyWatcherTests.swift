@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import NoteSync
 
 /// A running watcher whose events are collected in the background, so a test can wait for a condition.
@@ -63,8 +64,10 @@ final class WatchHarness: Sendable {
 
 /// Runs `body` with a started watcher and always stops it: libinotifytools allows one watcher per process,
 /// so a leaked one would fail every later test.
-func withWatcher(limit: Int? = nil, roots: [(path: String, ignore: @Sendable (String, Bool) -> Bool)],
-                 _ body: (WatchHarness, [Int]) async throws -> Void) async throws {
+func withWatcher(
+    limit: Int? = nil, roots: [(path: String, ignore: @Sendable (String, Bool) -> Bool)],
+    _ body: (WatchHarness, [Int]) async throws -> Void
+) async throws {
     let watcher = InotifyWatcher(logger: testLogger, watchLimitForTesting: limit)
     let harness = WatchHarness(watcher: watcher)
     do {
@@ -84,7 +87,8 @@ let builtInIgnore: @Sendable (String, Bool) -> Bool = { IgnoreRules.builtIn.isIg
 /// The watches the kernel holds on the watcher's inotify descriptor (`/proc/self/fdinfo`).
 func kernelWatchCount(_ watcher: InotifyWatcher) -> Int {
     guard let fd = watcher.descriptorForTesting,
-          let text = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8) else { return -1 }
+        let text = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8)
+    else { return -1 }
     return text.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
 }
 
@@ -132,7 +136,8 @@ struct InotifyWatcherTests {
         try await withWatcher(roots: [(dir.path, noIgnore)]) { watch, ids in
             let root = ids[0]
             #expect(rename(dir.sub("a.md"), dir.sub("sub/b.md")) == 0)
-            #expect(await watch.wait { $0.contains(.removed(root: root, path: "a.md")) && $0.contains(.changed(root: root, path: "sub/b.md")) })
+            #expect(
+                await watch.wait { $0.contains(.removed(root: root, path: "a.md")) && $0.contains(.changed(root: root, path: "sub/b.md")) })
             let events = watch.events
             let removed = try #require(events.firstIndex(of: .removed(root: root, path: "a.md")))
             let changed = try #require(events.firstIndex(of: .changed(root: root, path: "sub/b.md")))
@@ -168,8 +173,10 @@ struct InotifyWatcherTests {
             try writeFile(dir.sub("new/deep/f.md"), Data("f".utf8))
             try writeFile(dir.sub("new/top.md"), Data("t".utf8))
             watch.watcher.resume()
-            let expected: [WatchEvent] = [.directoryAppeared(root: root, path: "new"), .directoryAppeared(root: root, path: "new/deep"),
-                                          .changed(root: root, path: "new/deep/f.md"), .changed(root: root, path: "new/top.md")]
+            let expected: [WatchEvent] = [
+                .directoryAppeared(root: root, path: "new"), .directoryAppeared(root: root, path: "new/deep"),
+                .changed(root: root, path: "new/deep/f.md"), .changed(root: root, path: "new/top.md")
+            ]
             #expect(await watch.wait { events in expected.allSatisfy(events.contains) })
 
             // And the new directories stay watched.
@@ -231,7 +238,10 @@ struct InotifyWatcherTests {
         try await withWatcher(roots: [(dir.path, noIgnore)]) { watch, ids in
             let root = ids[0]
             try FileManager.default.removeItem(atPath: dir.sub("a"))
-            #expect(await watch.wait { $0.contains(.directoryRemoved(root: root, path: "a")) && $0.contains(.removed(root: root, path: "a/b/n.md")) })
+            #expect(
+                await watch.wait {
+                    $0.contains(.directoryRemoved(root: root, path: "a")) && $0.contains(.removed(root: root, path: "a/b/n.md"))
+                })
             #expect(await watch.wait { _ in kernelWatchCount(watch.watcher) == 1 })
 
             // A directory of the same name is a new directory: it must be watched again.
@@ -273,9 +283,11 @@ struct InotifyWatcherTests {
             try makeDirectories(log + "/0001")
             try writeFile(log + "/0001/0000000001.entry", Data("e".utf8))
             try writeFile(notes + "/n.md", Data("n".utf8))
-            #expect(await watch.wait { events in
-                events.contains(.changed(root: logRoot, path: "0001/0000000001.entry")) && events.contains(.changed(root: notesRoot, path: "n.md"))
-            })
+            #expect(
+                await watch.wait { events in
+                    events.contains(.changed(root: logRoot, path: "0001/0000000001.entry"))
+                        && events.contains(.changed(root: notesRoot, path: "n.md"))
+                })
             #expect(!watch.events.contains(.changed(root: notesRoot, path: "0001/0000000001.entry")))
             #expect(!watch.events.contains(.changed(root: logRoot, path: "n.md")))
         }
@@ -306,9 +318,11 @@ struct InotifyWatcherTests {
             let before = watch.mark
             try writeFile(dir.sub("renamed/deep/r.md"), Data("r".utf8))
             try writeFile(dir.sub("made/while/full/m.md"), Data("m".utf8))
-            #expect(await watch.wait(from: before) { events in
-                events.contains(.changed(root: root, path: "renamed/deep/r.md")) && events.contains(.changed(root: root, path: "made/while/full/m.md"))
-            })
+            #expect(
+                await watch.wait(from: before) { events in
+                    events.contains(.changed(root: root, path: "renamed/deep/r.md"))
+                        && events.contains(.changed(root: root, path: "made/while/full/m.md"))
+                })
             #expect(!paths(Array(watch.events[before...])).contains { $0.hasPrefix("old/") })
             #expect(kernelWatchCount(watch.watcher) == 6)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// The hash-chained log (server format 2), at the store's level: each entry names the digest of the file before it,
@@ -8,8 +9,12 @@ import Testing
 @Suite struct LogChainTests {
     func save(_ store: ServerStore, _ state: inout ZoneState, _ note: String, _ text: String) throws -> LogEntry {
         let name = try RecordName(validating: note)
-        let outcome = try store.commit([.save(name, base: state.tag(of: name), text: try store.putAsset(Data(text.utf8)),
-                                              modified: 1)], into: &state)
+        let outcome = try store.commit(
+            [
+                .save(
+                    name, base: state.tag(of: name), text: try store.putAsset(Data(text.utf8)),
+                    modified: 1)
+            ], into: &state)
         guard case .committed(let entry) = outcome else { throw NoteSyncError(.conflict, "lost the race") }
         return entry
     }
@@ -152,20 +157,23 @@ import Testing
     @Test func aHeadPastAnUncheckedLinkIsNotAPlainSuccessor() throws {
         var zone = ZoneState()
         let name = try RecordName(validating: "a.md")
-        let one = AssetRef(of: Data("one".utf8)), three = AssetRef(of: Data("three".utf8))
+        let one = AssetRef(of: Data("one".utf8))
+        let three = AssetRef(of: Data("three".utf8))
         zone.apply(LogEntry(seq: 1, commit: "1", device: "a", time: 0, changes: [.save(name, base: 0, text: one, modified: 1)]))
         zone.apply(LogEntry(seq: 2, commit: "2", device: "v", time: 0, changes: [], void: VoidSeal(reason: "lost", lost: nil)))
         zone.apply(LogEntry(seq: 3, commit: "3", device: "c", time: 0, changes: [.save(name, base: 2, text: three, modified: 3)]))
         let head = try #require(zone.heads[name])
         #expect(head.unverifiedSince == 3 && zone.casViolations.isEmpty)
         let base = BaseRecord(name: name, tag: 1, digest: one.sha256, size: one.size, modified: 1, fingerprint: nil)
-        #expect(Reconciler.decide(local: .present(digest: one.sha256, size: one.size, modified: 1), base: base, server: head)
+        #expect(
+            Reconciler.decide(local: .present(digest: one.sha256, size: one.size, modified: 1), base: base, server: head)
                 == .merge(ancestor: nil, server: head))
         // Past it, the line is checked again from there.
         zone.apply(LogEntry(seq: 4, commit: "4", device: "c", time: 0, changes: [.save(name, base: 3, text: one, modified: 4)]))
         let later = try #require(zone.heads[name])
         let atThree = BaseRecord(name: name, tag: 3, digest: three.sha256, size: three.size, modified: 3, fingerprint: nil)
-        #expect(Reconciler.decide(local: .present(digest: three.sha256, size: three.size, modified: 3), base: atThree, server: later)
+        #expect(
+            Reconciler.decide(local: .present(digest: three.sha256, size: three.size, modified: 3), base: atThree, server: later)
                 == .pull(later))
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// ``Parallel/map(_:serialBelow:_:)``: results in index order; a failure stops its own chunk, and the caller

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// One test per row of the reconciliation table (docs/reconciliation.md), plus the edge rows around it.
@@ -13,8 +14,9 @@ import Testing
         BaseRecord(name: n, tag: tag, digest: digest, size: 1, modified: 1, fingerprint: nil)
     }
     func head(_ digest: ContentDigest?, tag: Int64, version: Int = 1) -> RecordHead {
-        RecordHead(tag: tag, deleted: digest == nil, text: digest.map { AssetRef(sha256: $0, size: 1) }, modified: 2,
-                   version: version, device: "dev-b")
+        RecordHead(
+            tag: tag, deleted: digest == nil, text: digest.map { AssetRef(sha256: $0, size: 1) }, modified: 2,
+            version: version, device: "dev-b")
     }
     func local(_ digest: ContentDigest) -> LocalSide { .present(digest: digest, size: 1, modified: 3) }
 

@@ -1,10 +1,13 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 @Suite struct RecordNameTests {
-    @Test(arguments: ["note.md", "work/plan.md", "a/b/c/d.txt", "café.md", "日本語/メモ.md", ".hidden", "a b (1).md",
-                      String(repeating: "x", count: 255)])
+    @Test(arguments: [
+        "note.md", "work/plan.md", "a/b/c/d.txt", "café.md", "日本語/メモ.md", ".hidden", "a b (1).md",
+        String(repeating: "x", count: 255)
+    ])
     func acceptsOrdinaryNames(_ text: String) throws {
         #expect(try RecordName(validating: text).string == text)
     }
@@ -15,7 +18,7 @@ import Testing
         ("bell\u{7}", "control"), ("esc\u{1B}[31mred", "control"), ("del\u{7F}", "control"), ("c1\u{85}", "control"),
         ("new\nline", "control"), (String(repeating: "x", count: 256), "255 bytes"),
         (String(repeating: "é", count: 128), "255 bytes"), ("cafe\u{301}.md", "NFC"),
-        (".notesync/state.db", "state or temp"), ("sub/.notesync-tmp-1", "state or temp"), ("bad\u{FFFD}.md", "UTF-8"),
+        (".notesync/state.db", "state or temp"), ("sub/.notesync-tmp-1", "state or temp"), ("bad\u{FFFD}.md", "UTF-8")
     ])
     func refusesHostileNames(_ text: String, _ reason: String) {
         #expect(throws: RecordName.NameError.self) { try RecordName(validating: text) }
@@ -29,8 +32,10 @@ import Testing
 
     /// Foundation on Linux normalizes with older Unicode tables than `String ==` uses: both spellings of these
     /// Unicode 16 letters passed its NFC check, yet were one `RecordName`.
-    @Test(arguments: [("\u{16D67}\u{16D67}.md", "\u{16D68}.md"), ("\u{105D2}\u{307}/x.md", "\u{105C9}/x.md"),
-                      ("cafe\u{301}.md", "caf\u{E9}.md")])
+    @Test(arguments: [
+        ("\u{16D67}\u{16D67}.md", "\u{16D68}.md"), ("\u{105D2}\u{307}/x.md", "\u{105C9}/x.md"),
+        ("cafe\u{301}.md", "caf\u{E9}.md")
+    ])
     func oneSpellingPerName(_ decomposed: String, _ composed: String) throws {
         #expect(throws: RecordName.NameError.self) { try RecordName(validating: decomposed) }
         #expect(try RecordName(validating: composed).string.utf8.elementsEqual(composed.utf8))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// The scan's own rules, apart from the sync around it.
@@ -23,16 +24,20 @@ import Testing
         for only in [nil, ["sub"]] as [[String]?] {
             let scan = try scanner.scan(bases: [:], only: only)
             let folders = only == nil ? ["", "sub/"] : ["sub/"]
-            let expected = Set(try folders.flatMap { [try name($0 + "caf\u{E9}.md"), try name($0 + "plain.md")] }
-                + [try name("sub/alone-\u{E9}.md")])
+            let expected = Set(
+                try folders.flatMap { [try name($0 + "caf\u{E9}.md"), try name($0 + "plain.md")] }
+                    + [try name("sub/alone-\u{E9}.md")])
             #expect(Set(scan.files.keys) == expected)
             for folder in folders {
                 let file = try #require(scan.files[try name(folder + "caf\u{E9}.md")])
                 #expect(file.path == folder + "cafe\u{301}.md")
                 #expect(Array(file.path.utf8) == Array((folder + "cafe\u{301}.md").utf8))
-                #expect(scan.warnings.contains {
-                    $0.kind == .unicodeTwin && $0.message.contains("\"\(folder)caf\\u{E9}.md\" and \"\(folder)cafe\\u{301}.md\" are the same name in different Unicode forms")
-                })
+                #expect(
+                    scan.warnings.contains {
+                        $0.kind == .unicodeTwin
+                            && $0.message.contains(
+                                "\"\(folder)caf\\u{E9}.md\" and \"\(folder)cafe\\u{301}.md\" are the same name in different Unicode forms")
+                    })
             }
             #expect(scan.warnings.count == folders.count, "\(scan.warnings)")
             #expect(scan.files[try name("sub/alone-\u{E9}.md")]?.path == "sub/alone-e\u{301}.md")

@@ -1,11 +1,14 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 @Suite struct SealedFileTests {
-    let entry = LogEntry(seq: 7, commit: "c1", device: "dev-a", time: 1, changes: [
-        RecordChange(name: "a.md", base: 0, op: .save, text: AssetRef(of: Data("hi".utf8)), modified: 5),
-    ])
+    let entry = LogEntry(
+        seq: 7, commit: "c1", device: "dev-a", time: 1,
+        changes: [
+            RecordChange(name: "a.md", base: 0, op: .save, text: AssetRef(of: Data("hi".utf8)), modified: 5)
+        ])
 
     @Test func roundTrips() throws {
         let data = try SealedFile.seal(entry, kind: "entry")
@@ -24,7 +27,9 @@ import Testing
     @Test func detectsAppendedBytes() throws {
         var data = try SealedFile.seal(entry, kind: "entry")
         data.append(contentsOf: Array("x".utf8))
-        #expect(throws: SealedFile.Failure.truncated(expected: data.count - 1 - headerLength(data), actual: data.count - headerLength(data))) {
+        #expect(
+            throws: SealedFile.Failure.truncated(expected: data.count - 1 - headerLength(data), actual: data.count - headerLength(data))
+        ) {
             try SealedFile.open(data, kind: "entry", as: LogEntry.self)
         }
     }

@@ -1,12 +1,15 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 @Suite struct ServerStoreTests {
     /// `FileIO.parent(of:)` gives what `NSString.deletingLastPathComponent` gives, without its trap on
     /// one-character relative paths.
-    @Test(arguments: [("a", ""), ("S", ""), ("b/", ""), ("ab", ""), ("/a", "/"), ("/", "/"), ("a/b", "a"),
-                      ("a/b/", "a"), ("/x/y/z.md", "/x/y"), ("a//b", "a"), ("//a", "/")])
+    @Test(arguments: [
+        ("a", ""), ("S", ""), ("b/", ""), ("ab", ""), ("/a", "/"), ("/", "/"), ("a/b", "a"),
+        ("a/b/", "a"), ("/x/y/z.md", "/x/y"), ("a//b", "a"), ("//a", "/")
+    ])
     func parentOfAPath(_ path: String, _ parent: String) {
         #expect(FileIO.parent(of: path) == parent)
     }
@@ -76,7 +79,8 @@ import Testing
         var state = ZoneState()
         _ = try store.commit([.save(try name("a.md"), base: 0, text: try store.putAsset(Data("a".utf8)), modified: 1)], into: &state)
         let marker = dir.sub("server/notesync-server.json")
-        let text = try String(contentsOfFile: marker, encoding: .utf8).replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : \(ServerMarker.currentFormat + 1)")
+        let text = try String(contentsOfFile: marker, encoding: .utf8).replacingOccurrences(
+            of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : \(ServerMarker.currentFormat + 1)")
         unlink(marker)
         try writeFile(marker, Data(text.utf8))
         let newer = try ServerStore(root: dir.sub("server"), device: "dev-b", logger: testLogger)
@@ -115,27 +119,39 @@ import Testing
         let dir = try TempDirectory()
         let a = try makeServer(dir, device: "dev-a", primitive: primitive)
         let b = try ServerStore(root: dir.sub("server"), device: "dev-b", primitive: primitive, logger: testLogger)
-        var stateA = ZoneState(), stateB = ZoneState()
-        let note = try name("n.md"), other = try name("o.md")
+        var stateA = ZoneState()
+        var stateB = ZoneState()
+        let note = try name("n.md")
+        let other = try name("o.md")
 
-        guard case .committed(let first) = try a.commit([.save(note, base: 0, text: try a.putAsset(Data("1".utf8)), modified: 1)], into: &stateA) else {
-            Issue.record("first commit must succeed"); return
+        guard
+            case .committed(let first) = try a.commit(
+                [.save(note, base: 0, text: try a.putAsset(Data("1".utf8)), modified: 1)], into: &stateA)
+        else {
+            Issue.record("first commit must succeed")
+            return
         }
         #expect(first.seq == 1 && stateA.tag(of: note) == 1)
 
         // B has not read entry 1: its save of a different record claims slot 2 after folding entry 1 in.
-        guard case .committed(let second) = try b.commit([.save(other, base: 0, text: try b.putAsset(Data("o".utf8)), modified: 2)], into: &stateB) else {
-            Issue.record("a commit on another record is no conflict"); return
+        guard
+            case .committed(let second) = try b.commit(
+                [.save(other, base: 0, text: try b.putAsset(Data("o".utf8)), modified: 2)], into: &stateB)
+        else {
+            Issue.record("a commit on another record is no conflict")
+            return
         }
         #expect(second.seq == 2 && stateB.token == 2 && stateB.tag(of: note) == 1)
 
         // A, still at token 1, saves note on base 1 while B deletes it on base 1: one wins, the other conflicts.
         guard case .committed = try b.commit([.delete(note, base: 1, modified: 3)], into: &stateB) else {
-            Issue.record("B's delete is based on the head"); return
+            Issue.record("B's delete is based on the head")
+            return
         }
         let ours = RecordChange.save(note, base: 1, text: try a.putAsset(Data("2".utf8)), modified: 4)
         guard case .conflicts(let conflicts) = try a.commit([ours], into: &stateA) else {
-            Issue.record("A's save lost the race and must conflict"); return
+            Issue.record("A's save lost the race and must conflict")
+            return
         }
         #expect(conflicts == [ServerChangedConflict(name: note, base: 1, ours: ours, server: stateB.heads[note])])
         #expect(stateA == stateB, "the lost claim folded the winner in")
@@ -150,7 +166,9 @@ import Testing
         var state = ZoneState()
         for index in 0..<20 {
             let note = try name("dir/n\(index % 7).md")
-            _ = try store.commit([.save(note, base: state.tag(of: note), text: try store.putAsset(Data("\(index)".utf8)), modified: Int64(index))], into: &state)
+            _ = try store.commit(
+                [.save(note, base: state.tag(of: note), text: try store.putAsset(Data("\(index)".utf8)), modified: Int64(index))],
+                into: &state)
         }
         try store.writeSnapshot(of: state)
         try store.writeSnapshot(of: state)
@@ -168,10 +186,15 @@ import Testing
         var state = ZoneState()
         _ = try store.commit([.save(try name("good.md"), base: 0, text: try store.putAsset(Data("g".utf8)), modified: 1)], into: &state)
         let text = try store.putAsset(Data("evil".utf8))
-        let hostile = ["../escape.md", "/etc/passwd", "nul\u{0}.md", "ctl\u{1B}[2J.md", String(repeating: "y", count: 300), "cafe\u{301}.md"]
-        try plant(store, seq: 2, LogEntry(seq: 2, commit: "x", device: "evil", time: 0,
-                                          changes: hostile.map { RecordChange(name: $0, base: 0, op: .save, text: text, modified: 1) }
-                                            + [RecordChange(name: "fine.md", base: 0, op: .save, text: text, modified: 1)]))
+        let hostile = [
+            "../escape.md", "/etc/passwd", "nul\u{0}.md", "ctl\u{1B}[2J.md", String(repeating: "y", count: 300), "cafe\u{301}.md"
+        ]
+        try plant(
+            store, seq: 2,
+            LogEntry(
+                seq: 2, commit: "x", device: "evil", time: 0,
+                changes: hostile.map { RecordChange(name: $0, base: 0, op: .save, text: text, modified: 1) }
+                    + [RecordChange(name: "fine.md", base: 0, op: .save, text: text, modified: 1)]))
         var torn = try SealedFile.seal(LogEntry(seq: 3, commit: "t", device: "evil", time: 0, changes: []), kind: "entry")
         torn.removeLast(5)
         try plantBytes(store, seq: 3, torn)
@@ -181,8 +204,11 @@ import Testing
         try plant(store, seq: 5, LogEntry(seq: 9, commit: "m", device: "evil", time: 0, changes: []))
         try FileIO.makeDirectory(store.layout.shardDirectory(of: 6))
         symlink(store.layout.marker, store.layout.entryPath(6))
-        try plant(store, seq: 7, LogEntry(seq: 7, commit: "ok", device: "dev-b", time: 0,
-                                          changes: [RecordChange(name: "late.md", base: 0, op: .save, text: text, modified: 1)]))
+        try plant(
+            store, seq: 7,
+            LogEntry(
+                seq: 7, commit: "ok", device: "dev-b", time: 0,
+                changes: [RecordChange(name: "late.md", base: 0, op: .save, text: text, modified: 1)]))
 
         var fresh = ZoneState()
         let slots = try store.fetch(into: &fresh)
@@ -193,8 +219,10 @@ import Testing
         #expect(fresh.quarantined.allSatisfy { !$0.description.contains("\u{1B}") && !$0.description.contains("\u{0}") })
 
         // A writer at the old token claims past the damaged slots, never re-using one.
-        guard case .committed(let entry) = try store.commit([.save(try name("good.md"), base: 1, text: text, modified: 2)], into: &state) else {
-            Issue.record("commit after damaged slots"); return
+        guard case .committed(let entry) = try store.commit([.save(try name("good.md"), base: 1, text: text, modified: 2)], into: &state)
+        else {
+            Issue.record("commit after damaged slots")
+            return
         }
         #expect(entry.seq == 8)
 
@@ -212,9 +240,12 @@ import Testing
         let keep = try store.putAsset(Data("keep".utf8))
         let lose = try store.putAsset(Data("lose".utf8))
         let damage = try store.putAsset(Data("damage".utf8))
-        _ = try store.commit([.save(try name("k.md"), base: 0, text: keep, modified: 1),
-                              .save(try name("l.md"), base: 0, text: lose, modified: 1),
-                              .save(try name("d.md"), base: 0, text: damage, modified: 1)], into: &state)
+        _ = try store.commit(
+            [
+                .save(try name("k.md"), base: 0, text: keep, modified: 1),
+                .save(try name("l.md"), base: 0, text: lose, modified: 1),
+                .save(try name("d.md"), base: 0, text: damage, modified: 1)
+            ], into: &state)
         #expect(try ServerFsck(store: store).run(repair: false).isClean)
 
         unlink(store.layout.assetPath(lose.sha256))
@@ -237,7 +268,10 @@ import Testing
         #expect(!report.isClean)
 
         let repaired = try ServerFsck(store: store).run(repair: true, tempGraceSeconds: 0)
-        #expect(repaired.findings.filter { $0.repaired == nil }.map(\.kind).sorted { $0.rawValue < $1.rawValue } == [.missingAsset, .missingAsset])
+        #expect(
+            repaired.findings.filter { $0.repaired == nil }.map(\.kind).sorted { $0.rawValue < $1.rawValue } == [
+                .missingAsset, .missingAsset
+            ])
         #expect(FileIO.lstatInfo(conflictCopy) == nil && FileIO.lstatInfo(dropbox) == nil)
         #expect(try FileIO.list(store.layout.tmpDirectory) == [])
         #expect(try store.readAsset(keep) == Data("keep".utf8))

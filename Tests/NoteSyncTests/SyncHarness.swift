@@ -1,6 +1,7 @@
 import Foundation
 import PropertyBased
 import Testing
+
 @testable import NoteSync
 
 // MARK: - Devices and a server, in-process
@@ -317,11 +318,13 @@ struct SyncHistory: Sendable, CustomTestStringConvertible {
                 Step(device: device, note: pool[note], action: action(roll: roll, parameter: parameter, dryRuns: dryRuns))
             }
         return zip(Gen.int(in: 2...3), Gen.bool, step.array(of: length)).map { deviceCount, fineClock, steps in
-            SyncHistory(deviceCount: deviceCount, clockStep: fineClock ? 1_000_000 : 1_000_000_000, steps: steps.map { step in
-                var step = step
-                step.device %= deviceCount
-                return step
-            })
+            SyncHistory(
+                deviceCount: deviceCount, clockStep: fineClock ? 1_000_000 : 1_000_000_000,
+                steps: steps.map { step in
+                    var step = step
+                    step.device %= deviceCount
+                    return step
+                })
         }
     }
 
@@ -466,7 +469,8 @@ struct SyncHistoryModel {
             if latestWrites.isEmpty {
                 outcomes[note] = .some(nil)
             } else if latestWrites.count == 1, let write = latestWrites.first,
-                      onNote.allSatisfy({ $0.lines == nil || $0.id == write.id || write.knows.contains($0.id) }) {
+                onNote.allSatisfy({ $0.lines == nil || $0.id == write.id || write.knows.contains($0.id) })
+            {
                 outcomes[note] = .some(write.lines)
             }
         }
@@ -488,9 +492,12 @@ struct SyncFindings: CustomStringConvertible {
     var dryRun: [String] = []
 
     var description: String {
-        [("harness", harness), ("lost writes", lostWrites), ("convergence", convergence), ("idempotence", idempotence),
-         ("dry run", dryRun)].filter { !$0.1.isEmpty }.map { label, found in
-            "\(label):\n  " + (found.prefix(8) + (found.count > 8 ? ["… and \(found.count - 8) more"] : []))
+        [
+            ("harness", harness), ("lost writes", lostWrites), ("convergence", convergence), ("idempotence", idempotence),
+            ("dry run", dryRun)
+        ].filter { !$0.1.isEmpty }.map { label, found in
+            "\(label):\n  "
+                + (found.prefix(8) + (found.count > 8 ? ["… and \(found.count - 8) more"] : []))
                 .joined(separator: "\n  ")
         }.joined(separator: "\n")
     }
@@ -536,8 +543,9 @@ struct SyncHistoryRunner {
     init(history: SyncHistory, checks: SyncChecks) throws {
         self.history = history
         self.checks = checks
-        harness = try SyncHarness(deviceCount: history.deviceCount, persistentState: checks.contains(.dryRun),
-                                  clockStep: history.clockStep)
+        harness = try SyncHarness(
+            deviceCount: history.deviceCount, persistentState: checks.contains(.dryRun),
+            clockStep: history.clockStep)
         model = SyncHistoryModel(deviceCount: history.deviceCount)
     }
 
@@ -609,8 +617,9 @@ struct SyncHistoryRunner {
             let dry = try harness.sync(device, SyncHarness.dryRunOptions)
             let after = try harness.snapshot()
             for path in Set(before.keys).union(after.keys).sorted() where before[path] != after[path] {
-                findings.dryRun.append("\(at): the dry run changed \(path): "
-                                       + "\(before[path]?.description ?? "absent") → \(after[path]?.description ?? "absent")")
+                findings.dryRun.append(
+                    "\(at): the dry run changed \(path): "
+                        + "\(before[path]?.description ?? "absent") → \(after[path]?.description ?? "absent")")
             }
             let real = try harness.sync(device)
             findings.dryRun += Self.comparePlans(dry: dry, real: real).map { "\(at): \($0)" }
@@ -630,8 +639,9 @@ struct SyncHistoryRunner {
         if checks.contains(.convergence) && findings.convergence.isEmpty {
             let local = try harness.notes(device)
             for path in Set(local.keys).union(server.keys).sorted() where local[path] != server[path]?.data {
-                findings.convergence.append("\(at): after \(who)'s sync, \(path) is "
-                                            + "\(Self.show(local[path])) there and \(Self.show(server[path]?.data)) on the server")
+                findings.convergence.append(
+                    "\(at): after \(who)'s sync, \(path) is "
+                        + "\(Self.show(local[path])) there and \(Self.show(server[path]?.data)) on the server")
             }
         }
         if checks.contains(.lostWrites) && findings.lostWrites.isEmpty {
@@ -654,11 +664,13 @@ struct SyncHistoryRunner {
             let times = try harness.modifiedTimes(device)
             for path in Set(local.keys).union(server.keys).sorted() {
                 if local[path] != server[path]?.data {
-                    findings.convergence.append("\(at): \(path) is \(Self.show(local[path])) on \(who) "
-                                                + "and \(Self.show(server[path]?.data)) on the server")
+                    findings.convergence.append(
+                        "\(at): \(path) is \(Self.show(local[path])) on \(who) "
+                            + "and \(Self.show(server[path]?.data)) on the server")
                 } else if !touched, let head = server[path], times[path] != head.modified {
-                    findings.convergence.append("\(at): \(path) has mtime \(times[path] ?? 0) on \(who), "
-                                                + "the record says \(head.modified)")
+                    findings.convergence.append(
+                        "\(at): \(path) has mtime \(times[path] ?? 0) on \(who), "
+                            + "the record says \(head.modified)")
                 }
             }
         }
@@ -676,8 +688,9 @@ struct SyncHistoryRunner {
             for (note, expected) in model.decidedOutcomes().sorted(by: { $0.key < $1.key }) {
                 let actual = local[note].map(SyncHarness.lines)
                 if actual != expected {
-                    findings.lostWrites.append("\(at): \(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), "
-                                               + "the history decides \(expected.map { "\($0)" } ?? "absent")")
+                    findings.lostWrites.append(
+                        "\(at): \(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), "
+                            + "the history decides \(expected.map { "\($0)" } ?? "absent")")
                 }
             }
         }
@@ -691,8 +704,9 @@ struct SyncHistoryRunner {
                 let notes = try harness.notes(device)
                 let report = try harness.sync(device)
                 if !report.changes.isEmpty {
-                    findings.idempotence.append("\(at): \(label): \(who)'s sync did "
-                                                + report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+                    findings.idempotence.append(
+                        "\(at): \(label): \(who)'s sync did "
+                            + report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
                 }
                 if try harness.serverState().token != token {
                     findings.idempotence.append("\(at): \(label): \(who)'s sync committed to the server")
@@ -706,8 +720,9 @@ struct SyncHistoryRunner {
         for device in harness.devices.indices {
             let planned = try harness.sync(device, SyncHarness.dryRunOptions).changes
             if !planned.isEmpty {
-                findings.idempotence.append("\(at): a dry run on \(SyncHarness.deviceNames[device]) after convergence plans "
-                                            + planned.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+                findings.idempotence.append(
+                    "\(at): a dry run on \(SyncHarness.deviceNames[device]) after convergence plans "
+                        + planned.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
             }
         }
         for device in harness.devices.indices {
@@ -728,7 +743,8 @@ struct SyncHistoryRunner {
         let done = real.changes.filter { $0.kind != .adopt && !($0.kind == .upload && copies.contains($0.name)) }
         let planned = dry.changes.filter { $0.kind != .adopt }
         func key(_ change: PlannedChange) -> String { "\(change.kind.rawValue) \(change.name)" }
-        let plannedKeys = planned.map(key).sorted(), doneKeys = done.map(key).sorted()
+        let plannedKeys = planned.map(key).sorted()
+        let doneKeys = done.map(key).sorted()
         if plannedKeys != doneKeys {
             problems.append("the dry run planned \(plannedKeys) but the sync did \(doneKeys)")
         }

@@ -1,6 +1,7 @@
 import Foundation
 import PropertyBased
 import Testing
+
 @testable import NoteSync
 
 /// Property tests of the sync engine on random histories of two or three devices (docs/reconciliation.md, invariants).
@@ -96,8 +97,9 @@ struct DisjointEdits: Sendable, CustomTestStringConvertible {
         Gen.int(in: 0...3), Gen.bool, Gen.bool
     ).map { note, devices, first, gap, tail, swap, bobFirst in
         let (low, high) = (first, first + gap)
-        return DisjointEdits(note: SyncHistory.pool[note], deviceCount: devices, lineCount: high + 1 + tail,
-                             lines: swap ? (high, low) : (low, high), bobSyncsFirst: bobFirst)
+        return DisjointEdits(
+            note: SyncHistory.pool[note], deviceCount: devices, lineCount: high + 1 + tail,
+            lines: swap ? (high, low) : (low, high), bobSyncsFirst: bobFirst)
     }
 
     func check() throws {
@@ -106,7 +108,9 @@ struct DisjointEdits: Sendable, CustomTestStringConvertible {
         try harness.write(0, note, SyncHarness.text(base))
         for device in harness.devices.indices { _ = try harness.sync(device) }
 
-        var alice = base, bob = base, both = base
+        var alice = base
+        var bob = base
+        var both = base
         alice[lines.alice] = "alice's line"
         bob[lines.bob] = "bob's line"
         both[lines.alice] = alice[lines.alice]
@@ -123,8 +127,9 @@ struct DisjointEdits: Sendable, CustomTestStringConvertible {
         for device in harness.devices.indices {
             let notes = try harness.notes(device)
             #expect(notes[note].map(SyncHarness.lines) == both, "on \(SyncHarness.deviceNames[device])")
-            #expect(!notes.keys.contains(where: ConflictCopyName.isNotesyncConflictCopy),
-                    "conflict copies on \(SyncHarness.deviceNames[device]): \(notes.keys.sorted())")
+            #expect(
+                !notes.keys.contains(where: ConflictCopyName.isNotesyncConflictCopy),
+                "conflict copies on \(SyncHarness.deviceNames[device]): \(notes.keys.sorted())")
         }
         #expect(try harness.serverNotes()[note].map { SyncHarness.lines($0.data) } == both)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// Histories that the property tests of SyncPropertyTests.swift shrank to, kept as deterministic tests once
@@ -19,12 +20,14 @@ import Testing
     /// free in the notes folder and on the server.
     @Test func aConflictCopyNameThatIsTakenIsNotReused() {
         let note = "a/b.md"
-        let history = SyncHistory(deviceCount: 2, clockStep: 1_000_000, steps: [
-            Self.step(1, note, .edit(.changeLine(0))), Self.step(1, note, .sync),
-            Self.step(0, note, .edit(.changeLine(0))), Self.step(0, note, .sync),
-            Self.step(1, note, .edit(.changeLine(0))), Self.step(0, note, .edit(.changeLine(0))),
-            Self.step(1, note, .sync),
-        ])
+        let history = SyncHistory(
+            deviceCount: 2, clockStep: 1_000_000,
+            steps: [
+                Self.step(1, note, .edit(.changeLine(0))), Self.step(1, note, .sync),
+                Self.step(0, note, .edit(.changeLine(0))), Self.step(0, note, .sync),
+                Self.step(1, note, .edit(.changeLine(0))), Self.step(0, note, .edit(.changeLine(0))),
+                Self.step(1, note, .sync)
+            ])
         let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .idempotence])
         #expect(findings.harness.isEmpty, "\(findings)")
         #expect(findings.lostWrites.isEmpty, "\(findings)")
@@ -36,12 +39,14 @@ import Testing
     /// sync then uses.
     @Test func aDryRunAnnouncesTheFreeConflictCopyName() {
         let note = "note.md"
-        let history = SyncHistory(deviceCount: 3, clockStep: 1_000_000, steps: [
-            Self.step(0, note, .edit(.changeLine(0))), Self.step(0, note, .sync),
-            Self.step(2, note, .edit(.changeLine(0))), Self.step(2, note, .sync),
-            Self.step(0, note, .edit(.changeLine(0))), Self.step(1, note, .edit(.changeLine(0))),
-            Self.step(0, note, .dryRunThenSync), Self.step(1, note, .dryRunThenSync),
-        ])
+        let history = SyncHistory(
+            deviceCount: 3, clockStep: 1_000_000,
+            steps: [
+                Self.step(0, note, .edit(.changeLine(0))), Self.step(0, note, .sync),
+                Self.step(2, note, .edit(.changeLine(0))), Self.step(2, note, .sync),
+                Self.step(0, note, .edit(.changeLine(0))), Self.step(1, note, .edit(.changeLine(0))),
+                Self.step(0, note, .dryRunThenSync), Self.step(1, note, .dryRunThenSync)
+            ])
         let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .dryRun])
         #expect(findings.harness.isEmpty, "\(findings)")
         #expect(findings.lostWrites.isEmpty, "\(findings)")
@@ -54,10 +59,12 @@ import Testing
     /// Adopting a record now gives the file the record's `modified`.
     @Test func theSameTextSavedTwiceEndsWithTheRecordsMtimeEverywhere() {
         let note = "note.md"
-        let history = SyncHistory(deviceCount: 2, clockStep: 1_000_000_000, steps: [
-            Self.step(0, note, .edit(.rewriteShared(0))), Self.step(1, note, .edit(.rewriteShared(0))),
-            Self.step(0, note, .sync), Self.step(0, note, .sync), Self.step(0, note, .sync),
-        ])
+        let history = SyncHistory(
+            deviceCount: 2, clockStep: 1_000_000_000,
+            steps: [
+                Self.step(0, note, .edit(.rewriteShared(0))), Self.step(1, note, .edit(.rewriteShared(0))),
+                Self.step(0, note, .sync), Self.step(0, note, .sync), Self.step(0, note, .sync)
+            ])
         let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .idempotence])
         #expect(findings.harness.isEmpty, "\(findings)")
         #expect(findings.lostWrites.isEmpty, "\(findings)")
@@ -69,10 +76,12 @@ import Testing
     /// take the note's local mtime for a divergence. Found by `devicesConvergeOnTheServerHeads`.
     @Test func theSameTextSavedAgainUploadsNothing() {
         let note = "note.md"
-        let history = SyncHistory(deviceCount: 2, clockStep: 1_000_000_000, steps: [
-            Self.step(0, note, .edit(.rewriteShared(1))), Self.step(0, note, .sync),
-            Self.step(0, note, .edit(.rewriteShared(1))), Self.step(0, note, .sync), Self.step(0, note, .sync),
-        ])
+        let history = SyncHistory(
+            deviceCount: 2, clockStep: 1_000_000_000,
+            steps: [
+                Self.step(0, note, .edit(.rewriteShared(1))), Self.step(0, note, .sync),
+                Self.step(0, note, .edit(.rewriteShared(1))), Self.step(0, note, .sync), Self.step(0, note, .sync)
+            ])
         let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .idempotence])
         #expect(findings.harness.isEmpty, "\(findings)")
         #expect(findings.lostWrites.isEmpty, "\(findings)")

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+
 @testable import NoteSync
 
 /// A fresh directory under the system temp folder, removed when the test ends.
@@ -38,8 +39,10 @@ let testLogger: Logger = {
     return logger
 }()
 
-func makeServer(_ dir: TempDirectory, at folder: String = "server", device: String = "dev-a",
-                primitive: PublishPrimitive? = nil) throws -> ServerStore {
+func makeServer(
+    _ dir: TempDirectory, at folder: String = "server", device: String = "dev-a",
+    primitive: PublishPrimitive? = nil
+) throws -> ServerStore {
     let root = dir.sub(folder)
     if FileIO.lstatInfo(root + "/" + ServerLayout.markerName) == nil {
         try ServerStore.create(root: root, logger: testLogger)

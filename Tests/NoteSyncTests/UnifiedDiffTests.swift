@@ -166,7 +166,7 @@ private func plain(_ old: String, _ new: String, context: Int = 3) -> String {
         #expect(
             diff.hunks == [
                 .init(oldLines: 1..<2, newLines: 1..<2),
-                .init(oldLines: 4..<4, newLines: 4..<5),
+                .init(oldLines: 4..<4, newLines: 4..<5)
             ])
         #expect(LineDiff(old: bytes("a\n"), new: bytes("a\n")).hunks.isEmpty)
         #expect(LineDiff(old: bytes("a"), new: bytes("a\n")).hunks == [.init(oldLines: 0..<1, newLines: 0..<1)])

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// What the local state must store along with the token (``ZoneState/unsaved``), and what a partial sync must
@@ -15,19 +16,22 @@ import Testing
         let bob = try ServerStore(root: dir.sub("server"), device: "dev-b", logger: testLogger)
 
         var aliceZone = ZoneState()
-        _ = try alice.commit([.save(try name("a.md"), base: 0, text: try alice.putAsset(Data("a".utf8)), modified: 1)],
-                             into: &aliceZone)
+        _ = try alice.commit(
+            [.save(try name("a.md"), base: 0, text: try alice.putAsset(Data("a".utf8)), modified: 1)],
+            into: &aliceZone)
         #expect(Set(aliceZone.takeUnsaved().keys) == [try name("a.md")])
         aliceZone.unplanned = []
 
         var bobZone = ZoneState()
         try bob.fetch(into: &bobZone)
-        _ = try bob.commit([.save(try name("b.md"), base: 0, text: try bob.putAsset(Data("b".utf8)), modified: 2)],
-                           into: &bobZone)
+        _ = try bob.commit(
+            [.save(try name("b.md"), base: 0, text: try bob.putAsset(Data("b".utf8)), modified: 2)],
+            into: &bobZone)
 
         // Alice has not fetched bob's entry: her commit loses slot 2, folds it in, and lands at 3.
-        guard case .committed(let entry) = try alice.commit(
-            [.save(try name("c.md"), base: 0, text: try alice.putAsset(Data("c".utf8)), modified: 3)], into: &aliceZone)
+        guard
+            case .committed(let entry) = try alice.commit(
+                [.save(try name("c.md"), base: 0, text: try alice.putAsset(Data("c".utf8)), modified: 3)], into: &aliceZone)
         else {
             Issue.record("the commit did not land")
             return
@@ -45,8 +49,9 @@ import Testing
         let dir = try TempDirectory()
         let store = try makeServer(dir)
         var zone = ZoneState()
-        _ = try store.commit([.save(try name("a.md"), base: 0, text: try store.putAsset(Data("a".utf8)), modified: 1)],
-                             into: &zone)
+        _ = try store.commit(
+            [.save(try name("a.md"), base: 0, text: try store.putAsset(Data("a".utf8)), modified: 1)],
+            into: &zone)
         var other = ZoneState()
         try store.fetch(into: &other)
         _ = other.takeUnsaved()

@@ -27,8 +27,10 @@ public enum AgentSocket {
             }
         }
 
-        public init(allowMassDelete: Bool = false, restore: Restore? = nil, dryRun: Bool = false, colorDiffs: Bool = false,
-                    recover: Bool = false) {
+        public init(
+            allowMassDelete: Bool = false, restore: Restore? = nil, dryRun: Bool = false, colorDiffs: Bool = false,
+            recover: Bool = false
+        ) {
             self.allowMassDelete = allowMassDelete
             self.restore = restore
             self.dryRun = dryRun
@@ -41,11 +43,12 @@ public enum AgentSocket {
         /// Fields a command of another build left out take their defaults.
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            self.init(allowMassDelete: try container.decodeIfPresent(Bool.self, forKey: .allowMassDelete) ?? false,
-                      restore: try container.decodeIfPresent(Restore.self, forKey: .restore),
-                      dryRun: try container.decodeIfPresent(Bool.self, forKey: .dryRun) ?? false,
-                      colorDiffs: try container.decodeIfPresent(Bool.self, forKey: .colorDiffs) ?? false,
-                      recover: try container.decodeIfPresent(Bool.self, forKey: .recover) ?? false)
+            self.init(
+                allowMassDelete: try container.decodeIfPresent(Bool.self, forKey: .allowMassDelete) ?? false,
+                restore: try container.decodeIfPresent(Restore.self, forKey: .restore),
+                dryRun: try container.decodeIfPresent(Bool.self, forKey: .dryRun) ?? false,
+                colorDiffs: try container.decodeIfPresent(Bool.self, forKey: .colorDiffs) ?? false,
+                recover: try container.decodeIfPresent(Bool.self, forKey: .recover) ?? false)
         }
     }
 

@@ -16,8 +16,10 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     /// Local deletes the mass-delete guard holds (nil: none).
     public var heldDeletes: Int?
 
-    public init(pid: Int32, started: Int64, online: Bool, pending: Int, token: Int64, lastSync: Int64?,
-                lastError: String?, serverWatch: ServerWatchMode, localWatch: LocalWatchMode) {
+    public init(
+        pid: Int32, started: Int64, online: Bool, pending: Int, token: Int64, lastSync: Int64?,
+        lastError: String?, serverWatch: ServerWatchMode, localWatch: LocalWatchMode
+    ) {
         self.pid = pid
         self.started = started
         self.online = online
@@ -43,7 +45,8 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     /// The status of the agent running on `folder`, or `nil` when none runs (a stale file is ignored).
     public static func read(_ folder: NotesFolder) -> AgentStatus? {
         guard let data = try? FileIO.read(folder.statusFile, limit: 1 << 20),
-              let status = try? JSONDecoder().decode(AgentStatus.self, from: data) else { return nil }
+            let status = try? JSONDecoder().decode(AgentStatus.self, from: data)
+        else { return nil }
         guard kill(status.pid, 0) == 0 || errno == EPERM else { return nil }
         guard (try? FolderLock(folder)) == nil else { return nil }
         return status

@@ -83,7 +83,11 @@ extension InotifyWatcher {
 
         /// An `inotify_event` copied out of libinotifytools' static buffer before the next call reuses it.
         struct RawEvent {
-            enum Name { case none, valid(String), invalid }
+            enum Name {
+                case none
+                case valid(String)
+                case invalid
+            }
             let wd: Int32
             let mask: UInt32
             let cookie: UInt32
@@ -109,8 +113,9 @@ extension InotifyWatcher {
         static let rootMask = directoryMask | UInt32(IN_DELETE_SELF | IN_MOVE_SELF)
         /// Subdirectories leave out `IN_DELETE_SELF`/`IN_MOVE_SELF`: their parent reports those as
         /// `IN_DELETE`/`IN_MOVED_FROM` with a name, and the kernel still sends `IN_IGNORED` when it drops them.
-        static let directoryMask = UInt32(IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM
-            | IN_MOVED_TO | IN_EXCL_UNLINK | IN_ONLYDIR | IN_DONT_FOLLOW)
+        static let directoryMask = UInt32(
+            IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM
+                | IN_MOVED_TO | IN_EXCL_UNLINK | IN_ONLYDIR | IN_DONT_FOLLOW)
 
         init(watcher: InotifyWatcher) {
             self.watcher = watcher
@@ -149,20 +154,26 @@ extension InotifyWatcher {
             let before = Self.inotifyDescriptors()
             guard inotifytools_initialize() != 0 else {
                 let code = inotifytools_error()
-                return NoteSyncError(.io, "inotify_init failed",
-                                     fix: code == EMFILE ? "too many inotify instances for this user: raise fs.inotify.max_user_instances (sudo sysctl fs.inotify.max_user_instances=512) or stop other file watchers" : nil,
-                                     errno: code)
+                return NoteSyncError(
+                    .io, "inotify_init failed",
+                    fix: code == EMFILE
+                        ? "too many inotify instances for this user: raise fs.inotify.max_user_instances (sudo sysctl fs.inotify.max_user_instances=512) or stop other file watchers"
+                        : nil,
+                    errno: code)
             }
             initialized = true
             let opened = Self.inotifyDescriptors().subtracting(before)
             guard opened.count == 1, let descriptor = opened.first else {
-                return NoteSyncError(.io, "cannot find the inotify descriptor libinotifytools opened (\(opened.count) new inotify descriptors in /proc/self/fd)",
-                                     fix: "make sure nothing else in the process creates inotify instances while the watcher starts")
+                return NoteSyncError(
+                    .io,
+                    "cannot find the inotify descriptor libinotifytools opened (\(opened.count) new inotify descriptors in /proc/self/fd)",
+                    fix: "make sure nothing else in the process creates inotify instances while the watcher starts")
             }
             // libinotifytools waits with select(): a descriptor past FD_SETSIZE would overflow its fd_set.
             guard descriptor < FD_SETSIZE else {
-                return NoteSyncError(.io, "the inotify descriptor is \(descriptor), too high for libinotifytools' select()",
-                                     fix: "start the watcher before the process opens over \(FD_SETSIZE) files")
+                return NoteSyncError(
+                    .io, "the inotify descriptor is \(descriptor), too high for libinotifytools' select()",
+                    fix: "start the watcher before the process opens over \(FD_SETSIZE) files")
             }
             // inotify_init() without IN_CLOEXEC: do not leak it into child processes.
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
@@ -219,8 +230,10 @@ extension InotifyWatcher {
             }
             InotifyWatcher.processSlot.withLock { $0 = false }
             for request in leftovers {
-                request.reply?.finish(NoteSyncError(.usage, path: request.path, "cannot be watched: the watcher has stopped",
-                                                    fix: "create a new InotifyWatcher"))
+                request.reply?.finish(
+                    NoteSyncError(
+                        .usage, path: request.path, "cannot be watched: the watcher has stopped",
+                        fix: "create a new InotifyWatcher"))
             }
             watcher.continuation.finish()
         }
@@ -277,14 +290,16 @@ extension InotifyWatcher {
         func addRoot(_ request: RootRequest) -> NoteSyncError? {
             let root = Root(id: request.id, path: request.path, recursive: request.recursive, ignore: request.ignore)
             guard let info = FileIO.lstatInfo(root.path), (info.st_mode & S_IFMT) == S_IFDIR else {
-                return NoteSyncError(.io, path: root.path, "cannot be watched: it is gone or no longer a directory",
-                                     fix: "create the directory or correct the path")
+                return NoteSyncError(
+                    .io, path: root.path, "cannot be watched: it is gone or no longer a directory",
+                    fix: "create the directory or correct the path")
             }
             roots[root.id] = root
             if ensureWatched(root, "", info) == nil && lastWatchError != ENOSPC {
                 roots[root.id] = nil
-                return NoteSyncError(.io, path: root.path, "cannot be watched: inotify_add_watch failed",
-                                     fix: "check that the directory exists and is readable", errno: lastWatchError)
+                return NoteSyncError(
+                    .io, path: root.path, "cannot be watched: inotify_add_watch failed",
+                    fix: "check that the directory exists and is readable", errno: lastWatchError)
             }
             if root.recursive { walk(root, "", announce: false) }
             logger.debug("watch.root.added", metadata: ["watch.root": "\(root.id)", "watch.path": "\(root.path)"])
@@ -539,11 +554,12 @@ extension InotifyWatcher {
             limitReported = true
             let limit = inotifytools_get_max_user_watches()
             logger.error("watch.limit.reached", metadata: ["watch.limit": "\(limit)"])
-            emit(.watchLimitReached(
-                "the inotify watch limit (fs.inotify.max_user_watches = \(limit)) is reached, so some folders are not watched "
-                + "and their changes are found only by periodic scans. Raise it with `sudo sysctl fs.inotify.max_user_watches=524288` "
-                + "and keep it across reboots with `echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-notesync.conf`, "
-                + "then restart notesync"))
+            emit(
+                .watchLimitReached(
+                    "the inotify watch limit (fs.inotify.max_user_watches = \(limit)) is reached, so some folders are not watched "
+                        + "and their changes are found only by periodic scans. Raise it with `sudo sysctl fs.inotify.max_user_watches=524288` "
+                        + "and keep it across reboots with `echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-notesync.conf`, "
+                        + "then restart notesync"))
         }
 
         // MARK: delivery

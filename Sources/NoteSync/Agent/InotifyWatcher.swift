@@ -57,8 +57,9 @@ public final class InotifyWatcher: Sendable {
         self.logger = logger
         self.watchLimitForTesting = watchLimitForTesting
         self.stopAfterEventsForTesting = stopAfterEventsForTesting
-        (events, continuation) = AsyncStream.makeStream(of: WatchEvent.self,
-                                                        bufferingPolicy: .bufferingOldest(Self.bufferLimit))
+        (events, continuation) = AsyncStream.makeStream(
+            of: WatchEvent.self,
+            bufferingPolicy: .bufferingOldest(Self.bufferLimit))
         // A consumer that stops listening stops the watcher.
         continuation.onTermination = { [weak self] _ in
             self?.control.withLock { $0.stopRequested = true }
@@ -81,19 +82,28 @@ public final class InotifyWatcher: Sendable {
     /// - Throws: `NoteSyncError` when `path` is not a directory, cannot be watched, or the watcher has stopped.
     ///   Reaching the watch limit is not an error: it is reported as ``WatchEvent/watchLimitReached(_:)``.
     @discardableResult
-    public func addRoot(_ path: String, recursive: Bool = true,
-                        ignore: @escaping @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool = { _, _ in false })
-        throws -> Int {
+    public func addRoot(
+        _ path: String, recursive: Bool = true,
+        ignore: @escaping @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool = { _, _ in false }
+    )
+        throws -> Int
+    {
         let absolute = Self.normalized(path)
         guard let info = FileIO.lstatInfo(absolute) else {
-            throw NoteSyncError(.io, path: absolute, "cannot be watched: it does not exist",
-                                fix: "create the directory or correct the path", errno: errno)
+            throw NoteSyncError(
+                .io, path: absolute, "cannot be watched: it does not exist",
+                fix: "create the directory or correct the path", errno: errno)
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw NoteSyncError(.io, path: absolute, "cannot be watched: it is not a directory (symbolic links are not followed)",
-                                fix: "give the path of the directory itself")
+            throw NoteSyncError(
+                .io, path: absolute, "cannot be watched: it is not a directory (symbolic links are not followed)",
+                fix: "give the path of the directory itself")
         }
-        enum Next { case queued(Int), wait(Int, Reply), stopped }
+        enum Next {
+            case queued(Int)
+            case wait(Int, Reply)
+            case stopped
+        }
         let next = control.withLock { state -> Next in
             guard state.phase != .stopped else { return .stopped }
             let id = state.nextRootID
@@ -109,8 +119,9 @@ public final class InotifyWatcher: Sendable {
             try reply.wait()
             return id
         case .stopped:
-            throw NoteSyncError(.usage, path: absolute, "cannot be watched: the watcher has stopped",
-                                fix: "create a new InotifyWatcher")
+            throw NoteSyncError(
+                .usage, path: absolute, "cannot be watched: the watcher has stopped",
+                fix: "create a new InotifyWatcher")
         }
     }
 
@@ -125,8 +136,9 @@ public final class InotifyWatcher: Sendable {
             return true
         }
         guard claimed else {
-            throw NoteSyncError(.usage, "another inotify watcher is already running in this process",
-                                fix: "libinotifytools has one inotify instance per process: stop the other watcher first")
+            throw NoteSyncError(
+                .usage, "another inotify watcher is already running in this process",
+                fix: "libinotifytools has one inotify instance per process: stop the other watcher first")
         }
         let fresh = control.withLock { state -> Bool in
             guard state.phase == .idle else { return false }

@@ -107,9 +107,11 @@ public final class SyncAgent: Service, Sendable {
         let clock = ContinuousClock()
         let rules = try folder.ignoreRules()
 
-        let notesRoot = try watcher.addRoot(folder.root, ignore: { path, isDirectory in
-            !path.hasPrefix(AgentSocket.cookiePrefix) && rules.isIgnored(path, isDirectory: isDirectory)
-        })
+        let notesRoot = try watcher.addRoot(
+            folder.root,
+            ignore: { path, isDirectory in
+                !path.hasPrefix(AgentSocket.cookiePrefix) && rules.isIgnored(path, isDirectory: isDirectory)
+            })
         var serverRoot: Int?
         let logDirectory = ServerLayout(root: config.server).logDirectory
         var serverIsLocal = false
@@ -119,9 +121,10 @@ public final class SyncAgent: Service, Sendable {
         }
         try watcher.start()
         let poll = options.pollInterval ?? (serverIsLocal && serverRoot != nil ? AgentOptions.localSafetyPoll : AgentOptions.networkPoll)
-        var status = AgentStatus(pid: getpid(), started: Clock.nowNanoseconds(), online: false, pending: 0, token: 0,
-                                 lastSync: nil, lastError: nil,
-                                 serverWatch: serverRoot != nil ? .inotify : .polling(every: poll), localWatch: .inotify)
+        var status = AgentStatus(
+            pid: getpid(), started: Clock.nowNanoseconds(), online: false, pending: 0, token: 0,
+            lastSync: nil, lastError: nil,
+            serverWatch: serverRoot != nil ? .inotify : .polling(every: poll), localWatch: .inotify)
         logger.info("agent.started", metadata: ["notes.root": "\(folder.root)", "server.watch": "\(status.serverWatch)"])
 
         var pending = EventSettler<ContinuousClock.Instant>(options)
@@ -212,7 +215,7 @@ public final class SyncAgent: Service, Sendable {
             for event in events {
                 switch event {
                 case .changed(let root, let path), .removed(let root, let path),
-                     .directoryAppeared(let root, let path), .directoryRemoved(let root, let path):
+                    .directoryAppeared(let root, let path), .directoryRemoved(let root, let path):
                     if root == serverRoot {
                         serverDirty = true
                     } else if root == notesRoot {
@@ -261,10 +264,11 @@ public final class SyncAgent: Service, Sendable {
                 let left = deadline - clock.now
                 guard left > .zero else { return false }
                 _ = wakeup.wait(timeout: .now() + left.seconds)
-                take(inbox.withLock { box in
-                    defer { box.events.removeAll(keepingCapacity: true) }
-                    return box.events
-                })
+                take(
+                    inbox.withLock { box in
+                        defer { box.events.removeAll(keepingCapacity: true) }
+                        return box.events
+                    })
             }
             cookiesSeen.remove(name)
             return !needFull
@@ -290,8 +294,9 @@ public final class SyncAgent: Service, Sendable {
             let asked = request.request
             let incremental = !asked.allowMassDelete && !asked.recover && status.heldDeletes == nil && watchIsCurrent()
             if asked.dryRun {
-                var syncOptions = SyncOptions(dryRun: true, withDiffs: true, colorDiffs: asked.colorDiffs,
-                                              allowMassDelete: asked.allowMassDelete)
+                var syncOptions = SyncOptions(
+                    dryRun: true, withDiffs: true, colorDiffs: asked.colorDiffs,
+                    allowMassDelete: asked.allowMassDelete)
                 syncOptions.forgetServer = asked.recover
                 answer(Result { try engine.sync(syncOptions, only: incremental ? pending.paths : nil) })
                 return
@@ -322,7 +327,9 @@ public final class SyncAgent: Service, Sendable {
             let paths = incremental ? pending.paths : nil
             let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete)
             if case .success(let report) = outcome, !report.offline {
-                if let paths { pending.remove(paths) } else {
+                if let paths {
+                    pending.remove(paths)
+                } else {
                     pending.removeAll()
                     nextFull = clock.now + options.fullScanInterval
                 }

@@ -31,11 +31,6 @@ public struct ConflictInfo: Sendable, Equatable {
     public let regions: [Region]
     let segments: [Segment]
 
-    init(regions: [Region], segments: [Segment]) {
-        self.regions = regions
-        self.segments = segments
-    }
-
     /// The merged note with conflict markers, escaped for a terminal; for display only.
     ///
     /// Labels and content go through `DisplayName`, so neither a note's name nor its text can

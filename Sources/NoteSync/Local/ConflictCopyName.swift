@@ -44,7 +44,7 @@ public enum ConflictCopyName {
     public static func isNotesyncConflictCopy(_ path: String) -> Bool {
         let name = Array(splitLastComponent(path).name.utf8)
         guard let open = name[...].lastASCIIRange(of: marker), open.lowerBound > 0,
-              let close = name[open.upperBound...].firstIndex(of: UInt8(ascii: ")"))
+            let close = name[open.upperBound...].firstIndex(of: UInt8(ascii: ")"))
         else { return false }
         let rest = name[(close + 1)...]
         guard rest.isEmpty || rest.first == UInt8(ascii: ".") else { return false }
@@ -96,7 +96,7 @@ public enum ConflictCopyName {
     private static func splitExtension(_ name: String) -> (stem: Substring, ext: Substring) {
         let utf8 = name.utf8
         guard let firstNonDot = utf8.firstIndex(where: { $0 != UInt8(ascii: ".") }),
-              let dot = utf8[firstNonDot...].lastIndex(of: UInt8(ascii: "."))
+            let dot = utf8[firstNonDot...].lastIndex(of: UInt8(ascii: "."))
         else { return (name[...], "") }
         let ext = name[dot...]
         guard (2...(maximumExtensionBytes + 1)).contains(ext.utf8.count), !ext.contains(" ") else {

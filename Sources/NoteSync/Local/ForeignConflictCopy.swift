@@ -38,8 +38,9 @@ public struct ForeignConflictCopy: Sendable, Equatable {
         // scanner asks about every note.
         guard Self.mayBeConflict(name) else { return nil }
         let bytes = Array(name.utf8)
-        guard let (tool, original) = Self.syncthing(bytes) ?? Self.nextcloudLegacy(bytes)
-            ?? Self.conflictedCopy(bytes) ?? Self.dropboxRename(bytes)
+        guard
+            let (tool, original) = Self.syncthing(bytes) ?? Self.nextcloudLegacy(bytes)
+                ?? Self.conflictedCopy(bytes) ?? Self.dropboxRename(bytes)
         else { return nil }
         self.tool = tool
         originalPath = directory + String(decoding: original, as: UTF8.self)
@@ -103,14 +104,14 @@ public struct ForeignConflictCopy: Sendable, Equatable {
             guard let open = name[..<marker.lowerBound].lastASCIIRange(of: " (") else { continue }
             let who = name[open.upperBound..<marker.lowerBound]
             guard who.isEmpty || who.last == UInt8(ascii: " "),
-                  !who.contains(UInt8(ascii: "(")), !who.contains(UInt8(ascii: ")")),
-                  let close = name[marker.upperBound...].firstIndex(of: UInt8(ascii: ")"))
+                !who.contains(UInt8(ascii: "(")), !who.contains(UInt8(ascii: ")")),
+                let close = name[marker.upperBound...].firstIndex(of: UInt8(ascii: ")"))
             else { continue }
             let stamp = name[marker.upperBound..<close]
             if stamp.count >= 17, name.isDate(at: close - 17), name[close - 7] == UInt8(ascii: " "),
-               name.isDigits(at: close - 6, count: 6),
-               stamp.count == 17 || (stamp.count > 18 && name[close - 18] == UInt8(ascii: " ")),
-               let original = original(name, prefixEnd: open.lowerBound, restStart: close + 1)
+                name.isDigits(at: close - 6, count: 6),
+                stamp.count == 17 || (stamp.count > 18 && name[close - 18] == UInt8(ascii: " ")),
+                let original = original(name, prefixEnd: open.lowerBound, restStart: close + 1)
             {
                 return (.nextcloud, original)
             }
@@ -118,7 +119,7 @@ public struct ForeignConflictCopy: Sendable, Equatable {
             var end = marker.upperBound + 10
             if stamp.count > 10 {
                 guard name[end...].starts(with: " (".utf8), name.isDigits(at: end + 2, count: close - end - 2),
-                      close + 1 < name.count, name[close + 1] == UInt8(ascii: ")")
+                    close + 1 < name.count, name[close + 1] == UInt8(ascii: ")")
                 else { continue }
                 end = close + 1
             } else {
@@ -136,7 +137,8 @@ public struct ForeignConflictCopy: Sendable, Equatable {
             for marker in name.asciiRanges(of: kind, caseInsensitive: true) {
                 guard let close = name[marker.upperBound...].firstIndex(of: UInt8(ascii: ")")) else { continue }
                 let counter = name[marker.upperBound..<close]
-                let numbered = counter.first == UInt8(ascii: " ")
+                let numbered =
+                    counter.first == UInt8(ascii: " ")
                     && name.isDigits(at: marker.upperBound + 1, count: counter.count - 1)
                 guard counter.isEmpty || numbered else { continue }
                 if let original = original(name, prefixEnd: marker.lowerBound, restStart: close + 1) {

@@ -282,8 +282,9 @@ struct BracketExpression: Sendable, Equatable {
             case .blank: return scalar == " " || scalar == "\t"
             case .cntrl: return properties.generalCategory == .control
             case .digit: return ("0"..."9").contains(scalar)
-            case .graph: return !properties.isWhitespace && properties.generalCategory != .control
-                && scalar != " "
+            case .graph:
+                return !properties.isWhitespace && properties.generalCategory != .control
+                    && scalar != " "
             case .lower: return properties.isLowercase
             case .print: return properties.generalCategory != .control
             case .punct: return Self.punctuation.contains(properties.generalCategory)
@@ -296,7 +297,7 @@ struct BracketExpression: Sendable, Equatable {
         private static let punctuation: Set<Unicode.GeneralCategory> = [
             .connectorPunctuation, .dashPunctuation, .openPunctuation, .closePunctuation,
             .initialPunctuation, .finalPunctuation, .otherPunctuation,
-            .mathSymbol, .currencySymbol, .modifierSymbol, .otherSymbol,
+            .mathSymbol, .currencySymbol, .modifierSymbol, .otherSymbol
         ]
     }
 
@@ -338,7 +339,7 @@ struct BracketExpression: Sendable, Equatable {
             }
             isFirst = false
             if scalar == "[", index + 1 < text.count, text[index + 1] == ":",
-               let close = closingOfClassName(text, from: index + 2)
+                let close = closingOfClassName(text, from: index + 2)
             {
                 let name = String(String.UnicodeScalarView(text[(index + 2)..<close]))
                 guard let named = NamedClass(rawValue: name) else {

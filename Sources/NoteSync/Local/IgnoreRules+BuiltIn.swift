@@ -15,7 +15,7 @@ extension IgnoreRules {
             switch self {
             case .vimWriteProbe:
                 guard (4...18).contains(name.count), name.first != "0", name.allSatisfy(Self.isDigit),
-                      let value = Int(String(String.UnicodeScalarView(name)))
+                    let value = Int(String(String.UnicodeScalarView(name)))
                 else { return false }
                 return value >= 4913 && (value - 4913) % 123 == 0
             case .inotifyPhantom:
@@ -109,7 +109,7 @@ extension IgnoreRules {
         BuiltInEntry(pattern: ".git", madeBy: "git"),
         BuiltInEntry(pattern: ".hg", madeBy: "Mercurial"),
         BuiltInEntry(pattern: ".svn", madeBy: "Subversion"),
-        BuiltInEntry(pattern: ".jj", madeBy: "Jujutsu"),
+        BuiltInEntry(pattern: ".jj", madeBy: "Jujutsu")
     ]
 
     static let builtInRules: [Rule] = builtInEntries.map { entry in

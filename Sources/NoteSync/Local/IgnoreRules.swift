@@ -271,12 +271,13 @@ extension IgnoreRules {
                     )
                 }
                 let glob = try GlobPattern(String(String.UnicodeScalarView(line)))
-                rules.append(Rule(
-                    pattern: isNegated ? String(written.unicodeScalars.dropFirst()) : written,
-                    isNegated: isNegated,
-                    origin: .file(source, line: index + 1),
-                    matcher: .glob(glob, directoryOnly: directoryOnly)
-                ))
+                rules.append(
+                    Rule(
+                        pattern: isNegated ? String(written.unicodeScalars.dropFirst()) : written,
+                        isNegated: isNegated,
+                        origin: .file(source, line: index + 1),
+                        matcher: .glob(glob, directoryOnly: directoryOnly)
+                    ))
             } catch {
                 // The problem and fix quote the pattern, which came from a synced file: escape them too.
                 throw InvalidPattern(

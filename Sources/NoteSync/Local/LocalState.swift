@@ -13,8 +13,10 @@ public struct BaseRecord: Codable, Hashable, Sendable {
     /// The stat fingerprint of the local file when it was last hashed; `nil` forces a hash.
     public var fingerprint: StatFingerprint?
 
-    public init(name: RecordName, tag: Int64, digest: ContentDigest, size: Int64, modified: Int64,
-                fingerprint: StatFingerprint?) {
+    public init(
+        name: RecordName, tag: Int64, digest: ContentDigest, size: Int64, modified: Int64,
+        fingerprint: StatFingerprint?
+    ) {
         self.name = name
         self.tag = tag
         self.digest = digest
@@ -70,7 +72,8 @@ public final class LocalState: Sendable {
         do {
             var location = path
             if readOnly && FileIO.lstatInfo(path + "-wal") == nil,
-               let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) {
+                let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)
+            {
                 // A read-only connection to a WAL database would create its -wal and -shm files: a dry run must
                 // write nothing, so with no writer around (no -wal file) open it immutable (a URI; Debian's SQLite
                 // is built with SQLITE_USE_URI).
@@ -88,17 +91,20 @@ public final class LocalState: Sendable {
     /// database away is advice for a damaged file only.
     static func failure(_ error: DatabaseError, path: String, doing: String) -> NoteSyncError {
         var info = statvfs()
-        let nearlyFull = statvfs(FileIO.parent(of: path), &info) == 0
+        let nearlyFull =
+            statvfs(FileIO.parent(of: path), &info) == 0
             && UInt64(info.f_bavail) * UInt64(info.f_frsize) < 1 << 20
         if error.resultCode == .SQLITE_FULL || (error.resultCode == .SQLITE_IOERR && nearlyFull) {
-            return NoteSyncError(.io, path: path, "cannot \(doing) the local state database: the filesystem holding it is full",
-                                 fix: "free space there, then sync again; nothing is lost (what was not recorded is found again by the next scan)",
-                                 errno: ENOSPC)
+            return NoteSyncError(
+                .io, path: path, "cannot \(doing) the local state database: the filesystem holding it is full",
+                fix: "free space there, then sync again; nothing is lost (what was not recorded is found again by the next scan)",
+                errno: ENOSPC)
         }
         let root = FileIO.parent(of: FileIO.parent(of: path))
-        return NoteSyncError(.io, path: path, "cannot \(doing) the local state database: \(error.message ?? "\(error)")",
-                             fix: "check the file's permissions; if it was damaged or replaced (a restore, a git checkout), run "
-                                + "`notesync init --notes \(root) --server DIR` again: it moves it aside and starts afresh, keeping every note")
+        return NoteSyncError(
+            .io, path: path, "cannot \(doing) the local state database: \(error.message ?? "\(error)")",
+            fix: "check the file's permissions; if it was damaged or replaced (a restore, a git checkout), run "
+                + "`notesync init --notes \(root) --server DIR` again: it moves it aside and starts afresh, keeping every note")
     }
 
     /// An in-memory database, for tests and dry runs of a folder that was never initialised.
@@ -188,11 +194,13 @@ public final class LocalState: Sendable {
                 guard let name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
                 var fingerprint: StatFingerprint?
                 if !row.isNull(5) && !row.isNull(6) && !row.isNull(7) && !row.isNull(8) {
-                    fingerprint = StatFingerprint(size: row.int(5), mtime: row.int(6), ctime: row.int(7),
-                                                  inode: UInt64(bitPattern: row.int(8)))
+                    fingerprint = StatFingerprint(
+                        size: row.int(5), mtime: row.int(6), ctime: row.int(7),
+                        inode: UInt64(bitPattern: row.int(8)))
                 }
-                result[name] = BaseRecord(name: name, tag: row.int(1), digest: digest, size: row.int(3),
-                                          modified: row.int(4), fingerprint: fingerprint)
+                result[name] = BaseRecord(
+                    name: name, tag: row.int(1), digest: digest, size: row.int(3),
+                    modified: row.int(4), fingerprint: fingerprint)
             }
             return result
         }
@@ -201,13 +209,19 @@ public final class LocalState: Sendable {
     /// The server state as last fetched (token and heads), so a sync reads only the entries after it.
     public func zoneState() throws -> ZoneState {
         try queue.read { db in
-            var state = ZoneState(token: Int64(try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.token.rawValue]) ?? "0") ?? 0,
-                                  chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chain.rawValue]).flatMap(ContentDigest.init(hex:)))
-            if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainEarlier.rawValue]) {
+            var state = ZoneState(
+                token: Int64(
+                    try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.token.rawValue]) ?? "0") ?? 0,
+                chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chain.rawValue]).flatMap(
+                    ContentDigest.init(hex:)))
+            if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainEarlier.rawValue])
+            {
                 state.earlier = stored.split(separator: ",", omittingEmptySubsequences: false).map { ContentDigest(hex: String($0)) }
             }
-            state.verifiedTail = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainFile.rawValue])
-                .flatMap(StatFingerprint.init(stored:))
+            state.verifiedTail = try String.fetchOne(
+                db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainFile.rawValue]
+            )
+            .flatMap(StatFingerprint.init(stored:))
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
@@ -217,9 +231,10 @@ public final class LocalState: Sendable {
                 if !row.isNull(3), !row.isNull(4), let digest = row.digest(3) {
                     text = AssetRef(sha256: digest, size: row.int(4))
                 }
-                state.heads[name] = RecordHead(tag: row.int(1), deleted: row.int(2) != 0, text: text, modified: row.int(5),
-                                               version: Int(row.int(6)), device: row.text(7, reusing: &devices),
-                                               unverifiedSince: row.int(8))
+                state.heads[name] = RecordHead(
+                    tag: row.int(1), deleted: row.int(2) != 0, text: text, modified: row.int(5),
+                    version: Int(row.int(6)), device: row.text(7, reusing: &devices),
+                    unverifiedSince: row.int(8))
             }
             return state
         }
@@ -241,7 +256,9 @@ public final class LocalState: Sendable {
             let buffer = UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column)))
             for index in known.indices {
                 var candidate = known[index]
-                if candidate.withUTF8({ $0.count == buffer.count && ($0.isEmpty || memcmp($0.baseAddress!, buffer.baseAddress!, $0.count) == 0) }) {
+                if candidate.withUTF8({
+                    $0.count == buffer.count && ($0.isEmpty || memcmp($0.baseAddress!, buffer.baseAddress!, $0.count) == 0)
+                }) {
                     return candidate
                 }
             }
@@ -266,8 +283,9 @@ public final class LocalState: Sendable {
             let code = sqlite3_step(raw)
             if code == SQLITE_DONE { return }
             guard code == SQLITE_ROW else {
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                                    sql: sql)
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                    sql: sql)
             }
             try body(RawRow(statement: raw))
         }
@@ -279,9 +297,11 @@ public final class LocalState: Sendable {
             let rows = try Row.fetchCursor(db, sql: "SELECT name, op, digest, size, queued FROM outbox")
             while let row = try rows.next() {
                 guard let name = try? RecordName(validating: row["name"]),
-                      let op = RecordOp(rawValue: row["op"]) else { continue }
-                result[name] = OutboxItem(name: name, op: op, digest: (row["digest"] as String?).flatMap(ContentDigest.init(hex:)),
-                                          size: row["size"], queued: row["queued"])
+                    let op = RecordOp(rawValue: row["op"])
+                else { continue }
+                result[name] = OutboxItem(
+                    name: name, op: op, digest: (row["digest"] as String?).flatMap(ContentDigest.init(hex:)),
+                    size: row["size"], queued: row["queued"])
             }
             return result
         }
@@ -296,7 +316,8 @@ public final class LocalState: Sendable {
         try queue.read { db in
             try Row.fetchAll(db, sql: "SELECT copy, original, device, time FROM conflict ORDER BY time").compactMap { row in
                 guard let copy = try? RecordName(validating: row["copy"]),
-                      let original = try? RecordName(validating: row["original"]) else { return nil }
+                    let original = try? RecordName(validating: row["original"])
+                else { return nil }
                 return ConflictRecord(copy: copy, original: original, device: row["device"], time: row["time"])
             }
         }
@@ -319,7 +340,9 @@ public final class LocalState: Sendable {
         let statements: Statements
 
         public func setBase(_ base: BaseRecord) throws {
-            let statement = try statements.get(.setBase, """
+            let statement = try statements.get(
+                .setBase,
+                """
                 INSERT OR REPLACE INTO base(name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
@@ -346,8 +369,9 @@ public final class LocalState: Sendable {
         }
 
         public func setFingerprint(_ name: RecordName, _ fingerprint: StatFingerprint) throws {
-            let statement = try statements.get(.setFingerprint,
-                                               "UPDATE base SET fpSize = ?, fpMtime = ?, fpCtime = ?, fpInode = ? WHERE name = ?")
+            let statement = try statements.get(
+                .setFingerprint,
+                "UPDATE base SET fpSize = ?, fpMtime = ?, fpCtime = ?, fpInode = ? WHERE name = ?")
             statement.bind(1, fingerprint.size)
             statement.bind(2, fingerprint.mtime)
             statement.bind(3, fingerprint.ctime)
@@ -357,9 +381,13 @@ public final class LocalState: Sendable {
         }
 
         /// Stores the token and the heads that changed since the last save.
-        public func setZone(token: Int64, chain: ContentDigest?, earlier: [ContentDigest?],
-                            changed heads: [RecordName: RecordHead]) throws {
-            let statement = try statements.get(.setHead, """
+        public func setZone(
+            token: Int64, chain: ContentDigest?, earlier: [ContentDigest?],
+            changed heads: [RecordName: RecordHead]
+        ) throws {
+            let statement = try statements.get(
+                .setHead,
+                """
                 INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device, unverified)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
@@ -390,8 +418,9 @@ public final class LocalState: Sendable {
         }
 
         public func queue(_ item: OutboxItem) throws {
-            let statement = try statements.get(.queue,
-                                               "INSERT OR REPLACE INTO outbox(name, op, digest, size, queued) VALUES (?, ?, ?, ?, ?)")
+            let statement = try statements.get(
+                .queue,
+                "INSERT OR REPLACE INTO outbox(name, op, digest, size, queued) VALUES (?, ?, ?, ?, ?)")
             statement.bind(1, item.name.string)
             statement.bind(2, item.op.rawValue)
             if let digest = item.digest { statement.bind(3, digest) } else { statement.bindNull(3) }
@@ -435,8 +464,9 @@ public final class LocalState: Sendable {
                 var handle: OpaquePointer?
                 let code = sqlite3_prepare_v2(db.sqliteConnection, sql, -1, &handle, nil)
                 guard code == SQLITE_OK, let handle else {
-                    throw DatabaseError(resultCode: ResultCode(rawValue: code),
-                                        message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: sql)
+                    throw DatabaseError(
+                        resultCode: ResultCode(rawValue: code),
+                        message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: sql)
                 }
                 self.handle = handle
                 self.db = db
@@ -452,8 +482,9 @@ public final class LocalState: Sendable {
             }
             func bind(_ index: Int32, _ digest: ContentDigest) {
                 digest.withHex { hex in
-                    _ = sqlite3_bind_text(handle, index, UnsafeRawPointer(hex.baseAddress!).assumingMemoryBound(to: CChar.self),
-                                          Int32(hex.count), Self.transient)
+                    _ = sqlite3_bind_text(
+                        handle, index, UnsafeRawPointer(hex.baseAddress!).assumingMemoryBound(to: CChar.self),
+                        Int32(hex.count), Self.transient)
                 }
             }
 
@@ -462,15 +493,17 @@ public final class LocalState: Sendable {
                 let code = sqlite3_step(handle)
                 sqlite3_reset(handle)
                 guard code == SQLITE_DONE || code == SQLITE_ROW else {
-                    throw DatabaseError(resultCode: ResultCode(rawValue: code),
-                                        message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: sql)
+                    throw DatabaseError(
+                        resultCode: ResultCode(rawValue: code),
+                        message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: sql)
                 }
             }
         }
 
         public func addConflict(_ conflict: ConflictRecord) throws {
-            try db.execute(sql: "INSERT OR REPLACE INTO conflict(copy, original, device, time) VALUES (?, ?, ?, ?)",
-                           arguments: [conflict.copy.string, conflict.original.string, conflict.device, conflict.time])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO conflict(copy, original, device, time) VALUES (?, ?, ?, ?)",
+                arguments: [conflict.copy.string, conflict.original.string, conflict.device, conflict.time])
         }
 
         /// Forgets everything this device knew of its server (bases, heads, token, chain) and binds the folder to

@@ -118,8 +118,10 @@ public struct NoteApplier: Sendable {
 
     /// Writes `data` as the note `name` (at `path`, relative). `expected` is the digest the file must still have
     /// (its base), or `nil` when the note must not exist yet.
-    public func write(_ name: RecordName, path relative: String, data: Data, modified: Int64,
-                      expected: ContentDigest?) throws -> Outcome {
+    public func write(
+        _ name: RecordName, path relative: String, data: Data, modified: Int64,
+        expected: ContentDigest?
+    ) throws -> Outcome {
         do {
             return try write(name, path: relative, data: data, modified: modified, expected: expected, beside: false)
         } catch let error as NoteSyncError where error.errno == EXDEV {
@@ -129,8 +131,10 @@ public struct NoteApplier: Sendable {
         }
     }
 
-    private func write(_ name: RecordName, path relative: String, data: Data, modified: Int64,
-                       expected: ContentDigest?, beside: Bool) throws -> Outcome {
+    private func write(
+        _ name: RecordName, path relative: String, data: Data, modified: Int64,
+        expected: ContentDigest?, beside: Bool
+    ) throws -> Outcome {
         try FaultPoint.hit("apply.begin")
         let path = root + "/" + relative
         let directory = FileIO.parent(of: path)
@@ -155,11 +159,13 @@ public struct NoteApplier: Sendable {
             }
             if errno != EEXIST, Glibc.link(temp, path) == 0 { return try finish(path, directory, written) }
             // Someone created the note while we synced: keep theirs as a conflict copy, then put ours in place.
-            return try replaceExisting(name, relative: relative, temp: temp, directory: directory, expected: nil,
-                                       written: written, beside: beside, cleanup: &cleanup)
+            return try replaceExisting(
+                name, relative: relative, temp: temp, directory: directory, expected: nil,
+                written: written, beside: beside, cleanup: &cleanup)
         }
-        return try replaceExisting(name, relative: relative, temp: temp, directory: directory, expected: expected,
-                                   written: written, beside: beside, cleanup: &cleanup)
+        return try replaceExisting(
+            name, relative: relative, temp: temp, directory: directory, expected: expected,
+            written: written, beside: beside, cleanup: &cleanup)
     }
 
     /// A note to create, for ``writeNew(_:)``.
@@ -191,12 +197,14 @@ public struct NoteApplier: Sendable {
             results[index] = .failure(error as? NoteSyncError ?? NoteSyncError(.io, path: notes[index].path, "\(error)"))
         }
         // One flat temp per note: nothing is displaced by a no-replace rename, so a leftover holds a server version.
-        let stagingDevice: dev_t? = notes.isEmpty ? nil : (try? FileIO.makeDirectories(staging)).flatMap { FileIO.lstatInfo(staging)?.st_dev }
+        let stagingDevice: dev_t? =
+            notes.isEmpty ? nil : (try? FileIO.makeDirectories(staging)).flatMap { FileIO.lstatInfo(staging)?.st_dev }
         for (index, note) in notes.enumerated() {
             do {
                 try makeParents(of: note.path)
                 let directory = FileIO.parent(of: root + "/" + note.path)
-                let temp = (stagingDevice != nil && FileIO.lstatInfo(directory)?.st_dev == stagingDevice ? staging : directory)
+                let temp =
+                    (stagingDevice != nil && FileIO.lstatInfo(directory)?.st_dev == stagingDevice ? staging : directory)
                     + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
                 try FileIO.createAndSync(temp, note.data, sync: false)
                 temps[index] = temp
@@ -226,8 +234,10 @@ public struct NoteApplier: Sendable {
             unlink(temp)
             temps[index] = nil
             do {
-                results[index] = .success(try write(note.name, path: note.path, data: note.data, modified: note.modified,
-                                                    expected: nil))
+                results[index] = .success(
+                    try write(
+                        note.name, path: note.path, data: note.data, modified: note.modified,
+                        expected: nil))
             } catch {
                 fail(index, error)
             }
@@ -240,8 +250,11 @@ public struct NoteApplier: Sendable {
         }
         for index in published {
             do {
-                results[index] = .success(.written(try Self.publishedFingerprint(root + "/" + notes[index].path,
-                                                                                 written: writtenPrints[index]!)))
+                results[index] = .success(
+                    .written(
+                        try Self.publishedFingerprint(
+                            root + "/" + notes[index].path,
+                            written: writtenPrints[index]!)))
             } catch {
                 fail(index, error)
             }
@@ -249,9 +262,11 @@ public struct NoteApplier: Sendable {
         return results.map { $0! }
     }
 
-    private func replaceExisting(_ name: RecordName, relative: String, temp: String, directory: String,
-                                 expected: ContentDigest?, written: StatFingerprint, beside: Bool,
-                                 cleanup: inout Bool) throws -> Outcome {
+    private func replaceExisting(
+        _ name: RecordName, relative: String, temp: String, directory: String,
+        expected: ContentDigest?, written: StatFingerprint, beside: Bool,
+        cleanup: inout Bool
+    ) throws -> Outcome {
         let path = root + "/" + relative
         try requireNoteOrNothing(path)
         if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
@@ -306,14 +321,14 @@ public struct NoteApplier: Sendable {
         }
         var copy: RecordName?
         if let old = try FileDigest.of(path: aside) {
-            if old.digest != expected { copy = try keepAsConflictCopy(name, from: aside) }
-            else { unlink(aside) }
+            if old.digest != expected { copy = try keepAsConflictCopy(name, from: aside) } else { unlink(aside) }
         }
         discard(asideTemp, keepingFile: true)
         if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) != 0 && Glibc.link(temp, path) != 0 {
             cleanup = false
-            throw NoteSyncError(.io, path: path, "a new file appeared while notesync replaced it; the server version stays at \(temp)",
-                                fix: "sync again", errno: errno)
+            throw NoteSyncError(
+                .io, path: path, "a new file appeared while notesync replaced it; the server version stays at \(temp)",
+                fix: "sync again", errno: errno)
         }
         let print = try finish(path, directory, written)
         guard case .written(let fp) = print else { return print }
@@ -405,8 +420,9 @@ public struct NoteApplier: Sendable {
             for relative in (FileManager.default.subpaths(atPath: folder) ?? []).sorted() {
                 let source = folder + "/" + relative
                 guard let info = FileIO.lstatInfo(source), (info.st_mode & S_IFMT) == S_IFREG,
-                      let name = try? RecordName(validating: RecordName.nfc(relative)),
-                      let (digest, _) = try FileDigest.of(path: source) else { continue }
+                    let name = try? RecordName(validating: RecordName.nfc(relative)),
+                    let (digest, _) = try FileDigest.of(path: source)
+                else { continue }
                 if digest == bases[name]?.digest { continue }
                 try putBack(source, as: relative, name: name)
                 restored.append(name)
@@ -423,7 +439,8 @@ public struct NoteApplier: Sendable {
         try FileIO.makeDirectories(trash)
         let final = trash + "/" + stamp
         if ns_rename_noreplace(AT_FDCWD, folder, AT_FDCWD, final) != 0
-            && ns_rename_noreplace(AT_FDCWD, folder, AT_FDCWD, final + "-" + FileIO.randomToken()) != 0 {
+            && ns_rename_noreplace(AT_FDCWD, folder, AT_FDCWD, final + "-" + FileIO.randomToken()) != 0
+        {
             throw NoteSyncError.posix("rename into the trash", path: folder, errno: errno)
         }
         rmdir(uncheckedTrash)
@@ -432,12 +449,15 @@ public struct NoteApplier: Sendable {
     /// Renames `source` to a free conflict-copy name of `name` made on this device (no-replace, so an
     /// existing file is never replaced: a clash picks the next name). Names for which `isTaken` is true (a
     /// record of that name on the server) are passed over too.
-    public func keepAsConflictCopy(_ name: RecordName, from source: String, date: Date = Date(),
-                                   avoiding isTaken: (RecordName) -> Bool = { _ in false }) throws -> RecordName {
+    public func keepAsConflictCopy(
+        _ name: RecordName, from source: String, date: Date = Date(),
+        avoiding isTaken: (RecordName) -> Bool = { _ in false }
+    ) throws -> RecordName {
         var attempt = 1
         while true {
-            let copyName = try RecordName(validating: ConflictCopyName.notesyncConflictName(
-                for: name.string, device: deviceName, date: date, attempt: attempt))
+            let copyName = try RecordName(
+                validating: ConflictCopyName.notesyncConflictName(
+                    for: name.string, device: deviceName, date: date, attempt: attempt))
             if isTaken(copyName) && attempt < 100 {
                 attempt += 1
                 continue
@@ -449,7 +469,10 @@ public struct NoteApplier: Sendable {
                 try FileIO.syncDirectory(FileIO.parent(of: target))
                 return copyName
             }
-            if errno == EEXIST && attempt < 100 { attempt += 1; continue }
+            if errno == EEXIST && attempt < 100 {
+                attempt += 1
+                continue
+            }
             if AtomicPublish.isUnsupported(renameErrno: errno), Glibc.link(source, target) == 0 {
                 unlink(source)
                 return copyName
@@ -479,8 +502,9 @@ public struct NoteApplier: Sendable {
     }
 
     private static func notANoteError(_ path: String, _ what: String) -> NoteSyncError {
-        NoteSyncError(.conflict, path: path, "is \(what), not a note: left alone, the server's version of the note is not written here",
-                      fix: "rename or remove it; the note then syncs into its place")
+        NoteSyncError(
+            .conflict, path: path, "is \(what), not a note: left alone, the server's version of the note is not written here",
+            fix: "rename or remove it; the note then syncs into its place")
     }
 
     /// Creates the folders above a note, refusing to go through a symlink (confinement to the notes folder).
@@ -490,8 +514,9 @@ public struct NoteApplier: Sendable {
             current += "/" + component
             if let info = FileIO.lstatInfo(current) {
                 guard (info.st_mode & S_IFMT) == S_IFDIR else {
-                    throw NoteSyncError(.conflict, path: current, "is not a folder (a file or link has the name a folder of notes needs)",
-                                        fix: "rename it; notesync never writes through links")
+                    throw NoteSyncError(
+                        .conflict, path: current, "is not a folder (a file or link has the name a folder of notes needs)",
+                        fix: "rename it; notesync never writes through links")
                 }
             } else {
                 try FileIO.makeDirectory(current)
@@ -537,7 +562,8 @@ public struct NoteApplier: Sendable {
         }
         let now = StatFingerprint(info)
         guard (info.st_mode & S_IFMT) == S_IFREG, now.inode == written.inode, now.size == written.size,
-              now.mtime == written.mtime else { return .unknown }
+            now.mtime == written.mtime
+        else { return .unknown }
         return now
     }
 

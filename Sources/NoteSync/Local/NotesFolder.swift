@@ -81,8 +81,9 @@ public final class FolderLock: Sendable {
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR, Date() < deadline else {
                 close(fd)
-                throw NoteSyncError(.locked, path: folder.root, "another notesync (sync or agent) is working on this folder",
-                                    fix: "wait for it to finish, or stop the agent (`systemctl --user stop notesync`)")
+                throw NoteSyncError(
+                    .locked, path: folder.root, "another notesync (sync or agent) is working on this folder",
+                    fix: "wait for it to finish, or stop the agent (`systemctl --user stop notesync`)")
             }
             usleep(50_000)
         }

@@ -108,8 +108,9 @@ public struct Scanner: Sendable {
                 if rules.isIgnoredPath(path, isDirectory: false) && rules.isIgnoredPath(path, isDirectory: true) { continue }
                 if !parent.isEmpty, rules.isIgnoredPath(parent, isDirectory: true) { continue }
                 guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
-                try visit(FileIO.DirectoryEntry(name: (path as NSString).lastPathComponent, isValidUTF8: true), path: path,
-                          info: info, into: &result, candidates: &candidates)
+                try visit(
+                    FileIO.DirectoryEntry(name: (path as NSString).lastPathComponent, isValidUTF8: true), path: path,
+                    info: info, into: &result, candidates: &candidates)
             }
             Self.dropUnicodeTwins(&candidates, in: &result)
             scope.formUnion(candidates.map(\.name))
@@ -139,8 +140,9 @@ public struct Scanner: Sendable {
 
     private func requireRoot() throws {
         guard let rootInfo = FileIO.lstatInfo(root), (rootInfo.st_mode & S_IFMT) == S_IFDIR else {
-            throw NoteSyncError(.io, path: root, "the notes folder is missing or not a directory",
-                                fix: "mount or restore it; notesync never reads a missing folder as \"all notes deleted\"")
+            throw NoteSyncError(
+                .io, path: root, "the notes folder is missing or not a directory",
+                fix: "mount or restore it; notesync never reads a missing folder as \"all notes deleted\"")
         }
     }
 
@@ -154,8 +156,9 @@ public struct Scanner: Sendable {
         let unchanged = Self.unchangedSinceBase(candidates, bases: bases)
         for (index, candidate) in candidates.enumerated() {
             if let base = unchanged[index] {
-                result.files[candidate.name] = LocalFile(name: candidate.name, path: candidate.path,
-                                                         fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
+                result.files[candidate.name] = LocalFile(
+                    name: candidate.name, path: candidate.path,
+                    fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
                 result.baseMatches += 1
             } else {
                 toHash.append(index)
@@ -170,7 +173,8 @@ public struct Scanner: Sendable {
             let candidate = (path: paths[index], ())
             let outcome: Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>
             do {
-                outcome = .success(try FileDigest.stable(path: rootPath + "/" + candidate.path).map { ($0.digest, $0.size, $0.fingerprint) })
+                outcome = .success(
+                    try FileDigest.stable(path: rootPath + "/" + candidate.path).map { ($0.digest, $0.size, $0.fingerprint) })
             } catch let error as NoteSyncError {
                 outcome = .failure(error)
             } catch {
@@ -182,8 +186,9 @@ public struct Scanner: Sendable {
             let candidate = candidates[index]
             switch outcome {
             case .success(let value?):
-                result.files[candidate.name] = LocalFile(name: candidate.name, path: candidate.path, fingerprint: value.2,
-                                                         digest: value.0, size: value.1)
+                result.files[candidate.name] = LocalFile(
+                    name: candidate.name, path: candidate.path, fingerprint: value.2,
+                    digest: value.0, size: value.1)
                 result.hashed += 1
                 result.changed.append(candidate.name)
                 if bases[candidate.name] != nil { result.baseMatches += 1 }
@@ -192,8 +197,11 @@ public struct Scanner: Sendable {
             case .failure(let error):
                 result.unreadable.insert(candidate.name)
                 let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
-                result.warnings.append(SyncWarning(.unreadable, "\(error.path ?? candidate.path): cannot be read, left alone (not taken as deleted): \(reason)\n"
-                                       + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again")))
+                result.warnings.append(
+                    SyncWarning(
+                        .unreadable,
+                        "\(error.path ?? candidate.path): cannot be read, left alone (not taken as deleted): \(reason)\n"
+                            + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again")))
             }
         }
         // A synced note whose name now holds a folder or a link is not deleted: a safety filter skips, it never
@@ -208,8 +216,11 @@ public struct Scanner: Sendable {
             guard let info = FileIO.lstatInfo(root + "/" + name.string), (info.st_mode & S_IFMT) != S_IFREG else { continue }
             result.unreadable.insert(name)
             if (info.st_mode & S_IFMT) == S_IFDIR {
-                result.warnings.append(SyncWarning(.folderOverNote, "\(name): a folder now has the name of this synced note; the note is left alone, not deleted\n"
-                                       + "  fix: rename the folder (or delete the note on another device)"))
+                result.warnings.append(
+                    SyncWarning(
+                        .folderOverNote,
+                        "\(name): a folder now has the name of this synced note; the note is left alone, not deleted\n"
+                            + "  fix: rename the folder (or delete the note on another device)"))
             }
         }
 
@@ -224,13 +235,16 @@ public struct Scanner: Sendable {
 
     /// For each candidate, its base's digest and size if its fingerprint still matches that base's, else nil.
     /// Looked up on every core (the bases are only read): at 100,000 notes this is a tenth of a no-op sync.
-    static func unchangedSinceBase(_ candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)],
-                                   bases: [RecordName: BaseRecord]) -> [Unchanged?] {
+    static func unchangedSinceBase(
+        _ candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+        bases: [RecordName: BaseRecord]
+    ) -> [Unchanged?] {
         Parallel.map(candidates.count, serialBelow: 4096) { index in
             let candidate = candidates[index]
-            return .success(bases[candidate.name].flatMap {
-                $0.fingerprint == candidate.fingerprint ? Unchanged(digest: $0.digest, size: $0.size) : nil
-            })
+            return .success(
+                bases[candidate.name].flatMap {
+                    $0.fingerprint == candidate.fingerprint ? Unchanged(digest: $0.digest, size: $0.size) : nil
+                })
         }.map { try? $0?.get() ?? nil }
     }
 
@@ -242,8 +256,10 @@ public struct Scanner: Sendable {
 
     /// Walks the whole folder: the root's entries here, its subfolders in parallel (stat and listing cost
     /// as much as the rest of a no-op sync), merged back in name order so the outcome does not depend on timing.
-    private func walkRoot(into result: inout ScanResult,
-                          candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]) throws {
+    private func walkRoot(
+        into result: inout ScanResult,
+        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]
+    ) throws {
         var components: [[Unicode.Scalar]] = []
         var deferred: [String]? = []
         try walk("", components: &components, into: &result, candidates: &candidates, deferring: &deferred)
@@ -255,8 +271,9 @@ public struct Scanner: Sendable {
             var components = IgnoreRules.components(of: folders[index])
             let outcome = Result<Walk, any Error> {
                 var none: [String]? = nil
-                try self.walk(folders[index], components: &components, into: &walk.result, candidates: &walk.candidates,
-                              deferring: &none)
+                try self.walk(
+                    folders[index], components: &components, into: &walk.result, candidates: &walk.candidates,
+                    deferring: &none)
                 return walk
             }
             walks.withLock { $0[index] = outcome }
@@ -270,17 +287,21 @@ public struct Scanner: Sendable {
         }
     }
 
-    private func walk(_ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
-                      candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]) throws {
+    private func walk(
+        _ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
+        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]
+    ) throws {
         var none: [String]? = nil
         try walk(relative, components: &components, into: &result, candidates: &candidates, deferring: &none)
     }
 
     /// Lists one folder and visits its entries (`fstatat` on the open folder, no path lookups); subfolders are
     /// walked in turn, or, with `deferring`, collected there for the caller to walk.
-    private func walk(_ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
-                      candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
-                      deferring subfolders: inout [String]?) throws {
+    private func walk(
+        _ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
+        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+        deferring subfolders: inout [String]?
+    ) throws {
         let directory = relative.isEmpty ? root : root + "/" + relative
         let listed: (entries: [FileIO.DirectoryEntry], infos: [stat?])
         do {
@@ -289,8 +310,11 @@ public struct Scanner: Sendable {
         } catch let error as NoteSyncError {
             result.unreadableDirectories.append(relative)
             let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
-            result.warnings.append(SyncWarning(.unreadable, "\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone "
-                                   + "(not taken as deleted): \(reason)\n  fix: let notesync's user read the folder (chmod, chown), then sync again"))
+            result.warnings.append(
+                SyncWarning(
+                    .unreadable,
+                    "\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone "
+                        + "(not taken as deleted): \(reason)\n  fix: let notesync's user read the folder (chmod, chown), then sync again"))
             return
         }
         let order = listed.entries.indices.sorted { listed.entries[$0].name.utf8.lexicographicallyPrecedes(listed.entries[$1].name.utf8) }
@@ -298,7 +322,8 @@ public struct Scanner: Sendable {
             let item = listed.entries[index]
             let path = relative.isEmpty ? item.name : relative + "/" + item.name
             if !item.isValidUTF8 {
-                result.warnings.append(SyncWarning(.skippedName, "\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it"))
+                result.warnings.append(
+                    SyncWarning(.skippedName, "\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it"))
                 continue
             }
             guard let info = listed.infos[index] else { continue }
@@ -306,7 +331,10 @@ public struct Scanner: Sendable {
             let scalars = IgnoreRules.componentScalars(item.name)
             if rules.isIgnored(entry: scalars, in: &components, isDirectory: isDirectory) {
                 if item.name.hasPrefix(IgnoreRules.agentTempPrefix) && !item.name.hasPrefix(AgentSocket.cookiePrefix)
-                    && (info.st_mode & S_IFMT) == S_IFREG { result.leftoverTemps.append(path) }
+                    && (info.st_mode & S_IFMT) == S_IFREG
+                {
+                    result.leftoverTemps.append(path)
+                }
                 continue
             }
             if isDirectory {
@@ -324,8 +352,10 @@ public struct Scanner: Sendable {
         }
     }
 
-    private func visit(_ item: FileIO.DirectoryEntry, path: String, info: stat, into result: inout ScanResult,
-                       candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]) throws {
+    private func visit(
+        _ item: FileIO.DirectoryEntry, path: String, info: stat, into result: inout ScanResult,
+        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]
+    ) throws {
         let entry = item.name
         let type = info.st_mode & S_IFMT
         if type == S_IFDIR {
@@ -347,9 +377,11 @@ public struct Scanner: Sendable {
             if !isASCII && !nfc.utf8.elementsEqual(path.utf8) { result.denormalized = true }
             candidates.append((name, path, StatFingerprint(info)))
         case S_IFLNK:
-            result.warnings.append(SyncWarning(.notANote, "\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)"))
+            result.warnings.append(
+                SyncWarning(.notANote, "\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)"))
         default:
-            result.warnings.append(SyncWarning(.notANote, "\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped"))
+            result.warnings.append(
+                SyncWarning(.notANote, "\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped"))
             result.unreadable.insert(name)
         }
     }
@@ -357,8 +389,10 @@ public struct Scanner: Sendable {
     /// Keeps one file per record name: where two files' names differ only in Unicode normalisation (NFC and NFD
     /// on a filesystem that keeps both), the first in walk order syncs and the other is skipped with a warning.
     /// Only a file whose name is not in NFC as found can have a twin, so a walk that found none skips this pass.
-    static func dropUnicodeTwins(_ candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
-                                 in result: inout ScanResult) {
+    static func dropUnicodeTwins(
+        _ candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+        in result: inout ScanResult
+    ) {
         guard result.denormalized else { return }
         let suspects = Set(candidates.lazy.filter { !$0.name.string.utf8.elementsEqual($0.path.utf8) }.map(\.name))
         var first: [RecordName: String] = [:]
@@ -370,9 +404,12 @@ public struct Scanner: Sendable {
                 return false
             }
             if other.utf8.elementsEqual(candidate.path.utf8) { return false }
-            result.warnings.append(SyncWarning(.unicodeTwin, "\(codePoints(candidate.path)) and \(codePoints(other)) are the same name in different "
-                                       + "Unicode forms (as written here); the first is left out of this sync; a sync renames it "
-                                       + "to a conflict copy so that both texts sync"))
+            result.warnings.append(
+                SyncWarning(
+                    .unicodeTwin,
+                    "\(codePoints(candidate.path)) and \(codePoints(other)) are the same name in different "
+                        + "Unicode forms (as written here); the first is left out of this sync; a sync renames it "
+                        + "to a conflict copy so that both texts sync"))
             result.unicodeTwins.append(candidate.path)
             dropped = true
             return true
@@ -388,15 +425,19 @@ public struct Scanner: Sendable {
     static func codePoints(_ path: String) -> String {
         var text = ""
         for scalar in path.unicodeScalars {
-            if scalar.isASCII && scalar.value >= 0x20 && scalar.value != 0x7F { text.unicodeScalars.append(scalar) }
-            else { text += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}" }
+            if scalar.isASCII && scalar.value >= 0x20 && scalar.value != 0x7F {
+                text.unicodeScalars.append(scalar)
+            } else {
+                text += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            }
         }
         return "\"" + text + "\""
     }
 
     /// The index of the first name not below `prefix` in sorted `names`.
     static func lowerBound(_ names: [RecordName], _ prefix: String) -> Int {
-        var low = 0, high = names.count
+        var low = 0
+        var high = names.count
         while low < high {
             let middle = (low + high) / 2
             if names[middle].string.utf8.lexicographicallyPrecedes(prefix.utf8) { low = middle + 1 } else { high = middle }

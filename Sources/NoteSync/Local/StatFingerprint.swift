@@ -23,7 +23,8 @@ public struct StatFingerprint: Hashable, Sendable, Codable {
     public init?(stored: String) {
         let parts = stored.split(separator: ":")
         guard parts.count == 4, let size = Int64(parts[0]), let mtime = Int64(parts[1]), let ctime = Int64(parts[2]),
-              let inode = UInt64(parts[3]) else { return nil }
+            let inode = UInt64(parts[3])
+        else { return nil }
         self.init(size: size, mtime: mtime, ctime: ctime, inode: inode)
     }
 
@@ -32,9 +33,10 @@ public struct StatFingerprint: Hashable, Sendable, Codable {
     public static let unknown = StatFingerprint(size: -1, mtime: 0, ctime: 0, inode: 0)
 
     public init(_ info: stat) {
-        self.init(size: Int64(info.st_size),
-                  mtime: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-                  ctime: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec),
-                  inode: UInt64(info.st_ino))
+        self.init(
+            size: Int64(info.st_size),
+            mtime: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            ctime: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec),
+            inode: UInt64(info.st_ino))
     }
 }

@@ -40,8 +40,10 @@ public struct RecordChange: Codable, Hashable, Sendable {
     /// The record schema version this build writes and understands.
     public static let currentVersion = 1
 
-    public init(name: String, base: Int64, op: RecordOp, text: AssetRef?, modified: Int64,
-                version: Int = RecordChange.currentVersion) {
+    public init(
+        name: String, base: Int64, op: RecordOp, text: AssetRef?, modified: Int64,
+        version: Int = RecordChange.currentVersion
+    ) {
         self.name = name
         self.base = base
         self.op = op
@@ -116,8 +118,10 @@ public struct LogEntry: Codable, Hashable, Sendable {
         return earlier[index]
     }
 
-    public init(seq: Int64, commit: String, device: String, time: Int64, changes: [RecordChange],
-                prev: ContentDigest? = nil, earlier: [ContentDigest?]? = nil, void: VoidSeal? = nil) {
+    public init(
+        seq: Int64, commit: String, device: String, time: Int64, changes: [RecordChange],
+        prev: ContentDigest? = nil, earlier: [ContentDigest?]? = nil, void: VoidSeal? = nil
+    ) {
         self.seq = seq
         self.commit = commit
         self.device = device

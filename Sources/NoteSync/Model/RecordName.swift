@@ -107,7 +107,9 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
                     }
                     if length > maxComponentBytes { return (ascii, "a component is longer than \(maxComponentBytes) bytes") }
                     if bytes[componentStart] == 0x2E,
-                       IgnoreRules.isAgentOwned(String(decoding: UnsafeBufferPointer(rebasing: bytes[componentStart..<index]), as: UTF8.self)) {
+                        IgnoreRules.isAgentOwned(
+                            String(decoding: UnsafeBufferPointer(rebasing: bytes[componentStart..<index]), as: UTF8.self))
+                    {
                         return (ascii, "names notesync's own state or temp files")
                     }
                     componentStart = index + 1

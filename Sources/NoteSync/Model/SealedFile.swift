@@ -56,8 +56,9 @@ public enum SealedFile {
         let header = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
         let fields = header.split(separator: " ", omittingEmptySubsequences: false)
         guard fields.count == 4, fields[0].hasPrefix("notesync-"),
-              let fileFormat = Int(fields[1]), let length = Int(fields[2]), length >= 0,
-              let digest = ContentDigest(hex: String(fields[3])) else { throw .badHeader }
+            let fileFormat = Int(fields[1]), let length = Int(fields[2]), length >= 0,
+            let digest = ContentDigest(hex: String(fields[3]))
+        else { throw .badHeader }
         guard fields[0] == "notesync-\(kind)" else { throw .wrongKind(String(fields[0])) }
         guard fileFormat <= format else { throw .newerFormat(fileFormat) }
         let body = data[data.index(after: newline)...]

@@ -16,8 +16,10 @@ public struct RecordHead: Codable, Hashable, Sendable {
     /// of equality: a device that read the lost entry before it went missing holds 0.
     public var unverifiedSince: Int64
 
-    public init(tag: Int64, deleted: Bool, text: AssetRef?, modified: Int64, version: Int, device: String,
-                unverifiedSince: Int64 = 0) {
+    public init(
+        tag: Int64, deleted: Bool, text: AssetRef?, modified: Int64, version: Int, device: String,
+        unverifiedSince: Int64 = 0
+    ) {
         self.tag = tag
         self.deleted = deleted
         self.text = text
@@ -33,11 +35,12 @@ public struct RecordHead: Codable, Hashable, Sendable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(tag: try container.decode(Int64.self, forKey: .tag), deleted: try container.decode(Bool.self, forKey: .deleted),
-                  text: try container.decodeIfPresent(AssetRef.self, forKey: .text),
-                  modified: try container.decode(Int64.self, forKey: .modified),
-                  version: try container.decode(Int.self, forKey: .version), device: try container.decode(String.self, forKey: .device),
-                  unverifiedSince: try container.decodeIfPresent(Int64.self, forKey: .unverifiedSince) ?? 0)
+        self.init(
+            tag: try container.decode(Int64.self, forKey: .tag), deleted: try container.decode(Bool.self, forKey: .deleted),
+            text: try container.decodeIfPresent(AssetRef.self, forKey: .text),
+            modified: try container.decode(Int64.self, forKey: .modified),
+            version: try container.decode(Int.self, forKey: .version), device: try container.decode(String.self, forKey: .device),
+            unverifiedSince: try container.decodeIfPresent(Int64.self, forKey: .unverifiedSince) ?? 0)
     }
 
     public static func == (a: RecordHead, b: RecordHead) -> Bool {
@@ -133,14 +136,16 @@ public struct ZoneState: Sendable, Hashable {
         quarantined.map {
             "quarantined on the server: \($0); this change is skipped, no note is written for it\n"
                 + "  fix: rename the note on the device that saved it; `notesync server fsck` lists every bad entry"
-        } + damaged.map {
-            "\($0); every device skips this entry, what it held is not applied\n"
-                + "  fix: run `notesync server fsck` on the server folder; the device that wrote it must save those notes again"
         }
+            + damaged.map {
+                "\($0); every device skips this entry, what it held is not applied\n"
+                    + "  fix: run `notesync server fsck` on the server folder; the device that wrote it must save those notes again"
+            }
     }
 
     public static func == (a: ZoneState, b: ZoneState) -> Bool {
-        a.token == b.token && a.chain == b.chain && a.heads == b.heads && a.quarantined == b.quarantined && a.casViolations == b.casViolations
+        a.token == b.token && a.chain == b.chain && a.heads == b.heads && a.quarantined == b.quarantined
+            && a.casViolations == b.casViolations
             && a.damaged == b.damaged
     }
 
@@ -168,13 +173,17 @@ public struct ZoneState: Sendable, Hashable {
         for change in entry.changes {
             let name: RecordName
             do { name = try RecordName(validating: change.name) } catch {
-                quarantined.append(QuarantinedChange(seq: entry.seq, name: QuarantinedChange.displayName(change.name),
-                                                     reason: error.reason))
+                quarantined.append(
+                    QuarantinedChange(
+                        seq: entry.seq, name: QuarantinedChange.displayName(change.name),
+                        reason: error.reason))
                 continue
             }
             if change.op == .save && change.text == nil {
-                quarantined.append(QuarantinedChange(seq: entry.seq, name: name.description,
-                                                     reason: "a save without text"))
+                quarantined.append(
+                    QuarantinedChange(
+                        seq: entry.seq, name: name.description,
+                        reason: "a save without text"))
                 continue
             }
             // A change based on a slot whose entry is lost (damaged, or sealed void) cannot be checked. Either way the
@@ -185,17 +194,19 @@ public struct ZoneState: Sendable, Hashable {
             if change.base != (previous?.tag ?? 0) {
                 unverifiedSince = entry.seq
                 if !unreadableSlots.contains(change.base) {
-                    casViolations.append(QuarantinedChange(
-                        seq: entry.seq, name: name.description,
-                        reason: "based on \(change.base) but the head was \(tag(of: name))"))
+                    casViolations.append(
+                        QuarantinedChange(
+                            seq: entry.seq, name: name.description,
+                            reason: "based on \(change.base) but the head was \(tag(of: name))"))
                 }
             }
             unsaved.insert(name)
             unplanned.insert(name)
-            heads[name] = RecordHead(tag: entry.seq, deleted: change.op == .delete,
-                                     text: change.op == .delete ? nil : change.text,
-                                     modified: change.modified, version: change.version, device: entry.device,
-                                     unverifiedSince: unverifiedSince)
+            heads[name] = RecordHead(
+                tag: entry.seq, deleted: change.op == .delete,
+                text: change.op == .delete ? nil : change.text,
+                modified: change.modified, version: change.version, device: entry.device,
+                unverifiedSince: unverifiedSince)
         }
     }
 

@@ -2,8 +2,10 @@ import Foundation
 
 extension SyncEngine {
     /// Describes one planned step for a dry run, reading (never writing) what it needs for the diff.
-    func describe(_ step: Step, scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, store: ServerStore,
-                  options: SyncOptions) throws -> PlannedChange {
+    func describe(
+        _ step: Step, scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, store: ServerStore,
+        options: SyncOptions
+    ) throws -> PlannedChange {
         let name = step.name
         var change = PlannedChange(kind: .adopt, name: name.description)
 
@@ -19,13 +21,17 @@ extension SyncEngine {
             guard let text = head.text else { return Data() }
             return try store.readAsset(text)
         }
-        func diff(_ old: @autoclosure () throws -> Data, _ new: @autoclosure () throws -> Data,
-                  _ oldLabel: String, _ newLabel: String) rethrows -> String? {
+        func diff(
+            _ old: @autoclosure () throws -> Data, _ new: @autoclosure () throws -> Data,
+            _ oldLabel: String, _ newLabel: String
+        ) rethrows -> String? {
             guard options.withDiffs else { return nil }
-            return UnifiedDiff.render(old: try old(), new: try new(), oldLabel: oldLabel, newLabel: newLabel,
-                                      color: options.colorDiffs)
+            return UnifiedDiff.render(
+                old: try old(), new: try new(), oldLabel: oldLabel, newLabel: newLabel,
+                color: options.colorDiffs)
         }
-        let local = "local/" + name.string, server = "server/" + name.string
+        let local = "local/" + name.string
+        let server = "server/" + name.string
 
         switch step.decision {
         case .nothing:
@@ -40,8 +46,9 @@ extension SyncEngine {
                 change.kind = .resurrect
                 change.detail = "edited here, deleted on the server: the edit wins"
             }
-            change.diff = try diff(step.base == nil ? Data() : baseData(), try localData(),
-                                   step.base == nil ? "/dev/null" : server, local)
+            change.diff = try diff(
+                step.base == nil ? Data() : baseData(), try localData(),
+                step.base == nil ? "/dev/null" : server, local)
         case .pull(let head) where head.deleted:
             change.kind = .downloadDelete
             change.detail = "deleted on the server by \(deviceName(head.device, store: store)): moved to .notesync/trash"
@@ -67,7 +74,8 @@ extension SyncEngine {
             case .conflict(let localWins):
                 change.kind = .conflict
                 if localWins, let made = Self.unsyncedNotes(scan: scan, bases: bases, zone: zone)[CopyKey(head)], made != name {
-                    change.detail = "the local version keeps the name; the server's is already kept in \(made.description), "
+                    change.detail =
+                        "the local version keeps the name; the server's is already kept in \(made.description), "
                         + "made by an interrupted sync"
                     change.diff = diff(localBytes, serverBytes, local, server)
                     break
@@ -77,8 +85,10 @@ extension SyncEngine {
                 let copy = try conflictName(name, device: loserDevice, date: loserDate) {
                     isConflictNameTaken($0, zone: zone, bases: bases)
                 }
-                var detail = (localWins ? "the local version keeps the name; the server's becomes "
-                                        : "the server's version keeps the name; the local one becomes ") + copy.description
+                var detail =
+                    (localWins
+                        ? "the local version keeps the name; the server's becomes "
+                        : "the server's version keeps the name; the local one becomes ") + copy.description
                 if case .binary = result { detail += " (binary content is never merged)" }
                 change.detail = detail
                 change.diff = diff(localBytes, serverBytes, local, server)

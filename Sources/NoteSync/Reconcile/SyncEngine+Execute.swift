@@ -28,8 +28,10 @@ extension SyncEngine {
     /// `made`: gets the names of the notes it made (conflict copies) and pushes as new.
     /// The plan and the scan are consumed: a first sync of 100,000 notes holds 60 MB of them, freed before the
     /// commits add as much in bases and heads.
-    func execute(_ plan: consuming [Step], scan: consuming ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
-                 store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport) throws -> Bool {
+    func execute(
+        _ plan: consuming [Step], scan: consuming ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+        store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport
+    ) throws -> Bool {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         var pushes: [Push] = []
         // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
@@ -44,8 +46,13 @@ extension SyncEngine {
 
         func setBase(_ name: RecordName, _ head: RecordHead, _ fingerprint: StatFingerprint?) {
             guard let text = head.text else { return }
-            baseUpdates.append((name, BaseRecord(name: name, tag: head.tag, digest: text.sha256, size: text.size,
-                                                 modified: head.modified, fingerprint: fingerprint)))
+            baseUpdates.append(
+                (
+                    name,
+                    BaseRecord(
+                        name: name, tag: head.tag, digest: text.sha256, size: text.size,
+                        modified: head.modified, fingerprint: fingerprint)
+                ))
         }
         func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
             report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
@@ -66,11 +73,13 @@ extension SyncEngine {
             }
         }
 
-        let madeCopies = plan.contains(where: { if case .merge = $0.decision { true } else { false } })
+        let madeCopies =
+            plan.contains(where: { if case .merge = $0.decision { true } else { false } })
             ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone) : [:]
 
         // Notes new here, when there are many (a first sync): written together, two flushes in all.
-        let downloadsInBulk = plan.lazy.filter { if case .pull(let head) = $0.decision { !head.deleted && $0.local == nil } else { false } }
+        let downloadsInBulk =
+            plan.lazy.filter { if case .pull(let head) = $0.decision { !head.deleted && $0.local == nil } else { false } }
             .prefix(Self.bulkDownloadThreshold).count >= Self.bulkDownloadThreshold
         var newNotes: [(name: RecordName, head: RecordHead)] = []
 
@@ -110,8 +119,11 @@ extension SyncEngine {
                 case .adopt(let head):
                     if let head, !head.deleted {
                         var fingerprint = step.local?.fingerprint
-                        if let local = step.local, let adopted = applier.adoptModified(path: local.path, modified: head.modified,
-                                                                                      expected: local.fingerprint) {
+                        if let local = step.local,
+                            let adopted = applier.adoptModified(
+                                path: local.path, modified: head.modified,
+                                expected: local.fingerprint)
+                        {
                             fingerprint = adopted
                         }
                         setBase(name, head, fingerprint)
@@ -120,8 +132,9 @@ extension SyncEngine {
                     }
                 case .merge(let ancestor, let server):
                     guard let local = step.local else { break }
-                    let (resolution, _, serverData, _) = try resolveMerge(name, local: local, ancestor: ancestor,
-                                                                          ancestorSize: step.base?.size, server: server, store: store)
+                    let (resolution, _, serverData, _) = try resolveMerge(
+                        name, local: local, ancestor: ancestor,
+                        ancestorSize: step.base?.size, server: server, store: store)
                     switch resolution {
                     case .takeServer:
                         setBase(name, server, try write(name, server, path: local.path, expected: local.digest))
@@ -129,8 +142,9 @@ extension SyncEngine {
                     case .pushLocal:
                         pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
                     case .writeAndPush(let merged):
-                        let outcome = try applier.write(name, path: local.path, data: merged, modified: Clock.nowNanoseconds(),
-                                                        expected: local.digest)
+                        let outcome = try applier.write(
+                            name, path: local.path, data: merged, modified: Clock.nowNanoseconds(),
+                            expected: local.digest)
                         if case .writtenKeepingLocalEdit(_, let copy) = outcome {
                             pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
                         }
@@ -138,32 +152,42 @@ extension SyncEngine {
                     case .conflict(let localWins):
                         let date = Date(timeIntervalSince1970: Double((localWins ? server.modified : local.modified)) / 1e9)
                         if localWins, let made = madeCopies[CopyKey(server)],
-                           made != name {
+                            made != name
+                        {
                             // A sync killed after making this very copy (the server's text with the server's mtime, a
                             // note never synced): the copy exists, perhaps moved or renamed by the user since. It is
                             // pushed as the new note it is; making it again would bring back a name the user removed.
                             pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .conflict))
-                            conflicts.append(ConflictRecord(copy: made, original: name, device: deviceName(server.device, store: store),
-                                                            time: Clock.nowNanoseconds()))
+                            conflicts.append(
+                                ConflictRecord(
+                                    copy: made, original: name, device: deviceName(server.device, store: store),
+                                    time: Clock.nowNanoseconds()))
                             note(.conflict, name, made.description)
                         } else if localWins {
-                            let copyName = try conflictName(name, device: deviceName(server.device, store: store), date: date,
-                                                            isTaken: isTaken)
+                            let copyName = try conflictName(
+                                name, device: deviceName(server.device, store: store), date: date,
+                                isTaken: isTaken)
                             copies.insert(copyName)
-                            _ = try applier.write(copyName, path: copyName.string, data: serverData, modified: server.modified, expected: nil)
+                            _ = try applier.write(
+                                copyName, path: copyName.string, data: serverData, modified: server.modified, expected: nil)
                             pushes.append(Push(name: copyName, path: copyName.string, base: 0, kind: .upload))
                             pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .conflict))
-                            conflicts.append(ConflictRecord(copy: copyName, original: name, device: deviceName(server.device, store: store),
-                                                            time: Clock.nowNanoseconds()))
+                            conflicts.append(
+                                ConflictRecord(
+                                    copy: copyName, original: name, device: deviceName(server.device, store: store),
+                                    time: Clock.nowNanoseconds()))
                             note(.conflict, name, copyName.description)
                         } else {
-                            let copy = try applier.keepAsConflictCopy(name, from: folder.root + "/" + local.path, date: date,
-                                                                      avoiding: isTaken)
+                            let copy = try applier.keepAsConflictCopy(
+                                name, from: folder.root + "/" + local.path, date: date,
+                                avoiding: isTaken)
                             copies.insert(copy)
                             setBase(name, server, try write(name, server, path: local.path, expected: nil))
                             pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
-                            conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName,
-                                                            time: Clock.nowNanoseconds()))
+                            conflicts.append(
+                                ConflictRecord(
+                                    copy: copy, original: name, device: config.deviceName,
+                                    time: Clock.nowNanoseconds()))
                             note(.conflict, name, copy.description)
                         }
                     }
@@ -245,8 +269,10 @@ extension SyncEngine {
     static let bulkDownloadThreshold = 16
 
     /// Writes notes that are new here in batches of up to 1,000 notes or 32 MB.
-    private func writeNewNotes(_ notes: [(name: RecordName, head: RecordHead)], applier: NoteApplier, store: ServerStore,
-                               warnings: inout [SyncWarning]) throws -> [(RecordName, RecordHead, NoteApplier.Outcome)] {
+    private func writeNewNotes(
+        _ notes: [(name: RecordName, head: RecordHead)], applier: NoteApplier, store: ServerStore,
+        warnings: inout [SyncWarning]
+    ) throws -> [(RecordName, RecordHead, NoteApplier.Outcome)] {
         var written: [(RecordName, RecordHead, NoteApplier.Outcome)] = []
         var start = 0
         while start < notes.count {
@@ -258,8 +284,10 @@ extension SyncEngine {
                 start += 1
                 guard let text = head.text else { continue }
                 do {
-                    batch.append(NoteApplier.NewNote(name: name, path: name.string, data: try store.readAsset(text),
-                                                     modified: head.modified))
+                    batch.append(
+                        NoteApplier.NewNote(
+                            name: name, path: name.string, data: try store.readAsset(text),
+                            modified: head.modified))
                     heads.append(head)
                     bytes += text.size
                 } catch let error as NoteSyncError where error.kind != .serverUnreachable {
@@ -281,8 +309,10 @@ extension SyncEngine {
     /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands. Returns
     /// false when another round is needed: a commit lost the race, or won a later slot after folding in other
     /// devices' entries (their records are not applied locally yet).
-    private func commit(_ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
-                        store: ServerStore, report: inout SyncReport) throws -> Bool {
+    private func commit(
+        _ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+        store: ServerStore, report: inout SyncReport
+    ) throws -> Bool {
         var foldedOthers = false
         let batchSize = 2000
         // A batch's local state is written on another thread while the next batch is read and uploaded (a first
@@ -343,8 +373,9 @@ extension SyncEngine {
             let texts = try store.publish(prepared.staged)
             for (save, text) in zip(prepared.saves, texts) {
                 changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
-                newBases[save.push.name] = BaseRecord(name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
-                                                      modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
+                newBases[save.push.name] = BaseRecord(
+                    name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
+                    modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
                 kinds[save.push.name] = save.push.kind
             }
             func advance() throws {
@@ -368,7 +399,9 @@ extension SyncEngine {
                 foldedOthers = foldedOthers || folded
                 // Every head folded in since the last save: ours, and those of entries that won a slot first.
                 let changedHeads = zone.takeUnsaved()
-                let token = zone.token, chain = zone.chain, earlier = zone.earlier
+                let token = zone.token
+                let chain = zone.chain
+                let earlier = zone.earlier
                 var rows: [(name: RecordName, base: BaseRecord?)] = []
                 rows.reserveCapacity(newBases.count)
                 for (name, base) in newBases {
@@ -381,7 +414,8 @@ extension SyncEngine {
                         rows.append((name, nil))
                     }
                 }
-                let state = state, written = rows
+                let state = state
+                let written = rows
                 let write: @Sendable () throws -> Void = {
                     try state.update { batch in
                         try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
@@ -426,11 +460,11 @@ extension SyncEngine {
         var staged: StagedAssets
     }
 
-
-
     /// Three-way merges a local note with the server head; returns the resolution and the texts involved.
-    func resolveMerge(_ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,
-                      server: RecordHead, store: ServerStore) throws -> (MergeResolution, Data, Data, MergeResult) {
+    func resolveMerge(
+        _ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,
+        server: RecordHead, store: ServerStore
+    ) throws -> (MergeResolution, Data, Data, MergeResult) {
         guard let localData = try FileIO.read(folder.root + "/" + local.path), let text = server.text else {
             throw NoteSyncError(.io, path: local.path, "vanished during the sync", fix: "sync again")
         }
@@ -455,15 +489,19 @@ extension SyncEngine {
 
     /// The first conflict copy name of `name` (attempt 1, 2 …) that is not taken; the same choice as
     /// ``NoteApplier/keepAsConflictCopy(_:from:date:avoiding:)`` makes, so a dry run names the copy a sync makes.
-    func conflictName(_ name: RecordName, device: String, date: Date,
-                      isTaken: (RecordName) -> Bool) throws -> RecordName {
+    func conflictName(
+        _ name: RecordName, device: String, date: Date,
+        isTaken: (RecordName) -> Bool
+    ) throws -> RecordName {
         for attempt in 1...100 {
-            let copy = try RecordName(validating: ConflictCopyName.notesyncConflictName(
-                for: name.string, device: device, date: date, attempt: attempt))
+            let copy = try RecordName(
+                validating: ConflictCopyName.notesyncConflictName(
+                    for: name.string, device: device, date: date, attempt: attempt))
             if !isTaken(copy) && FileIO.lstatInfo(folder.root + "/" + copy.string) == nil { return copy }
         }
-        throw NoteSyncError(.conflict, path: name.string, "has 100 conflict copies of the same second already",
-                            fix: "resolve and delete its conflict copies, then sync again")
+        throw NoteSyncError(
+            .conflict, path: name.string, "has 100 conflict copies of the same second already",
+            fix: "resolve and delete its conflict copies, then sync again")
     }
 
     /// Whether a conflict copy may not take `copy`: a record of that name exists on the server (even deleted)

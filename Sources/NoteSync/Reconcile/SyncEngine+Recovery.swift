@@ -9,21 +9,25 @@ extension SyncEngine {
     /// it was committed, so that version is its base whatever the user did since: a later delete or edit is then
     /// seen as one and pushed, where without the base a delete made after the crash was undone (the record pulled
     /// back as new: our own change echoed) and an edit merged against nothing.
-    func ownUnrecordedCommits(_ fetched: [SlotContent], scan: ScanResult,
-                              bases: [RecordName: BaseRecord]) -> [RecordName: BaseRecord?] {
+    func ownUnrecordedCommits(
+        _ fetched: [SlotContent], scan: ScanResult,
+        bases: [RecordName: BaseRecord]
+    ) -> [RecordName: BaseRecord?] {
         var recovered: [RecordName: BaseRecord?] = [:]
         for slot in fetched {
             guard case .entry(let entry) = slot, entry.device == config.deviceID else { continue }
             for change in entry.changes {
                 guard let name = try? RecordName(validating: change.name),
-                      (recovered[name]??.tag ?? bases[name]?.tag ?? 0) < entry.seq else { continue }
+                    (recovered[name]??.tag ?? bases[name]?.tag ?? 0) < entry.seq
+                else { continue }
                 guard change.op == .save, let text = change.text else {
                     recovered[name] = .some(nil)
                     continue
                 }
                 let file = scan.files[name]
-                recovered[name] = BaseRecord(name: name, tag: entry.seq, digest: text.sha256, size: text.size, modified: change.modified,
-                                             fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
+                recovered[name] = BaseRecord(
+                    name: name, tag: entry.seq, digest: text.sha256, size: text.size, modified: change.modified,
+                    fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
             }
         }
         return recovered
@@ -46,7 +50,8 @@ extension SyncEngine {
     func refineWithHistory(_ plan: [Step], zone: ZoneState, store: ServerStore, knownBefore: Int64) -> [Step] {
         plan.map { step in
             guard let local = step.local, let head = zone.heads[step.name], head.tag != step.base?.tag,
-                  head.tag > knownBefore else { return step }
+                head.tag > knownBefore
+            else { return step }
             switch step.decision {
             case .merge, .resurrectLocal, .push: break
             default: return step
@@ -56,8 +61,9 @@ extension SyncEngine {
             }
             var refined = step
             refined.base = base
-            refined.decision = Reconciler.decide(local: .present(digest: local.digest, size: local.size, modified: local.modified),
-                                                 base: base, server: head)
+            refined.decision = Reconciler.decide(
+                local: .present(digest: local.digest, size: local.size, modified: local.modified),
+                base: base, server: head)
             return refined
         }
     }
@@ -65,20 +71,25 @@ extension SyncEngine {
     /// The latest version of `name` older than `head` and newer than `floor` that the note is, as a base: the same
     /// text and the same mtime (a pull gives the note the record's `modified`, a commit records the note's mtime).
     /// The same text alone is not enough: a note the user wrote anew with a deleted version's text is a new note.
-    private func historyBase(_ name: RecordName, holding local: LocalFile, head: RecordHead, floor: Int64,
-                             store: ServerStore) -> BaseRecord? {
+    private func historyBase(
+        _ name: RecordName, holding local: LocalFile, head: RecordHead, floor: Int64,
+        store: ServerStore
+    ) -> BaseRecord? {
         var seq = head.tag
         for _ in 0..<64 {
             guard seq > floor, case .entry(let entry)? = try? store.readSlot(seq),
-                  let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
+                let change = entry.changes.first(where: { $0.name == name.string })
+            else { return nil }
             // This device deleted the record after that version, and knew it: a note of that name now is one the
             // user made again (moved back, restored from a backup), not one a killed sync left. An unrecorded
             // delete of ours was recovered as such before planning.
             if change.op == .delete && entry.device == config.deviceID { return nil }
             if seq != head.tag, change.op == .save, let text = change.text, text.sha256 == local.digest,
-               change.modified == local.modified {
-                return BaseRecord(name: name, tag: seq, digest: text.sha256, size: text.size, modified: change.modified,
-                                  fingerprint: local.fingerprint)
+                change.modified == local.modified
+            {
+                return BaseRecord(
+                    name: name, tag: seq, digest: text.sha256, size: text.size, modified: change.modified,
+                    fingerprint: local.fingerprint)
             }
             seq = change.base
         }
@@ -110,14 +121,18 @@ extension SyncEngine {
     ///   swapping the note, which no one else has, or (rarely) a merged text that was never swapped in, which the
     ///   sync merges again. Never deleted unseen: the outbox is no evidence that a temp was never swapped in,
     ///   because an offline sync after the crash queues the swapped-in version.
-    func recoverLeftoverTemps(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
-                              store: ServerStore, report: inout SyncReport) throws {
+    func recoverLeftoverTemps(
+        _ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
+        store: ServerStore, report: inout SyncReport
+    ) throws {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         var leftovers = try applier.stagedLeftovers()
         for temp in scan.leftoverTemps {
             let directory = temp.lastIndex(of: "/").map { String(temp[...$0]) } ?? ""
-            leftovers.append(NoteApplier.StagedLeftover(path: folder.root + "/" + temp,
-                                                        note: AgentTempName.note(ofTemp: temp) ?? directory + "recovered"))
+            leftovers.append(
+                NoteApplier.StagedLeftover(
+                    path: folder.root + "/" + temp,
+                    note: AgentTempName.note(ofTemp: temp) ?? directory + "recovered"))
         }
         guard !leftovers.isEmpty else { return }
         defer { applier.removeEmptyStagingFolders() }
@@ -141,8 +156,12 @@ extension SyncEngine {
             let original = try note ?? RecordName(validating: "recovered")
             let date = Date(timeIntervalSince1970: Double(StatFingerprint(info).mtime) / 1e9)
             let copy = try applier.keepAsConflictCopy(original, from: path, date: date) { scan.files[$0] != nil || bases[$0] != nil }
-            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: original, device: config.deviceName,
-                                                                 time: Clock.nowNanoseconds())) }
+            try state.update {
+                try $0.addConflict(
+                    ConflictRecord(
+                        copy: copy, original: original, device: config.deviceName,
+                        time: Clock.nowNanoseconds()))
+            }
             report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
             report.conflictCopies.append(copy.description)
             logger.warning("sync.leftover.kept", metadata: ["note.path": "\(copy)"])
@@ -169,8 +188,9 @@ extension SyncEngine {
         let fresh = voids.filter { !seen.contains($0) }
         guard !fresh.isEmpty else { return LostEntries() }
         let tags = Set(zone.heads.values.map(\.tag)).union(bases.values.map(\.tag))
-        let found = LostEntries(slots: fresh.filter { tags.contains($0) },
-                                seen: seen.union(fresh).sorted().map(String.init).joined(separator: ","))
+        let found = LostEntries(
+            slots: fresh.filter { tags.contains($0) },
+            seen: seen.union(fresh).sorted().map(String.init).joined(separator: ","))
         if found.slots.isEmpty { try state.setMeta([.voidsSeen: found.seen]) }
         return found
     }
@@ -188,8 +208,10 @@ extension SyncEngine {
     /// sees the note changed since and pushes it (merged if another device changed the note meanwhile). Returns
     /// the names to scan again. A lost delete is not made again: the note comes back from the server (nothing is
     /// deleted for a recovery).
-    func requeueLostCommits(_ lost: LostEntries, zone: ZoneState, bases: inout [RecordName: BaseRecord], scan: inout ScanResult,
-                            store: ServerStore) throws -> [RecordName] {
+    func requeueLostCommits(
+        _ lost: LostEntries, zone: ZoneState, bases: inout [RecordName: BaseRecord], scan: inout ScanResult,
+        store: ServerStore
+    ) throws -> [RecordName] {
         var requeued: [RecordName] = []
         try state.update { batch in
             for seq in lost.slots {
@@ -215,11 +237,13 @@ extension SyncEngine {
         var tag = zone.heads[name]?.tag ?? 0
         for _ in 0..<256 {
             guard tag > 0, case .entry(let entry)? = try? store.readSlot(tag),
-                  let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
+                let change = entry.changes.first(where: { $0.name == name.string })
+            else { return nil }
             if tag < seq {
                 guard change.op == .save, let text = change.text else { return nil }
-                return BaseRecord(name: name, tag: tag, digest: text.sha256, size: text.size, modified: change.modified,
-                                  fingerprint: nil)
+                return BaseRecord(
+                    name: name, tag: tag, digest: text.sha256, size: text.size, modified: change.modified,
+                    fingerprint: nil)
             }
             tag = change.base
         }
@@ -231,8 +255,10 @@ extension SyncEngine {
     /// Renames each file the scan left out as the Unicode twin of another (``ScanResult/unicodeTwins``) to a
     /// conflict-copy name of its own (in NFC), and scans it: no text stays on one device only. Reported as a
     /// conflict copy.
-    func keepUnicodeTwins(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord],
-                          report: inout SyncReport) throws {
+    func keepUnicodeTwins(
+        _ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord],
+        report: inout SyncReport
+    ) throws {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         var copies: [String] = []
         for path in scan.unicodeTwins {
@@ -240,12 +266,19 @@ extension SyncEngine {
             let copy = try applier.keepAsConflictCopy(original, from: folder.root + "/" + path) {
                 scan.files[$0] != nil || bases[$0] != nil
             }
-            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: original, device: config.deviceName,
-                                                                 time: Clock.nowNanoseconds())) }
+            try state.update {
+                try $0.addConflict(
+                    ConflictRecord(
+                        copy: copy, original: original, device: config.deviceName,
+                        time: Clock.nowNanoseconds()))
+            }
             report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
             report.conflictCopies.append(copy.description)
-            report.warnings.append(SyncWarning(.unicodeTwin, "\(Scanner.codePoints(path)) was renamed to \(copy): its name was the same as "
-                                   + "\(original)'s in another Unicode form; both texts sync now"))
+            report.warnings.append(
+                SyncWarning(
+                    .unicodeTwin,
+                    "\(Scanner.codePoints(path)) was renamed to \(copy): its name was the same as "
+                        + "\(original)'s in another Unicode form; both texts sync now"))
             copies.append(copy.string)
         }
         scan.unicodeTwins = []

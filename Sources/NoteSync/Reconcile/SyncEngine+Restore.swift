@@ -19,9 +19,11 @@ extension SyncEngine {
     public func restore(_ name: RecordName, version: Int64, options: SyncOptions = SyncOptions()) throws -> RestoreResult {
         let store = try openStore(binding: true)
         guard case .entry(let entry) = try store.readSlot(version),
-              let change = entry.changes.first(where: { $0.name == name.string }) else {
-            throw NoteSyncError(.usage, path: name.string, "has no version \(version)",
-                                fix: "pick one from `notesync history \(name.string)`")
+            let change = entry.changes.first(where: { $0.name == name.string })
+        else {
+            throw NoteSyncError(
+                .usage, path: name.string, "has no version \(version)",
+                fix: "pick one from `notesync history \(name.string)`")
         }
         guard change.op == .save, let text = change.text else {
             throw NoteSyncError(.usage, path: name.string, "version \(version) is a delete", fix: "pick a saved version")
@@ -29,9 +31,10 @@ extension SyncEngine {
         let data = try store.readAsset(text)
         let before = try sync(options)
         if before.offline {
-            throw NoteSyncError(.serverUnreachable, path: config.server,
-                                "the server went away before the current text of \(name) could be pushed; nothing was restored",
-                                fix: "sync again once the server is back, then restore")
+            throw NoteSyncError(
+                .serverUnreachable, path: config.server,
+                "the server went away before the current text of \(name) could be pushed; nothing was restored",
+                fix: "sync again once the server is back, then restore")
         }
         // A note that already holds that text is left as it is (its mtime too: other devices have the record's).
         if let current = try FileDigest.of(path: folder.root + "/" + name.string), current.digest == text.sha256 {
@@ -46,8 +49,12 @@ extension SyncEngine {
         let outcome = try applier.write(name, path: name.string, data: data, modified: modified, expected: base?.digest)
         var keptAs: String?
         if case .writtenKeepingLocalEdit(_, let copy) = outcome {
-            try state.update { try $0.addConflict(ConflictRecord(copy: copy, original: name, device: config.deviceName,
-                                                                 time: Clock.nowNanoseconds())) }
+            try state.update {
+                try $0.addConflict(
+                    ConflictRecord(
+                        copy: copy, original: name, device: config.deviceName,
+                        time: Clock.nowNanoseconds()))
+            }
             keptAs = copy.description
         }
         var report = try sync(options)

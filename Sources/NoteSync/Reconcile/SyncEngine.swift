@@ -48,10 +48,12 @@ public struct FolderConfig: Sendable, Hashable {
 
     public init(state: LocalState, folder: NotesFolder) throws {
         guard let id = try state.meta(.deviceID), let name = try state.meta(.deviceName),
-              let server = try state.meta(.serverPath) else {
-            throw NoteSyncError(.notInitialized, path: folder.database, "holds no device or server",
-                                fix: "run `notesync init --notes \(folder.root) --server DIR` again: it moves this state aside and "
-                                    + "starts afresh, keeping every note")
+            let server = try state.meta(.serverPath)
+        else {
+            throw NoteSyncError(
+                .notInitialized, path: folder.database, "holds no device or server",
+                fix: "run `notesync init --notes \(folder.root) --server DIR` again: it moves this state aside and "
+                    + "starts afresh, keeping every note")
         }
         self.init(deviceID: id, deviceName: name, server: server, serverID: try state.meta(.serverID))
     }
@@ -140,7 +142,8 @@ public final class SyncEngine {
         if options.checksClock { report.warnings += futureTimes(scan).map { SyncWarning(.clock, $0) } }
         report.warnings += scan.warnings
         report.warnings += scan.foreignConflicts.map {
-            SyncWarning(.foreignConflictCopy, "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it")
+            SyncWarning(
+                .foreignConflictCopy, "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it")
         }
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
@@ -236,8 +239,9 @@ public final class SyncEngine {
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
             zone.unplanned = []
-            var plan = refineWithHistory(Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store,
-                                         knownBefore: plannedBefore)
+            var plan = refineWithHistory(
+                Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store,
+                knownBefore: plannedBefore)
             phases.lap("plan")
             holdMassDelete(&plan, scan: scan, bases: bases, options: options, report: &report)
             if options.dryRun {
@@ -258,8 +262,9 @@ public final class SyncEngine {
             let scope = scan.scope
             let finished: Bool
             do {
-                finished = try execute(consume plan, scan: consume scan, bases: &bases, zone: &zone, store: store, made: &made,
-                                       report: &report)
+                finished = try execute(
+                    consume plan, scan: consume scan, bases: &bases, zone: &zone, store: store, made: &made,
+                    report: &report)
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 return try offline(report, error, options)
             }
@@ -277,16 +282,20 @@ public final class SyncEngine {
         zone.quarantined.removeAll()
         zone.damaged.removeAll()
         report.pending = try state.outboxCount()
-        var meta: [MetaKey: String?] = [.lastSync: String(Clock.nowNanoseconds()), .lastError: nil,
-                                       .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored]
+        var meta: [MetaKey: String?] = [
+            .lastSync: String(Clock.nowNanoseconds()), .lastError: nil,
+            .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored
+        ]
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
         if paths == nil || report.heldDeletes > 0 {
             meta[.heldDeletes] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
         }
         try state.setMeta(meta)
         if zone.token != lastReportedToken {
-            try? store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName,
-                                                  lastSeen: Clock.nowNanoseconds(), token: zone.token))
+            try? store.writeDeviceInfo(
+                DeviceInfo(
+                    id: config.deviceID, name: config.deviceName,
+                    lastSeen: Clock.nowNanoseconds(), token: zone.token))
             lastReportedToken = zone.token
         }
         memo = (bases, zone)
@@ -377,7 +386,10 @@ public final class SyncEngine {
             for name in scan.changed {
                 guard let file = scan.files[name] else { continue }
                 if let base = bases[name], base.digest == file.digest, let head = zone.heads[name], head.tag == base.tag,
-                   head.version <= RecordChange.currentVersion { continue }
+                    head.version <= RecordChange.currentVersion
+                {
+                    continue
+                }
                 names.insert(name)
             }
             var basesWithHeads = 0
@@ -420,8 +432,10 @@ public final class SyncEngine {
     /// A partial (agent) sync sees only the paths that settled, not the whole of an `rm -r` in progress: when it
     /// holds a local delete, it counts every synced note that is gone (an `lstat` per base). Deletes pulled from the
     /// server were decided by another device and are applied whole (to the trash), never guarded here.
-    private func holdMassDelete(_ plan: inout [Step], scan: ScanResult, bases: [RecordName: BaseRecord],
-                                options: SyncOptions, report: inout SyncReport) {
+    private func holdMassDelete(
+        _ plan: inout [Step], scan: ScanResult, bases: [RecordName: BaseRecord],
+        options: SyncOptions, report: inout SyncReport
+    ) {
         func isLocalDelete(_ step: Step) -> Bool { if case .push(nil, _) = step.decision { true } else { false } }
         let deletes = plan.filter(isLocalDelete).count
         guard deletes > 0 else { return }
@@ -470,8 +484,10 @@ public final class SyncEngine {
                 try batch.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now))
             }
             // A note queued and then deleted or moved away before it reached the server: nothing left to push.
-            for name in outbox.keys where scan.files[name] == nil && bases[name] == nil && !scan.isUnreadable(name)
-                && (scan.scope?.contains(name) ?? true) {
+            for name in outbox.keys
+            where scan.files[name] == nil && bases[name] == nil && !scan.isUnreadable(name)
+                && (scan.scope?.contains(name) ?? true)
+            {
                 try batch.dequeue(name)
             }
         }
@@ -562,8 +578,10 @@ struct PhaseTimer {
 /// A result another thread delivers once: ``wait()`` blocks until ``finish(_:)``.
 final class Pending<Value: Sendable>: Sendable {
     /// Runs `work` on a thread of its own; the caller waits for its value (or error) with ``wait()``.
-    static func inBackground(named name: String = "notesync-background",
-                             _ work: @escaping @Sendable () throws -> Value) -> Pending<Value> {
+    static func inBackground(
+        named name: String = "notesync-background",
+        _ work: @escaping @Sendable () throws -> Value
+    ) -> Pending<Value> {
         let pending = Pending<Value>()
         let thread = Thread { pending.finish(Result { try work() }) }
         thread.name = name

@@ -35,10 +35,11 @@ public enum AtomicPublish {
             let code = errno
             if code == EEXIST { return .exists }
             if isUnsupported(renameErrno: code) {
-                throw NoteSyncError(.unsupportedFilesystem, path: destination,
-                                    "the filesystem does not support renameat2(RENAME_NOREPLACE)",
-                                    fix: "open the server again so that it probes for the link primitive",
-                                    errno: code)
+                throw NoteSyncError(
+                    .unsupportedFilesystem, path: destination,
+                    "the filesystem does not support renameat2(RENAME_NOREPLACE)",
+                    fix: "open the server again so that it probes for the link primitive",
+                    errno: code)
             }
             throw NoteSyncError.posix("renameat2(RENAME_NOREPLACE)", path: destination, errno: code)
         case .link:

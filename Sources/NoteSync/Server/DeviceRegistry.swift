@@ -40,8 +40,9 @@ extension ServerStore {
     /// The device's status file, or `nil` when it has none or it cannot be read.
     public func deviceInfo(_ id: String) -> DeviceInfo? {
         guard (try? Self.validateDevice(id)) != nil,
-              let data = try? FileIO.read(layout.devicesDirectory + "/" + id + ".json", limit: 1 << 16),
-              let info = try? JSONDecoder().decode(DeviceInfo.self, from: data) else { return nil }
+            let data = try? FileIO.read(layout.devicesDirectory + "/" + id + ".json", limit: 1 << 16),
+            let info = try? JSONDecoder().decode(DeviceInfo.self, from: data)
+        else { return nil }
         return info
     }
 }

@@ -72,8 +72,9 @@ public enum FilesystemProbe {
         if kind.renameNoReplaceIsAtomic {
             if ns_rename_noreplace(AT_FDCWD, a, AT_FDCWD, b) == 0 {
                 StopPoint.pass("server.published")
-                return Choice(primitive: .rename,
-                              reason: "\(kind.name): renameat2(RENAME_NOREPLACE) worked in the probe and is atomic on a local filesystem")
+                return Choice(
+                    primitive: .rename,
+                    reason: "\(kind.name): renameat2(RENAME_NOREPLACE) worked in the probe and is atomic on a local filesystem")
             }
             let code = errno
             if !AtomicPublish.isUnsupported(renameErrno: code) {
@@ -88,11 +89,12 @@ public enum FilesystemProbe {
             return Choice(primitive: .link, reason: "\(kind.name): \(renameRefused); link(2) worked in the probe")
         }
         let code = errno
-        throw NoteSyncError(.unsupportedFilesystem, path: directory,
-                            "the \(kind.name) filesystem supports neither renameat2(RENAME_NOREPLACE) nor link(2), "
-                                + "so commits cannot be made atomic",
-                            fix: "put the server folder on a filesystem with hard links (ext4, xfs, NFS, SMB2, sshfs)",
-                            errno: code)
+        throw NoteSyncError(
+            .unsupportedFilesystem, path: directory,
+            "the \(kind.name) filesystem supports neither renameat2(RENAME_NOREPLACE) nor link(2), "
+                + "so commits cannot be made atomic",
+            fix: "put the server folder on a filesystem with hard links (ext4, xfs, NFS, SMB2, sshfs)",
+            errno: code)
     }
 
     /// Why the rename flag cannot be trusted on a network filesystem.

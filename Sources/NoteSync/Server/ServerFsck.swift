@@ -52,8 +52,10 @@ public struct ServerFsck {
     private var layout: ServerLayout { store.layout }
 
     /// Names other tools keep in a folder they replicate; harmless in a server folder.
-    static let toleratedNames: Set<String> = [".stfolder", ".stignore", ".stversions", ".dropbox", ".dropbox.cache",
-                                              ".sync", "lost+found", "quarantine"]
+    static let toleratedNames: Set<String> = [
+        ".stfolder", ".stignore", ".stversions", ".dropbox", ".dropbox.cache",
+        ".sync", "lost+found", "quarantine"
+    ]
 
     public init(store: ServerStore) { self.store = store }
 
@@ -62,9 +64,10 @@ public struct ServerFsck {
     public func run(repair: Bool, tempGraceSeconds: Double = 3600, gapGraceSeconds: Double = 3600) throws -> FsckReport {
         if store.isReadOnly {
             // Its files may be valid in a format this build cannot read: judging (or quarantining) them would be wrong.
-            throw NoteSyncError(.serverNewerFormat, path: layout.marker,
-                                "uses server format \(store.marker.format); this build checks format \(ServerMarker.currentFormat) only",
-                                fix: "run `notesync server fsck` from an updated notesync")
+            throw NoteSyncError(
+                .serverNewerFormat, path: layout.marker,
+                "uses server format \(store.marker.format); this build checks format \(ServerMarker.currentFormat) only",
+                fix: "run `notesync server fsck` from an updated notesync")
         }
         var report = FsckReport()
         var referenced: [ContentDigest: String] = [:]
@@ -118,10 +121,13 @@ public struct ServerFsck {
         var sequences: [Int64] = []
         for shard in try checkListing(layout.logDirectory, expected: { ServerLayout.sequence(ofFileName: $0, width: 6) != nil }) {
             let directory = layout.logDirectory + "/" + shard
-            for name in try checkListing(directory, expected: { name in
-                guard let seq = ServerLayout.sequence(ofFileName: name) else { return false }
-                return ServerLayout.shardName(of: seq) == shard
-            }) {
+            for name in try checkListing(
+                directory,
+                expected: { name in
+                    guard let seq = ServerLayout.sequence(ofFileName: name) else { return false }
+                    return ServerLayout.shardName(of: seq) == shard
+                })
+            {
                 if let seq = ServerLayout.sequence(ofFileName: name) { sequences.append(seq) }
             }
         }
@@ -140,15 +146,18 @@ public struct ServerFsck {
             let seq = state.token + 1
             if sequences[index] > seq {
                 let next = sequences[index]
-                let age = FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
+                let age =
+                    FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
                 // A gap is sealed only under an entry that continues the log before it: one that names the last
                 // entry before the gap (``LogEntry/earlier``). Any other (an entry of a server's earlier life, or
                 // of a fork, delivered late; or a gap too long to bridge) is moved to quarantine/ with the entries
                 // after it, like a broken chain: applied, it would replace heads it never saw.
                 var foreign = false
                 if checkedGap != next, seq > 1, let known = state.chain, case .entry(let after)? = try? store.readSlot(next),
-                   after.link(to: seq - 1) != known {
-                    let detail = after.link(to: seq - 1) == nil
+                    after.link(to: seq - 1) != known
+                {
+                    let detail =
+                        after.link(to: seq - 1) == nil
                         ? "entry \(next) follows a gap of \(next - seq) slots and names no entry before it that this log holds"
                         : "entry \(next) follows a gap but does not continue entry \(seq - 1): it belongs to another history"
                             + " (a server's earlier life or a fork, delivered late)"
@@ -156,7 +165,8 @@ public struct ServerFsck {
                     if repair && age >= gapGraceSeconds {
                         let outcomes = sequences[index...].map { moveAside(layout.entryPath($0)) }
                         if outcomes.allSatisfy({ $0 != nil }) {
-                            moved = "entries \(next)–\(sequences.last ?? next) moved to quarantine/: the log ends at \(seq - 1);"
+                            moved =
+                                "entries \(next)–\(sequences.last ?? next) moved to quarantine/: the log ends at \(seq - 1);"
                                 + " the devices that wrote them push their notes again after `notesync recover`"
                         }
                     }
@@ -166,8 +176,11 @@ public struct ServerFsck {
                 }
                 checkedGap = foreign ? nil : next
                 let sealed = repair && !foreign && age >= gapGraceSeconds ? try store.sealGap(seq, after: state, next: next) : nil
-                let repaired = sealed.map { _ in "sealed with a void entry; the devices that had read the lost entry push its changes again" }
-                add(.missingEntry, layout.entryPath(seq), "gap in the log before entry \(next) (\(Int(age)) s old"
+                let repaired = sealed.map { _ in "sealed with a void entry; the devices that had read the lost entry push its changes again"
+                }
+                add(
+                    .missingEntry, layout.entryPath(seq),
+                    "gap in the log before entry \(next) (\(Int(age)) s old"
                         + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),
                     repaired: repaired)
                 if let sealed {
@@ -234,7 +247,9 @@ public struct ServerFsck {
         report.token = state.token
 
         var present = Set<ContentDigest>()
-        for shard in try checkListing(layout.assetsDirectory, expected: { $0.utf8.count == 2 && ContentDigest(hex: $0 + String(repeating: "0", count: 62)) != nil }) {
+        for shard in try checkListing(
+            layout.assetsDirectory, expected: { $0.utf8.count == 2 && ContentDigest(hex: $0 + String(repeating: "0", count: 62)) != nil })
+        {
             let directory = layout.assetsDirectory + "/" + shard
             for name in try checkListing(directory, expected: { $0.hasPrefix(shard) && ContentDigest(hex: $0) != nil }) {
                 guard let digest = ContentDigest(hex: name) else { continue }
@@ -277,14 +292,16 @@ public struct ServerFsck {
         for directory in directories where seen.insert(directory).inserted {
             for name in ((try? FileIO.list(directory)) ?? []).sorted() {
                 guard let tool = ForeignConflictCopy.detect(name) else { continue }
-                let lost = directory.hasPrefix(layout.logDirectory + "/")
+                let lost =
+                    directory.hasPrefix(layout.logDirectory + "/")
                     ? "; the commit in the copy is not applied: the device that made it stops syncing (the log does not "
                         + "continue the one it read) until `notesync recover` there pushes its notes again"
                     : ""
-                found.append("\(DisplayName.escape(directory + "/" + name)): a \(tool) conflict copy inside the server: "
-                             + "two devices wrote this file at once through \(tool)\(lost)\n"
-                             + "  fix: `notesync server fsck --repair \(DisplayName.escape(layout.root))` moves it to quarantine/; "
-                             + "a real share (NFS, SMB, sshfs) avoids this for devices writing at once")
+                found.append(
+                    "\(DisplayName.escape(directory + "/" + name)): a \(tool) conflict copy inside the server: "
+                        + "two devices wrote this file at once through \(tool)\(lost)\n"
+                        + "  fix: `notesync server fsck --repair \(DisplayName.escape(layout.root))` moves it to quarantine/; "
+                        + "a real share (NFS, SMB, sshfs) avoids this for devices writing at once")
             }
         }
         return found

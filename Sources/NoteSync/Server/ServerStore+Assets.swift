@@ -35,7 +35,8 @@ extension ServerStore {
         var unique: [Int] = []
         var seen = Set<ContentDigest>()
         for (index, ref) in refs.enumerated() where seen.insert(ref.sha256).inserted { unique.append(index) }
-        let layout = layout, device = device
+        let layout = layout
+        let device = device
         let present = Parallel.map(unique.count) { slot in
             Result { () -> Bool in
                 let ref = refs[unique[slot]]
@@ -63,7 +64,9 @@ extension ServerStore {
 
     /// The second half of ``putAssets(_:)``: flushes the staged temps, publishes each, flushes the shard folders.
     public func publish(_ staged: StagedAssets) throws -> [AssetRef] {
-        let refs = staged.refs, missing = staged.missing, layout = layout
+        let refs = staged.refs
+        let missing = staged.missing
+        let layout = layout
         guard !missing.isEmpty else { return refs }
         if staged.batched { try FileIO.syncFilesystem(layout.tmpDirectory) }
         let primitive = try primitive()
@@ -104,14 +107,16 @@ extension ServerStore {
     public func readAsset(_ ref: AssetRef) throws -> Data {
         let path = layout.assetPath(ref.sha256)
         guard let data = try FileIO.read(path, limit: Int(clamping: max(ref.size, 0)) + 1) else {
-            throw NoteSyncError(.corrupt, path: path, "asset is missing from the server; the note is left as it is here",
-                                fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
-                                    + "`notesync server fsck` lists every missing asset")
+            throw NoteSyncError(
+                .corrupt, path: path, "asset is missing from the server; the note is left as it is here",
+                fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
+                    + "`notesync server fsck` lists every missing asset")
         }
         guard Int64(data.count) == ref.size, ContentDigest(of: data) == ref.sha256 else {
-            throw NoteSyncError(.corrupt, path: path, "asset content does not match its digest; the note is left as it is here",
-                                fix: "run `notesync server fsck --repair` to quarantine it, then edit and save the note on a "
-                                    + "device that has it, so that its text is uploaded again")
+            throw NoteSyncError(
+                .corrupt, path: path, "asset content does not match its digest; the note is left as it is here",
+                fix: "run `notesync server fsck --repair` to quarantine it, then edit and save the note on a "
+                    + "device that has it, so that its text is uploaded again")
         }
         return data
     }

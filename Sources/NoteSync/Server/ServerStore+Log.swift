@@ -71,19 +71,22 @@ extension ServerStore {
 
     /// The log does not continue the one this device read: the error a fetch or a commit throws.
     func chainBroken(at seq: Int64, _ what: String) -> NoteSyncError {
-        NoteSyncError(.serverMismatch, path: layout.entryPath(seq),
-                      "\(what): the server's log is not the one this device synced with (the server was replaced, "
-                          + "restored from an older copy, or its log was changed); nothing is written to it",
-                      fix: "if the right server is elsewhere (another share, a newer backup), put it back at \(layout.root); "
-                          + "if this is the server from now on, run `notesync recover --dry-run`, then `notesync recover`: "
-                          + "it pushes what the server lost and deletes nothing")
+        NoteSyncError(
+            .serverMismatch, path: layout.entryPath(seq),
+            "\(what): the server's log is not the one this device synced with (the server was replaced, "
+                + "restored from an older copy, or its log was changed); nothing is written to it",
+            fix: "if the right server is elsewhere (another share, a newer backup), put it back at \(layout.root); "
+                + "if this is the server from now on, run `notesync recover --dry-run`, then `notesync recover`: "
+                + "it pushes what the server lost and deletes nothing")
     }
 
     /// Checks that `entry` continues the log this device read.
     func verifyLink(_ entry: LogEntry, _ state: ZoneState) throws {
         guard let known = state.chain else { return }
         if let prev = entry.prev {
-            if prev != known { throw chainBroken(at: entry.seq, "entry \(entry.seq) does not follow the entry \(entry.seq - 1) this device read") }
+            if prev != known {
+                throw chainBroken(at: entry.seq, "entry \(entry.seq) does not follow the entry \(entry.seq - 1) this device read")
+            }
         } else if marker.format >= 2 && entry.void == nil {
             throw chainBroken(at: entry.seq, "entry \(entry.seq) names no entry before it")
         }
@@ -98,12 +101,13 @@ extension ServerStore {
         guard token > 0 else { return }
         let path = layout.entryPath(token)
         guard let file = FileIO.lstatInfo(path).map(StatFingerprint.init) else {
-            throw NoteSyncError(.serverMismatch, path: path,
-                                "is missing, and this device has read the log up to it: the server is behind this "
-                                    + "device (restored from an older copy, or replaced by another server with the same id)",
-                                fix: "if a newer copy of the server exists, put it back at \(layout.root); otherwise run "
-                                    + "`notesync recover --dry-run`, then `notesync recover`: it pushes again what the "
-                                    + "server lost and deletes nothing")
+            throw NoteSyncError(
+                .serverMismatch, path: path,
+                "is missing, and this device has read the log up to it: the server is behind this "
+                    + "device (restored from an older copy, or replaced by another server with the same id)",
+                fix: "if a newer copy of the server exists, put it back at \(layout.root); otherwise run "
+                    + "`notesync recover --dry-run`, then `notesync recover`: it pushes again what the "
+                    + "server lost and deletes nothing")
         }
         if file != state.verifiedTail {
             let bytes = state.chain == nil ? nil : try? FileIO.read(path, limit: Self.maxEntryBytes)
@@ -134,12 +138,13 @@ extension ServerStore {
             // Entries are claimed in order, so the slot may have been claimed between the read and now: read it once
             // more (an open asks the server; a listing of a network mount may come from its cache).
             if !retried { return true }
-            throw NoteSyncError(.logGap, path: layout.entryPath(token + 1),
-                                "is missing while entry \(later) is there: a gap in the log; every device stops before it",
-                                fix: "if a replicating tool (Syncthing, Dropbox…) has not delivered it yet, wait and sync again; "
-                                    + "if it is lost, run `notesync server fsck --repair \(layout.root)` once the gap is older "
-                                    + "than its --gap-age: it seals the slot, and the device that wrote the entry pushes its "
-                                    + "changes again")
+            throw NoteSyncError(
+                .logGap, path: layout.entryPath(token + 1),
+                "is missing while entry \(later) is there: a gap in the log; every device stops before it",
+                fix: "if a replicating tool (Syncthing, Dropbox…) has not delivered it yet, wait and sync again; "
+                    + "if it is lost, run `notesync server fsck --repair \(layout.root)` once the gap is older "
+                    + "than its --gap-age: it seals the slot, and the device that wrote the entry pushes its "
+                    + "changes again")
         }
         return false
     }
@@ -151,13 +156,15 @@ extension ServerStore {
         guard thorough else { return nil }
         let shard = layout.shardDirectory(of: missing)
         if let names = try? FileIO.list(shard),
-           let later = names.compactMap { ServerLayout.sequence(ofFileName: $0) }.filter({ $0 > missing }).min() {
+            let later = names.compactMap { ServerLayout.sequence(ofFileName: $0) }.filter({ $0 > missing }).min()
+        {
             return later
         }
         let shardName = (shard as NSString).lastPathComponent
         for name in ((try? FileIO.list(layout.logDirectory)) ?? []).sorted() where name > shardName && name.count == shardName.count {
             if let later = ((try? FileIO.list(layout.logDirectory + "/" + name)) ?? [])
-                .compactMap { ServerLayout.sequence(ofFileName: $0) }.min() {
+                .compactMap { ServerLayout.sequence(ofFileName: $0) }.min()
+            {
                 return later
             }
         }
@@ -192,13 +199,18 @@ extension ServerStore {
                 if damage.isNewerFormat && isReadOnly {
                     // The server says it is newer: this entry is likely valid, only not for this build. Skipping it
                     // would pass over it for good (the token moves on), so stop here instead.
-                    throw NoteSyncError(.serverNewerFormat, path: damage.path,
-                                        "\(damage.reason); this build reads the log only up to the entry before it",
-                                        fix: "update notesync on this device; local changes stay queued meanwhile")
+                    throw NoteSyncError(
+                        .serverNewerFormat, path: damage.path,
+                        "\(damage.reason); this build reads the log only up to the entry before it",
+                        fix: "update notesync on this device; local changes stay queued meanwhile")
                 }
-                logger.notice("server.entry.damaged", metadata: ["server.seq": "\(damage.seq)",
-                                                                  "server.path": "\(damage.path)",
-                                                                  "reason": "\(damage.reason)"])
+                logger.notice(
+                    "server.entry.damaged",
+                    metadata: [
+                        "server.seq": "\(damage.seq)",
+                        "server.path": "\(damage.path)",
+                        "reason": "\(damage.reason)"
+                    ])
                 // The chain is not bound to a damaged file's bytes (a file still arriving, torn, reads differently
                 // later): the entry after it is taken as it comes.
                 state.skip(seq: damage.seq)
@@ -238,8 +250,9 @@ extension ServerStore {
             // Slot t+1 is claimed only with entry t read and verified: a device whose server went behind it (or was
             // swapped) must not write past an end it never read.
             try checkTip(&state)
-            var entry = LogEntry(seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain,
-                                 earlier: state.earlier)
+            var entry = LogEntry(
+                seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain,
+                earlier: state.earlier)
             let data = try SealedFile.seal(entry, kind: "entry")
             entry.digest = ContentDigest(of: data)
             let destination = layout.entryPath(seq)
@@ -285,9 +298,10 @@ extension ServerStore {
         precondition(state.token == seq - 1, "a gap is sealed in order")
         var lost: ContentDigest?
         if next == seq + 1, case .entry(let after) = try readSlot(next) { lost = after.prev }
-        var entry = LogEntry(seq: seq, commit: "void-" + UUID().uuidString.lowercased(), device: device,
-                             time: Clock.nowNanoseconds(), changes: [], prev: state.chain, earlier: state.earlier,
-                             void: VoidSeal(reason: "slot found empty with entry \(next) present; sealed by fsck", lost: lost))
+        var entry = LogEntry(
+            seq: seq, commit: "void-" + UUID().uuidString.lowercased(), device: device,
+            time: Clock.nowNanoseconds(), changes: [], prev: state.chain, earlier: state.earlier,
+            void: VoidSeal(reason: "slot found empty with entry \(next) present; sealed by fsck", lost: lost))
         let data = try SealedFile.seal(entry, kind: "entry")
         entry.digest = ContentDigest(of: data)
         try FileIO.makeDirectory(layout.shardDirectory(of: seq))
@@ -315,8 +329,10 @@ extension ServerStore {
         for change in changes {
             guard let name = try? RecordName(validating: change.name) else { continue }
             if change.base != state.tag(of: name) {
-                conflicts.append(ServerChangedConflict(name: name, base: change.base, ours: change,
-                                                       server: state.heads[name]))
+                conflicts.append(
+                    ServerChangedConflict(
+                        name: name, base: change.base, ours: change,
+                        server: state.heads[name]))
             }
         }
         return conflicts.isEmpty ? nil : conflicts

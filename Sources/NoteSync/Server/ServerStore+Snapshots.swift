@@ -51,8 +51,9 @@ extension ServerStore {
         do {
             let snapshot = try SealedFile.open(data, kind: "snapshot", as: Snapshot.self)
             guard snapshot.seq == seq else {
-                throw NoteSyncError(.corrupt, path: path, "holds snapshot \(snapshot.seq): misplaced",
-                                    fix: "run `notesync server fsck`")
+                throw NoteSyncError(
+                    .corrupt, path: path, "holds snapshot \(snapshot.seq): misplaced",
+                    fix: "run `notesync server fsck`")
             }
             return snapshot
         } catch let failure as SealedFile.Failure {

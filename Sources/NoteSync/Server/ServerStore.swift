@@ -42,7 +42,12 @@ public final class ServerStore: Sendable {
     }
 
     /// The clock difference measured since the last call, if a commit measured one.
-    public func takeClockSkew() -> Int64? { clockSkew.withLock { value in defer { value = nil }; return value } }
+    public func takeClockSkew() -> Int64? {
+        clockSkew.withLock { value in
+            defer { value = nil }
+            return value
+        }
+    }
 
     /// The largest entry or snapshot this build reads; anything bigger is damaged or hostile.
     public static let maxEntryBytes = 64 << 20
@@ -53,32 +58,37 @@ public final class ServerStore: Sendable {
         let layout = ServerLayout(root: root)
         ServerRoots.register(layout.root)
         guard let info = FileIO.lstatInfo(layout.root) else {
-            throw NoteSyncError(.serverUnreachable, path: layout.root, "the server folder cannot be reached",
-                                fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then",
-                                errno: errno)
+            throw NoteSyncError(
+                .serverUnreachable, path: layout.root, "the server folder cannot be reached",
+                fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then",
+                errno: errno)
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw NoteSyncError(.notAServer, path: layout.root, "is not a directory",
-                                fix: "point --server at the server folder")
+            throw NoteSyncError(
+                .notAServer, path: layout.root, "is not a directory",
+                fix: "point --server at the server folder")
         }
         let data: Data
         do {
             guard let read = try FileIO.read(layout.marker, limit: 1 << 20) else {
-                throw NoteSyncError(.notAServer, path: layout.marker,
-                                    "is missing: this folder is not a notesync server (or the share is not mounted)",
-                                    fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then")
+                throw NoteSyncError(
+                    .notAServer, path: layout.marker,
+                    "is missing: this folder is not a notesync server (or the share is not mounted)",
+                    fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then")
             }
             data = read
         }
         let marker: ServerMarker
         do { marker = try JSONDecoder().decode(ServerMarker.self, from: data) } catch {
-            throw NoteSyncError(.corrupt, path: layout.marker, "is not a valid server marker",
-                                fix: "run `notesync status` on a device that syncs with this server: it shows the server's id; then "
-                                    + "`notesync server fsck \(layout.root) --repair --server-id ID` writes the marker again")
+            throw NoteSyncError(
+                .corrupt, path: layout.marker, "is not a valid server marker",
+                fix: "run `notesync status` on a device that syncs with this server: it shows the server's id; then "
+                    + "`notesync server fsck \(layout.root) --repair --server-id ID` writes the marker again")
         }
         guard marker.zones.contains(layout.zone) else {
-            throw NoteSyncError(.corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"",
-                                fix: "restore the marker from a backup")
+            throw NoteSyncError(
+                .corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"",
+                fix: "restore the marker from a backup")
         }
         try Self.validateDevice(device)
         self.layout = layout
@@ -100,30 +110,36 @@ public final class ServerStore: Sendable {
         ServerRoots.register(layout.root)
         if let names = try FileIO.list(layout.root) {
             if names.contains(ServerLayout.markerName) {
-                throw NoteSyncError(.usage, path: layout.root, "is already a notesync server",
-                                    fix: "use it as it is: `notesync init --server \(layout.root)`")
+                throw NoteSyncError(
+                    .usage, path: layout.root, "is already a notesync server",
+                    fix: "use it as it is: `notesync init --server \(layout.root)`")
             }
             if !names.isEmpty {
-                throw NoteSyncError(.usage, path: layout.root,
-                                    "is not empty and not a notesync server; refusing to mix a server into it",
-                                    fix: "choose an empty or new folder")
+                throw NoteSyncError(
+                    .usage, path: layout.root,
+                    "is not empty and not a notesync server; refusing to mix a server into it",
+                    fix: "choose an empty or new folder")
             }
         } else {
             try FileIO.makeDirectories(layout.root)
         }
-        for directory in [layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
-                          layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory] {
+        for directory in [
+            layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
+            layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory
+        ] {
             try FileIO.makeDirectory(directory)
         }
-        let marker = ServerMarker(format: ServerMarker.currentFormat, id: UUID().uuidString.lowercased(),
-                                  created: Clock.nowNanoseconds(), zones: [layout.zone])
+        let marker = ServerMarker(
+            format: ServerMarker.currentFormat, id: UUID().uuidString.lowercased(),
+            created: Clock.nowNanoseconds(), zones: [layout.zone])
         let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
         try FileIO.createAndSync(temp, try encoded(marker))
         let primitive = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: "init")
         defer { unlink(temp) }
         guard try AtomicPublish.publish(temp, as: layout.marker, using: primitive) == .published else {
-            throw NoteSyncError(.usage, path: layout.root, "another process created a server here at the same time",
-                                fix: "use the server it created")
+            throw NoteSyncError(
+                .usage, path: layout.root, "another process created a server here at the same time",
+                fix: "use the server it created")
         }
         for directory in [layout.zoneDirectory, layout.zonesDirectory, layout.root] {
             try FileIO.syncDirectory(directory)
@@ -135,13 +151,14 @@ public final class ServerStore: Sendable {
     /// Refuses a server whose id is not `bound`, the id the notes folder is bound to: it is not this folder's server.
     public func requireID(_ bound: String) throws {
         guard marker.id != bound else { return }
-        throw NoteSyncError(.serverMismatch, path: layout.marker,
-                            "is the marker of notesync server \(marker.id), but this notes folder syncs with server "
-                                + "\(bound): this is not its server (another server was created or mounted at this path); "
-                                + "nothing is read from it or written to it",
-                            fix: "mount or restore this folder's own server at \(layout.root); to move this notes folder "
-                                + "to this server on purpose (the old one is retired), run `notesync recover --dry-run`, then "
-                                + "`notesync recover`")
+        throw NoteSyncError(
+            .serverMismatch, path: layout.marker,
+            "is the marker of notesync server \(marker.id), but this notes folder syncs with server "
+                + "\(bound): this is not its server (another server was created or mounted at this path); "
+                + "nothing is read from it or written to it",
+            fix: "mount or restore this folder's own server at \(layout.root); to move this notes folder "
+                + "to this server on purpose (the old one is retired), run `notesync recover --dry-run`, then "
+                + "`notesync recover`")
     }
 
     /// Writes a new marker for the server in `root` whose marker is damaged or missing while its log is there
@@ -150,16 +167,19 @@ public final class ServerStore: Sendable {
     public static func rewriteMarker(root: String, id: String, logger: Logger) throws {
         let layout = ServerLayout(root: root)
         if let data = try? FileIO.read(layout.marker, limit: 1 << 20), (try? JSONDecoder().decode(ServerMarker.self, from: data)) != nil {
-            throw NoteSyncError(.usage, path: layout.marker, "is a valid marker: it is not replaced", fix: "run `notesync server fsck` without --server-id")
+            throw NoteSyncError(
+                .usage, path: layout.marker, "is a valid marker: it is not replaced", fix: "run `notesync server fsck` without --server-id")
         }
         guard FileIO.lstatInfo(layout.logDirectory) != nil else {
-            throw NoteSyncError(.usage, path: layout.root, "holds no notesync log: this is not a server's folder",
-                                fix: "give the server's folder (the one with zones/\(layout.zone)/log)")
+            throw NoteSyncError(
+                .usage, path: layout.root, "holds no notesync log: this is not a server's folder",
+                fix: "give the server's folder (the one with zones/\(layout.zone)/log)")
         }
         let uuid = id.lowercased()
         guard UUID(uuidString: uuid) != nil else {
-            throw NoteSyncError(.usage, path: nil, "\"\(DisplayName.escape(id))\" is not a server id",
-                                fix: "copy the id `notesync status` shows (a UUID)")
+            throw NoteSyncError(
+                .usage, path: nil, "\"\(DisplayName.escape(id))\" is not a server id",
+                fix: "copy the id `notesync status` shows (a UUID)")
         }
         let marker = ServerMarker(format: ServerMarker.currentFormat, id: uuid, created: Clock.nowNanoseconds(), zones: [layout.zone])
         try FileIO.makeDirectory(layout.tmpDirectory)
@@ -201,28 +221,36 @@ public final class ServerStore: Sendable {
         if let known = probedPrimitive.withLock({ $0 }) { return known }
         let chosen = try FilesystemProbe.probe(in: layout.tmpDirectory, device: device)
         probedPrimitive.withLock { $0 = chosen.primitive }
-        logger.debug("server.primitive", metadata: ["server.primitive": "\(chosen.primitive.rawValue)",
-                                                    "server.primitive.reason": "\(chosen.reason)"])
+        logger.debug(
+            "server.primitive",
+            metadata: [
+                "server.primitive": "\(chosen.primitive.rawValue)",
+                "server.primitive.reason": "\(chosen.reason)"
+            ])
         return chosen.primitive
     }
 
     func requireWritable() throws {
         if isReadOnly {
-            throw NoteSyncError(.serverNewerFormat, path: layout.marker,
-                                "uses server format \(marker.format); this build writes format "
-                                    + "\(ServerMarker.currentFormat) only, so it will not write to it",
-                                fix: "update notesync on this device")
+            throw NoteSyncError(
+                .serverNewerFormat, path: layout.marker,
+                "uses server format \(marker.format); this build writes format "
+                    + "\(ServerMarker.currentFormat) only, so it will not write to it",
+                fix: "update notesync on this device")
         }
         // Writes name these folders by path: a link planted in place of one would carry them out of the server
         // (O_NOFOLLOW guards only the last component). A missing one is left to the write (an unmounted share).
-        for directory in [layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
-                          layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory] {
+        for directory in [
+            layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
+            layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory
+        ] {
             if let info = FileIO.lstatInfo(directory), (info.st_mode & S_IFMT) != S_IFDIR {
-                throw NoteSyncError(.corrupt, path: directory,
-                                    (info.st_mode & S_IFMT) == S_IFLNK
-                                        ? "is a symbolic link; notesync never writes through links, so it writes nothing to this server"
-                                        : "is not a folder; notesync writes nothing to this server",
-                                    fix: "put the server's own folder back in its place (`notesync server fsck` lists what is wrong)")
+                throw NoteSyncError(
+                    .corrupt, path: directory,
+                    (info.st_mode & S_IFMT) == S_IFLNK
+                        ? "is a symbolic link; notesync never writes through links, so it writes nothing to this server"
+                        : "is not a folder; notesync writes nothing to this server",
+                    fix: "put the server's own folder back in its place (`notesync server fsck` lists what is wrong)")
             }
         }
     }
@@ -239,9 +267,11 @@ public final class ServerStore: Sendable {
 
     static func validateDevice(_ device: String) throws {
         guard !device.isEmpty, device.utf8.count <= 64,
-              device.utf8.allSatisfy({ $0 == 45 || (48...57).contains($0) || (97...122).contains($0) }) else {
-            throw NoteSyncError(.usage, path: nil, "device id \"\(DisplayName.escape(device))\" is not valid",
-                                fix: "use 1-64 characters of lowercase letters, digits and '-'")
+            device.utf8.allSatisfy({ $0 == 45 || (48...57).contains($0) || (97...122).contains($0) })
+        else {
+            throw NoteSyncError(
+                .usage, path: nil, "device id \"\(DisplayName.escape(device))\" is not valid",
+                fix: "use 1-64 characters of lowercase letters, digits and '-'")
         }
     }
 }

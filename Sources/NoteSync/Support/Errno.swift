@@ -8,7 +8,7 @@ enum Errno {
     static func isUnreachable(_ code: Int32) -> Bool {
         switch code {
         case ENOENT, EIO, ESTALE, EACCES, ETIMEDOUT, ENOTCONN, EHOSTDOWN, EHOSTUNREACH, ENETDOWN, ENETUNREACH,
-             ECONNABORTED, ECONNRESET, ECONNREFUSED, ENODEV, ENXIO, EPERM, EROFS:
+            ECONNABORTED, ECONNRESET, ECONNREFUSED, ENODEV, ENXIO, EPERM, EROFS:
             return true
         default:
             return false

@@ -63,7 +63,7 @@ public enum StopPoint {
 
     private static let target: (name: String, count: Int)? = {
         guard let value = ProcessInfo.processInfo.environment[environmentVariable],
-              let colon = value.lastIndex(of: ":"), let count = Int(value[value.index(after: colon)...]), count > 0
+            let colon = value.lastIndex(of: ":"), let count = Int(value[value.index(after: colon)...]), count > 0
         else { return nil }
         return (String(value[..<colon]), count)
     }()

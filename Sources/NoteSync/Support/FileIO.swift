@@ -18,8 +18,9 @@ public enum FileIO {
         }
         let size = Int(info.st_size)
         guard size <= limit else {
-            throw NoteSyncError(.corrupt, path: path, "is \(size) bytes, over the limit of \(limit)",
-                                fix: "move it out of the way")
+            throw NoteSyncError(
+                .corrupt, path: path, "is \(size) bytes, over the limit of \(limit)",
+                fix: "move it out of the way")
         }
         return try readAll(fd: fd, path: path, sizeHint: size)
     }
@@ -31,8 +32,9 @@ public enum FileIO {
         let code = errno
         if code == ENOENT { return nil }
         if code == ELOOP {
-            throw NoteSyncError(.corrupt, path: path, "is a symbolic link; notesync never follows links",
-                                fix: "remove the link or replace it with a regular file")
+            throw NoteSyncError(
+                .corrupt, path: path, "is a symbolic link; notesync never follows links",
+                fix: "remove the link or replace it with a regular file")
         }
         throw NoteSyncError.posix("open", path: path, errno: code)
     }
@@ -142,11 +144,12 @@ public enum FileIO {
         let code = errno
         if code == EEXIST, let info = lstatInfo(path) {
             if (info.st_mode & S_IFMT) == S_IFDIR { return }
-            throw NoteSyncError(.corrupt, path: path,
-                                (info.st_mode & S_IFMT) == S_IFLNK
-                                    ? "is a symbolic link where notesync needs a folder; links are never followed"
-                                    : "is a file where notesync needs a folder",
-                                fix: "move it out of the way (in a server folder, `notesync server fsck --repair` does that)")
+            throw NoteSyncError(
+                .corrupt, path: path,
+                (info.st_mode & S_IFMT) == S_IFLNK
+                    ? "is a symbolic link where notesync needs a folder; links are never followed"
+                    : "is a file where notesync needs a folder",
+                fix: "move it out of the way (in a server folder, `notesync server fsck --repair` does that)")
         }
         throw NoteSyncError.posix("mkdir", path: path, errno: code)
     }

@@ -1,4 +1,5 @@
 import CSyscalls
+
 /// What a process that runs one command and exits can skip (never the agent, which runs for days).
 public enum OneShotProcess {
     /// Grows the heap 32 MB at a time instead of a page at a time: loading ten thousand records otherwise costs

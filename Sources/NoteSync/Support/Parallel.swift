@@ -9,8 +9,10 @@ enum Parallel {
     /// batch is small or a simulation installed fault hooks (they are task-local: its crash points must be hit on
     /// the thread that installed them, one after another). Otherwise in chunks on every core, each chunk stopping
     /// at its first failure: the caller sees every slot that succeeded (to clean up after it) and the failures.
-    static func map<T>(_ count: Int, serialBelow minimum: Int = 64,
-                       _ body: (Int) -> Result<T, any Error>) -> [Result<T, any Error>?] {
+    static func map<T>(
+        _ count: Int, serialBelow minimum: Int = 64,
+        _ body: (Int) -> Result<T, any Error>
+    ) -> [Result<T, any Error>?] {
         if count < minimum || FaultPoint.isActive {
             var results = [Result<T, any Error>?](repeating: nil, count: count)
             for index in 0..<count {
@@ -28,7 +30,7 @@ enum Parallel {
                 nonisolated(unsafe) let body = body
                 // Each chunk writes only its own range of slots.
                 DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                    for index in chunk * count / chunks ..< (chunk + 1) * count / chunks {
+                    for index in chunk * count / chunks..<(chunk + 1) * count / chunks {
                         let result = body(index)
                         slots[index] = result
                         if case .failure = result { break }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// Crash atomicity, exhaustively: for a few syncs that do every kind of work (pull new notes, replace and trash
@@ -23,32 +24,42 @@ import Testing
     private static let upload: Set<String> = ["assets.tempWritten", "assets.published", "commit.entryWritten", "commit.claimed"]
 
     static let scenarios: [Scenario] = [
-        Scenario(name: "bob pulls three new notes, nested", before: [
-            at(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)), at(0, .edit(.pool(1), .append, .inPlace)),
-            at(0, .edit(.pool(3), .append, .inPlace)), at(0, sync),
-        ], device: 1, points: state.union(["apply.begin", "apply.tempWritten", "apply.renamedIn"])),
-        Scenario(name: "bob pulls an edit, a delete and a move", before: [
-            at(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)), at(0, .edit(.pool(1), .append, .inPlace)),
-            at(0, .edit(.pool(5), .append, .inPlace)), at(0, sync), at(1, sync),
-            at(0, .edit(.pool(0), .changeLine(1), .vim)), at(0, .delete(.pool(1))), at(0, .move(.pool(5), to: 4)), at(0, sync),
-        ], device: 1, points: state.union(["apply.exchanged", "apply.checked", "delete.trashed", "apply.renamedIn"])),
-        Scenario(name: "bob merges, wins a conflict, uploads a new note", before: [
-            at(0, .edit(.pool(0), .rewrite(lines: 5), .inPlace)), at(0, .edit(.pool(1), .rewrite(lines: 3), .inPlace)),
-            at(0, sync), at(1, sync),
-            at(0, .edit(.pool(0), .changeLine(0), .inPlace)), at(0, .edit(.pool(1), .changeLine(0), .inPlace)), at(0, sync),
-            at(1, .edit(.pool(0), .changeLine(4), .emacs)), at(1, .edit(.pool(1), .changeLine(0), .renameOver)),
-            at(1, .edit(.pool(5), .append, .inPlace)),
-        ], device: 1, points: state.union(upload).union(["apply.exchanged", "apply.renamedIn"])),
-        Scenario(name: "alice loses a conflict, her version kept as a copy", before: [
-            at(0, .edit(.pool(2), .rewrite(lines: 3), .inPlace)), at(0, sync), at(1, sync),
-            at(0, .edit(.pool(2), .changeLine(1), .inPlace)), at(1, .edit(.pool(2), .changeLine(1), .inPlace)), at(1, sync),
-        ], device: 0, points: state.union(upload).union(["apply.renamedIn"])),
-        Scenario(name: "carol comes back online with queued edits and deletes", before: [
-            at(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)), at(0, .edit(.pool(4), .append, .inPlace)), at(0, sync),
-            at(2, sync), at(2, .goOffline),
-            at(2, .edit(.pool(0), .append, .vim)), at(2, .delete(.pool(4))), at(2, .edit(.pool(3), .append, .inPlace)),
-            at(2, sync), at(0, .edit(.pool(0), .changeLine(0), .inPlace)), at(0, sync), at(2, .comeOnline),
-        ], device: 2, points: state.union(upload).union(["apply.exchanged"])),
+        Scenario(
+            name: "bob pulls three new notes, nested",
+            before: [
+                at(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)), at(0, .edit(.pool(1), .append, .inPlace)),
+                at(0, .edit(.pool(3), .append, .inPlace)), at(0, sync)
+            ], device: 1, points: state.union(["apply.begin", "apply.tempWritten", "apply.renamedIn"])),
+        Scenario(
+            name: "bob pulls an edit, a delete and a move",
+            before: [
+                at(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)), at(0, .edit(.pool(1), .append, .inPlace)),
+                at(0, .edit(.pool(5), .append, .inPlace)), at(0, sync), at(1, sync),
+                at(0, .edit(.pool(0), .changeLine(1), .vim)), at(0, .delete(.pool(1))), at(0, .move(.pool(5), to: 4)), at(0, sync)
+            ], device: 1, points: state.union(["apply.exchanged", "apply.checked", "delete.trashed", "apply.renamedIn"])),
+        Scenario(
+            name: "bob merges, wins a conflict, uploads a new note",
+            before: [
+                at(0, .edit(.pool(0), .rewrite(lines: 5), .inPlace)), at(0, .edit(.pool(1), .rewrite(lines: 3), .inPlace)),
+                at(0, sync), at(1, sync),
+                at(0, .edit(.pool(0), .changeLine(0), .inPlace)), at(0, .edit(.pool(1), .changeLine(0), .inPlace)), at(0, sync),
+                at(1, .edit(.pool(0), .changeLine(4), .emacs)), at(1, .edit(.pool(1), .changeLine(0), .renameOver)),
+                at(1, .edit(.pool(5), .append, .inPlace))
+            ], device: 1, points: state.union(upload).union(["apply.exchanged", "apply.renamedIn"])),
+        Scenario(
+            name: "alice loses a conflict, her version kept as a copy",
+            before: [
+                at(0, .edit(.pool(2), .rewrite(lines: 3), .inPlace)), at(0, sync), at(1, sync),
+                at(0, .edit(.pool(2), .changeLine(1), .inPlace)), at(1, .edit(.pool(2), .changeLine(1), .inPlace)), at(1, sync)
+            ], device: 0, points: state.union(upload).union(["apply.renamedIn"])),
+        Scenario(
+            name: "carol comes back online with queued edits and deletes",
+            before: [
+                at(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)), at(0, .edit(.pool(4), .append, .inPlace)), at(0, sync),
+                at(2, sync), at(2, .goOffline),
+                at(2, .edit(.pool(0), .append, .vim)), at(2, .delete(.pool(4))), at(2, .edit(.pool(3), .append, .inPlace)),
+                at(2, sync), at(0, .edit(.pool(0), .changeLine(0), .inPlace)), at(0, sync), at(2, .comeOnline)
+            ], device: 2, points: state.union(upload).union(["apply.exchanged"]))
     ]
 
     @Test(arguments: scenarios)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NoteSync
 
 /// Schedules the simulation (SimRunner.swift) failed on, shrunk, kept as deterministic tests once the engine was
@@ -14,24 +15,30 @@ import Testing
     /// path's parent with `NSString.deletingLastPathComponent`, which traps in Foundation (Swift 6.3.1) on a
     /// relative path of one character: the agent died on `rm -r a`, or on saving a note named `x`.
     @Test func aPartialSyncOfAOneLetterFolderDoesNotTrap() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(0, .edit(.pool(1), .append, .inPlace)),
-            .init(0, .sync(nil, full: true)),
-            .init(0, .deleteFolder(.pool(1))),
-            .init(0, .sync(nil, full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(1), .append, .inPlace)),
+                    .init(0, .sync(nil, full: true)),
+                    .init(0, .deleteFolder(.pool(1))),
+                    .init(0, .sync(nil, full: false))
+                ]))
     }
 
     /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
     /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
     /// A queued note that is gone and was never synced is dequeued: there is nothing to push.
     @Test func aNoteQueuedOfflineThenMovedAwayIsNotPendingForEver() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(2, .serverDown),
-            .init(0, .edit(.pool(1), .rewrite(lines: 6), .inPlace)),
-            .init(0, .sync(nil, full: false)),
-            .init(0, .move(.pool(1), to: 4)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .serverDown),
+                    .init(0, .edit(.pool(1), .rewrite(lines: 6), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .move(.pool(1), to: 4))
+                ]))
     }
 
     /// Carol's conflict copy of a/b.md is committed, and carol is killed before recording its base; alice pulls
@@ -39,28 +46,34 @@ import Testing
     /// tombstone on the server: a note new on both sides, so it pushed the copy again on top of the delete.
     /// The copy holds exactly the version the delete removed: that version is its base, and the delete applies.
     @Test func aCommitNotRecordedBeforeACrashDoesNotUndoALaterDelete() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(2, .edit(.pool(1), .append, .inPlace)),
-            .init(0, .edit(.existing(1), .append, .inPlace)),
-            .init(0, .sync(nil, full: false)),
-            .init(2, .sync(.crash(at: 12), full: false)),
-            .init(0, .sync(nil, full: false)),
-            .init(0, .delete(.existing(4))),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .edit(.pool(1), .append, .inPlace)),
+                    .init(0, .edit(.existing(1), .append, .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .sync(.crash(at: 12), full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .delete(.existing(4)))
+                ]))
     }
 
     /// Dave pulls note.md and is killed after renaming it into place, before recording its base; carol deletes
     /// it. Dave came back with a note but no base, saw a tombstone, and pushed the note again: the delete was
     /// undone. Same cause, same cure as above, for a pull.
     @Test func aPullNotRecordedBeforeACrashDoesNotUndoALaterDelete() {
-        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000_000, steps: [
-            .init(2, .edit(.existing(6), .append, .inPlace)),
-            .init(0, .edit(.pool(3), .append, .inPlace)),
-            .init(2, .sync(nil, full: false)),
-            .init(2, .delete(.pool(0))),
-            .init(0, .sync(nil, full: false)),
-            .init(3, .sync(.crash(at: 9), full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .edit(.existing(6), .append, .inPlace)),
+                    .init(0, .edit(.pool(3), .append, .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .delete(.pool(0))),
+                    .init(0, .sync(nil, full: false)),
+                    .init(3, .sync(.crash(at: 9), full: false))
+                ]))
     }
 
     /// Alice's sync commits a/x/y/deep.txt and she is killed before recording its base; then she deletes the
@@ -68,17 +81,23 @@ import Testing
     /// pulled it again: her own change echoed back, her delete undone. Our own entries found on fetch are
     /// unrecorded commits: their bases are restored with the token, so the delete is pushed.
     @Test func anOwnCommitNotRecordedBeforeACrashIsNotPulledBackOverALaterDelete() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(0, .edit(.pool(3), .append, .inPlace)),
-            .init(0, .sync(.crash(at: 8), full: false)),
-            .init(0, .deleteFolder(.pool(3))),
-        ]))
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000, steps: [
-            .init(0, .edit(.pool(3), .changeLine(5), .inPlace)),
-            .init(0, .edit(.pool(4), .rewrite(lines: 1), .inPlace)),
-            .init(0, .sync(.crash(at: 10), full: false)),
-            .init(0, .delete(.existing(5))),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(3), .append, .inPlace)),
+                    .init(0, .sync(.crash(at: 8), full: false)),
+                    .init(0, .deleteFolder(.pool(3)))
+                ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.pool(3), .changeLine(5), .inPlace)),
+                    .init(0, .edit(.pool(4), .rewrite(lines: 1), .inPlace)),
+                    .init(0, .sync(.crash(at: 10), full: false)),
+                    .init(0, .delete(.existing(5)))
+                ]))
     }
 
     /// Bob writes anew, with the very text of a version alice deleted, a note he knows is deleted (restoring it
@@ -109,13 +128,16 @@ import Testing
     /// fetch. A commit now saves every head it folded in, and a sync that folded in others' entries plans again.
     /// Found by the race fault of the simulation and by the process chaos test.
     @Test func aCommitThatFoldsInAnotherDevicesEntryKeepsItsHeadAndPullsIt() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(2, .sync(nil, full: false)),
-            .init(2, .edit(.existing(0), .append, .inPlace)),
-            .init(1, .edit(.pool(4), .changeLine(0), .inPlace)),
-            .init(2, .sync(.race(at: 5, device: 1), full: false)),
-            .init(2, .sync(nil, full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .edit(.existing(0), .append, .inPlace)),
+                    .init(1, .edit(.pool(4), .changeLine(0), .inPlace)),
+                    .init(2, .sync(.race(at: 5, device: 1), full: false)),
+                    .init(2, .sync(nil, full: false))
+                ]))
     }
 
     /// Bob saves note.md while his sync is pulling alice's version of it, right before the swap, and the sync
@@ -123,19 +145,22 @@ import Testing
     /// next sync keeps his edit as a conflict copy and uploads it in the same sync (it used to make the copy at
     /// its end: every device but bob lacked it until bob synced again).
     @Test func anEditSwappedOutByAKilledPullBecomesAConflictCopyEverywhere() {
-        let schedule = SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)),
-            .init(0, .sync(nil, full: true)),
-            .init(1, .sync(nil, full: true)),
-            .init(0, .edit(.pool(0), .changeLine(1), .inPlace)),
-            .init(0, .sync(nil, full: true)),
-            .init(1, .sync(.userEditThenCrash(at: 5, .pool(0), crashAt: 6), full: true)),
-            .init(1, .sync(nil, full: true)),
-        ])
+        let schedule = SimSchedule(
+            deviceCount: 3, clockStep: 1_000_000_000,
+            steps: [
+                .init(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)),
+                .init(0, .sync(nil, full: true)),
+                .init(1, .sync(nil, full: true)),
+                .init(0, .edit(.pool(0), .changeLine(1), .inPlace)),
+                .init(0, .sync(nil, full: true)),
+                .init(1, .sync(.userEditThenCrash(at: 5, .pool(0), crashAt: 6), full: true)),
+                .init(1, .sync(nil, full: true))
+            ])
         let (findings, figures) = SimRunner.run(schedule)
         #expect(findings.isEmpty, "\(findings)")
-        #expect(figures.crashPoints == ["apply.exchanged": 1] && figures.midSyncEdits == 1,
-                "the schedule no longer crashes where it should: \(figures.crashPoints)")
+        #expect(
+            figures.crashPoints == ["apply.exchanged": 1] && figures.midSyncEdits == 1,
+            "the schedule no longer crashes where it should: \(figures.crashPoints)")
     }
 
     /// Carol saves b/c.md while her sync is pulling it, right before the swap; the sync is killed right after the
@@ -144,20 +169,23 @@ import Testing
     /// (seed 57111914). The displaced version now waits in `.notesync/staging/`, and the next sync keeps it as a
     /// conflict copy in a `b/` made again.
     @Test func anEditSwappedOutByAKilledPullSurvivesItsFoldersDelete() {
-        let schedule = SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(0, .edit(.pool(4), .rewrite(lines: 3), .inPlace)),
-            .init(0, .sync(nil, full: true)),
-            .init(2, .sync(nil, full: true)),
-            .init(0, .edit(.pool(4), .changeLine(1), .inPlace)),
-            .init(0, .sync(nil, full: true)),
-            .init(2, .sync(.userEditThenCrash(at: 5, .pool(4), crashAt: 6), full: true)),
-            .init(2, .deleteFolder(.pool(4))),
-            .init(2, .sync(nil, full: true)),
-        ])
+        let schedule = SimSchedule(
+            deviceCount: 3, clockStep: 1_000_000_000,
+            steps: [
+                .init(0, .edit(.pool(4), .rewrite(lines: 3), .inPlace)),
+                .init(0, .sync(nil, full: true)),
+                .init(2, .sync(nil, full: true)),
+                .init(0, .edit(.pool(4), .changeLine(1), .inPlace)),
+                .init(0, .sync(nil, full: true)),
+                .init(2, .sync(.userEditThenCrash(at: 5, .pool(4), crashAt: 6), full: true)),
+                .init(2, .deleteFolder(.pool(4))),
+                .init(2, .sync(nil, full: true))
+            ])
         let (findings, figures) = SimRunner.run(schedule)
         #expect(findings.isEmpty, "\(findings)")
-        #expect(figures.crashPoints == ["apply.exchanged": 1] && figures.midSyncEdits == 1,
-                "the schedule no longer crashes where it should: \(figures.crashPoints)")
+        #expect(
+            figures.crashPoints == ["apply.exchanged": 1] && figures.midSyncEdits == 1,
+            "the schedule no longer crashes where it should: \(figures.crashPoints)")
     }
 
     /// Found by the first soak with server faults: entries lost from the middle of the log, a slot claimed again
@@ -184,8 +212,11 @@ import Testing
     /// sync of its own, checked as one, and the restore modelled against what it left); a text moved over a name whose
     /// record holds it changes only the mtime; and the engine restored a locally deleted note's synced version with a
     /// new mtime that no sync carried (it now takes the record's).
-    @Test(arguments: [1_616_509_261_043_047_528, 1_616_509_261_043_049_008, 1_616_509_261_043_050_226,
-                      1_616_509_261_043_055_595, 1_616_509_261_043_058_426, 1_616_509_261_043_058_508] as [UInt64])
+    @Test(
+        arguments: [
+            1_616_509_261_043_047_528, 1_616_509_261_043_049_008, 1_616_509_261_043_050_226,
+            1_616_509_261_043_055_595, 1_616_509_261_043_058_426, 1_616_509_261_043_058_508
+        ] as [UInt64])
     func usersMassDeletesAndRestores(seed: UInt64) {
         Self.expectClean(SimSchedule.forSeed(seed))
     }
@@ -201,12 +232,14 @@ import Testing
     /// The applier now checks the published file is still the one it wrote (inode, size, mtime) before taking
     /// its fingerprint; otherwise it records an unknown fingerprint and the next scan hashes the note.
     @Test func anEditRightAfterAPullIsNotTakenForThePulledVersion() {
-        let schedule = SimSchedule(deviceCount: 4, clockStep: 1_000_000, steps: [
-            .init(3, .edit(.existing(7), .changeLine(3), .inPlace)),
-            .init(3, .edit(.pool(4), .append, .inPlace)),
-            .init(3, .sync(nil, full: false)),
-            .init(2, .sync(.userEdit(at: 9, .pool(4)), full: false)),
-        ])
+        let schedule = SimSchedule(
+            deviceCount: 4, clockStep: 1_000_000,
+            steps: [
+                .init(3, .edit(.existing(7), .changeLine(3), .inPlace)),
+                .init(3, .edit(.pool(4), .append, .inPlace)),
+                .init(3, .sync(nil, full: false)),
+                .init(2, .sync(.userEdit(at: 9, .pool(4)), full: false))
+            ])
         let (findings, figures) = SimRunner.run(schedule)
         #expect(findings.isEmpty, "\(findings)")
         #expect(figures.midSyncEdits == 1, "the schedule no longer edits mid-sync")
@@ -218,14 +251,17 @@ import Testing
     /// offline sync that changed her notes, and a spurious copy of a text everyone had. Temps are now settled only
     /// by a sync that reaches the server, and a text among the known heads or in the server's assets is removed.
     @Test func anOfflineSyncAfterACrashChangesNoNote() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000, steps: [
-            .init(0, .edit(.existing(5), .changeLine(3), .inPlace)),
-            .init(0, .sync(nil, full: false)),
-            .init(2, .sync(.crash(at: 5), full: false)),
-            .init(1, .sync(.partition(at: 7), full: false)),
-            .init(2, .edit(.pool(5), .rewrite(lines: 5), .inPlace)),
-            .init(2, .sync(nil, full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.existing(5), .changeLine(3), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .sync(.crash(at: 5), full: false)),
+                    .init(1, .sync(.partition(at: 7), full: false)),
+                    .init(2, .edit(.pool(5), .rewrite(lines: 5), .inPlace)),
+                    .init(2, .sync(nil, full: false))
+                ]))
     }
 
     /// Dave's whole sync runs in the middle of bob's, after bob's commit landed: dave pulls bob's new note and
@@ -233,11 +269,14 @@ import Testing
     /// without knowledge of bob's note, because knowledge then travelled only through finished syncs. A racing
     /// sync now counts the interrupted one as partly done.
     @Test func aDeviceRacingInTheMiddleOfACommitMayPullIt() {
-        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000_000, steps: [
-            .init(1, .edit(.pool(2), .changeLine(1), .inPlace)),
-            .init(1, .sync(.race(at: 7, device: 3), full: false)),
-            .init(3, .deleteFolder(.pool(3))),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.pool(2), .changeLine(1), .inPlace)),
+                    .init(1, .sync(.race(at: 7, device: 3), full: false)),
+                    .init(3, .deleteFolder(.pool(3)))
+                ]))
     }
 
     /// Carol's new b/c.md conflicts with alice's; carol's keeps the name and alice's is written as a conflict copy,
@@ -245,26 +284,32 @@ import Testing
     /// again, bringing back a name she had moved away. A conflict copy of the server's version already among the
     /// notes never synced (same text, same mtime, any name) is now recognised, recorded and pushed as it is.
     @Test func aConflictCopyMadeBeforeACrashAndMovedIsNotMadeAgain() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000, steps: [
-            .init(0, .edit(.pool(4), .append, .inPlace)),
-            .init(2, .sync(.userEdit(at: 5, .pool(4)), full: false)),
-            .init(0, .sync(nil, full: false)),
-            .init(2, .sync(.crashAtPoint(8, occurrence: 0), full: false)),
-            .init(2, .move(.existing(4), to: 2)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.pool(4), .append, .inPlace)),
+                    .init(2, .sync(.userEdit(at: 5, .pool(4)), full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .sync(.crashAtPoint(8, occurrence: 0), full: false)),
+                    .init(2, .move(.existing(4), to: 2))
+                ]))
     }
 
     /// The same copy deleted instead of moved: it comes back with the next sync, which cannot tell a copy the user
     /// deleted from one never written and keeps the server's version (the safe side). The harness accepts that for
     /// notes only an unfinished sync made; this checks nothing else goes wrong.
     @Test func aConflictCopyMadeBeforeACrashAndDeletedComesBack() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000_000, steps: [
-            .init(1, .edit(.pool(1), .changeLine(0), .inPlace)),
-            .init(1, .sync(nil, full: false)),
-            .init(0, .edit(.pool(1), .changeLine(1), .inPlace)),
-            .init(0, .sync(.crash(at: 11), full: false)),
-            .init(0, .delete(.existing(0))),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.pool(1), .changeLine(0), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .edit(.pool(1), .changeLine(1), .inPlace)),
+                    .init(0, .sync(.crash(at: 11), full: false)),
+                    .init(0, .delete(.existing(0)))
+                ]))
     }
 
     /// Dave's first sync is killed between swapping a pulled a/x/README in and checking the version it swapped
@@ -273,15 +318,18 @@ import Testing
     /// for proof that nothing had been swapped in and removed the temp: his save was lost. Only a note still at its
     /// base proves that now; any temp holding a text the engine does not have becomes a conflict copy.
     @Test func aSaveSwappedOutByAKilledPullSurvivesAnOfflineSync() {
-        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000_000, steps: [
-            .init(1, .edit(.pool(2), .rewrite(lines: 4), .inPlace)),
-            .init(0, .edit(.pool(1), .append, .inPlace)),
-            .init(1, .sync(nil, full: false)),
-            .init(0, .sync(nil, full: false)),
-            .init(3, .sync(.userEditThenCrash(at: 4, .pool(2), crashAt: 10), full: false)),
-            .init(3, .goOffline),
-            .init(3, .sync(nil, full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.pool(2), .rewrite(lines: 4), .inPlace)),
+                    .init(0, .edit(.pool(1), .append, .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(3, .sync(.userEditThenCrash(at: 4, .pool(2), crashAt: 10), full: false)),
+                    .init(3, .goOffline),
+                    .init(3, .sync(nil, full: false))
+                ]))
     }
 
     /// Bob deletes note.md, saves it anew during the sync that commits the delete, and is killed right after the
@@ -289,16 +337,19 @@ import Testing
     /// the planner's shortcut, "as many notes with a base as bases: none is gone", compared a count taken before
     /// that: a/b.md's delete was queued but not planned, and stayed pending. Gone notes are now looked up.
     @Test func aDeleteAfterARecoveredCommitIsPushedAtOnce() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000, steps: [
-            .init(0, .edit(.existing(0), .append, .inPlace)),
-            .init(2, .edit(.pool(1), .append, .inPlace)),
-            .init(2, .sync(nil, full: false)),
-            .init(0, .sync(nil, full: false)),
-            .init(1, .sync(nil, full: false)),
-            .init(1, .delete(.pool(0))),
-            .init(1, .sync(.userEditThenCrash(at: 0, .pool(0), crashAt: 5), full: false)),
-            .init(1, .delete(.existing(0))),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.existing(0), .append, .inPlace)),
+                    .init(2, .edit(.pool(1), .append, .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .delete(.pool(0))),
+                    .init(1, .sync(.userEditThenCrash(at: 0, .pool(0), crashAt: 5), full: false)),
+                    .init(1, .delete(.existing(0)))
+                ]))
     }
 
     /// Carol's partial sync (the agent's) makes a conflict copy of erin's todo.txt, then loses its slot to dave,
@@ -306,17 +357,20 @@ import Testing
     /// made a second one, and pushed only that; the first stayed unsynced until a full sync (the agent never hears
     /// of its own writes). A round now rescans the notes the one before made, and finds the copy already there.
     @Test func aConflictCopyMadeInARoundThatLostItsSlotIsPushedByTheNext() {
-        Self.expectClean(SimSchedule(deviceCount: 5, clockStep: 1_000_000, steps: [
-            .init(4, .edit(.pool(1), .append, .inPlace)),
-            .init(3, .edit(.pool(3), .rewrite(lines: 2), .inPlace)),
-            .init(2, .sync(nil, full: false)),
-            .init(2, .edit(.pool(5), .changeLine(5), .inPlace)),
-            .init(4, .move(.existing(4), to: 5)),
-            .init(4, .sync(nil, full: false)),
-            .init(2, .edit(.pool(3), .rewriteShared(0), .inPlace)),
-            .init(2, .sync(.race(at: 6, device: 2), full: false)),
-            .init(2, .sync(nil, full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000,
+                steps: [
+                    .init(4, .edit(.pool(1), .append, .inPlace)),
+                    .init(3, .edit(.pool(3), .rewrite(lines: 2), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .edit(.pool(5), .changeLine(5), .inPlace)),
+                    .init(4, .move(.existing(4), to: 5)),
+                    .init(4, .sync(nil, full: false)),
+                    .init(2, .edit(.pool(3), .rewriteShared(0), .inPlace)),
+                    .init(2, .sync(.race(at: 6, device: 2), full: false)),
+                    .init(2, .sync(nil, full: false))
+                ]))
     }
 
     /// Bob's sync is killed after renaming a pulled a/x/README into place, before recording it; he touches it and
@@ -324,27 +378,33 @@ import Testing
     /// uploaded as a new note over alice's delete: the safe side (nothing lost), which the harness accepts for notes
     /// an unfinished sync wrote. Checks that everything else holds.
     @Test func aNotePulledBeforeACrashAndTouchedIsKept() {
-        Self.expectClean(SimSchedule(deviceCount: 3, clockStep: 1_000_000, steps: [
-            .init(0, .edit(.pool(2), .rewriteShared(1), .inPlace)),
-            .init(0, .sync(nil, full: false)),
-            .init(1, .sync(.crashAtPoint(8, occurrence: 0), full: false)),
-            .init(0, .deleteFolder(.existing(6))),
-            .init(1, .touch(.pool(2))),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.pool(2), .rewriteShared(1), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(.crashAtPoint(8, occurrence: 0), full: false)),
+                    .init(0, .deleteFolder(.existing(6))),
+                    .init(1, .touch(.pool(2)))
+                ]))
     }
 
     /// Carol's sync pulls dave's conflict copy and is killed before recording it; she deletes the copy. The next
     /// sync pulls it again (no base: a note new to her). Accepted as above; checks that everything else holds.
     @Test func aNotePulledBeforeACrashAndDeletedComesBack() {
-        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000, steps: [
-            .init(2, .edit(.pool(5), .rewrite(lines: 3), .inPlace)),
-            .init(2, .sync(nil, full: false)),
-            .init(3, .sync(.userEdit(at: 4, .pool(5)), full: false)),
-            .init(2, .delete(.pool(5))),
-            .init(3, .sync(nil, full: false)),
-            .init(2, .sync(.crash(at: 7), full: false)),
-            .init(2, .delete(.existing(1))),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.pool(5), .rewrite(lines: 3), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(3, .sync(.userEdit(at: 4, .pool(5)), full: false)),
+                    .init(2, .delete(.pool(5))),
+                    .init(3, .sync(nil, full: false)),
+                    .init(2, .sync(.crash(at: 7), full: false)),
+                    .init(2, .delete(.existing(1)))
+                ]))
     }
 
     /// Dave moves b/c.md to todo.txt and syncs (b/c.md deleted on the server), then moves it back. The note was
@@ -353,14 +413,17 @@ import Testing
     /// text was gone from every device. Recovery now applies only to heads the sync fetched, and never across a
     /// delete of this device's own.
     @Test func aNoteMovedBackToANameItsDeviceDeletedIsKept() {
-        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000, steps: [
-            .init(0, .edit(.pool(4), .changeLine(2), .inPlace)),
-            .init(0, .sync(nil, full: false)),
-            .init(3, .sync(nil, full: false)),
-            .init(3, .move(.pool(4), to: 5)),
-            .init(3, .sync(nil, full: false)),
-            .init(3, .move(.existing(5), to: 4)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.pool(4), .changeLine(2), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(3, .move(.pool(4), to: 5)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(3, .move(.existing(5), to: 4))
+                ]))
     }
 
     /// Bob saves a/x/README during the sync that applies dave's delete of it, and is killed after the note was moved
@@ -368,15 +431,18 @@ import Testing
     /// note for deleted: the save was lost. The note now goes to `trash.unchecked/<stamp>/` until it is checked, and
     /// the next sync puts an edited one back, where the edit wins over the delete.
     @Test func aSaveTrashedByAKilledDeleteComesBack() {
-        Self.expectClean(SimSchedule(deviceCount: 5, clockStep: 1_000_000_000, steps: [
-            .init(1, .edit(.existing(2), .changeLine(4), .inPlace)),
-            .init(1, .sync(.userEdit(at: 1, .existing(3)), full: false)),
-            .init(4, .edit(.pool(1), .changeLine(0), .inPlace)),
-            .init(3, .sync(nil, full: false)),
-            .init(3, .move(.existing(7), to: 0)),
-            .init(3, .sync(.race(at: 1, device: 4), full: false)),
-            .init(1, .sync(.userEditThenCrash(at: 1, .existing(6), crashAt: 7), full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.existing(2), .changeLine(4), .inPlace)),
+                    .init(1, .sync(.userEdit(at: 1, .existing(3)), full: false)),
+                    .init(4, .edit(.pool(1), .changeLine(0), .inPlace)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(3, .move(.existing(7), to: 0)),
+                    .init(3, .sync(.race(at: 1, device: 4), full: false)),
+                    .init(1, .sync(.userEditThenCrash(at: 1, .existing(6), crashAt: 7), full: false))
+                ]))
     }
 
     /// Carol's sync pulls todo.txt and is killed before recording it; alice deletes it; carol's next sync fetches
@@ -384,16 +450,19 @@ import Testing
     /// note for one she had made again (the rule for notes restored from the trash) and uploaded it over the
     /// delete. The rule now counts from the token the last *finished* sync planned, not the last one fetched.
     @Test func aPullKilledThenADeleteFetchedByASyncCutOffIsStillApplied() {
-        Self.expectClean(SimSchedule(deviceCount: 4, clockStep: 1_000_000_000, steps: [
-            .init(3, .edit(.pool(0), .changeLine(4), .inPlace)),
-            .init(1, .edit(.pool(5), .changeLine(5), .inPlace)),
-            .init(3, .sync(.race(at: 4, device: 1), full: false)),
-            .init(0, .sync(nil, full: false)),
-            .init(0, .delete(.pool(5))),
-            .init(2, .sync(.crash(at: 10), full: false)),
-            .init(0, .sync(nil, full: false)),
-            .init(2, .sync(.partition(at: 2), full: false)),
-        ]))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(3, .edit(.pool(0), .changeLine(4), .inPlace)),
+                    .init(1, .edit(.pool(5), .changeLine(5), .inPlace)),
+                    .init(3, .sync(.race(at: 4, device: 1), full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .delete(.pool(5))),
+                    .init(2, .sync(.crash(at: 10), full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .sync(.partition(at: 2), full: false))
+                ]))
     }
 
     /// The same at the scanner: partial scans of one-letter names, present and gone.

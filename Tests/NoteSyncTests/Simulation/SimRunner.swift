@@ -1,4 +1,5 @@
 import Foundation
+
 @testable import NoteSync
 
 /// Runs one ``SimSchedule`` on real folders: 3–5 devices with persistent local state and one server directory,
@@ -108,8 +109,9 @@ final class SimRunner {
         stashDirectory = world.sub("stash")
         try FileIO.makeDirectory(stashDirectory)
         try ServerStore.create(root: serverRoot, logger: testLogger)
-        injector = SimFaultInjector(serverRoot: serverRoot, awayRoot: awayRoot, stashDirectory: stashDirectory, clock: clock,
-                                    clockStep: schedule.clockStep)
+        injector = SimFaultInjector(
+            serverRoot: serverRoot, awayRoot: awayRoot, stashDirectory: stashDirectory, clock: clock,
+            clockStep: schedule.clockStep)
         model = SyncHistoryModel(deviceCount: schedule.deviceCount)
         rules = try IgnoreRules(userRules: nil)
         checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger)
@@ -120,7 +122,8 @@ final class SimRunner {
     }
 
     func runAll() {
-        let injector = injector, clock = clock
+        let injector = injector
+        let clock = clock
         let hooks = FaultPoint.Hooks(hit: { try injector.hit($0) }, now: { clock.advance(by: 1_000) })
         FaultPoint.with(hooks) {
             do {
@@ -185,8 +188,9 @@ final class SimRunner {
             try check(rename(device.folder.root + "/" + source, device.folder.root + "/" + destination) == 0, "mv \(source)")
             // The text moves: its lines are not removed; what the move replaced is.
             model.deleted(device: device.index, note: source, before: [])
-            model.wrote(device: device.index, note: destination, before: replaced.map(SyncHarness.lines) ?? [],
-                        after: SyncHarness.lines(moved))
+            model.wrote(
+                device: device.index, note: destination, before: replaced.map(SyncHarness.lines) ?? [],
+                after: SyncHarness.lines(moved))
             userDeleted.insert(source)
             everSeen.insert(destination)
             device.dirty.formUnion([source, destination])
@@ -261,7 +265,9 @@ final class SimRunner {
     private func savedVersions(_ note: String) throws -> [(seq: Int64, text: AssetRef)] {
         var versions: [(seq: Int64, text: AssetRef)] = []
         for (seq, path) in try logEntries().sorted(by: { $0.key < $1.key }) {
-            guard let data = try FileIO.read(path), let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self) else { continue }
+            guard let data = try FileIO.read(path), let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self) else {
+                continue
+            }
             for change in entry.changes where change.name == note && change.op == .save {
                 if let text = change.text { versions.append((seq, text)) }
             }
@@ -283,9 +289,10 @@ final class SimRunner {
         let before = try read(device, note)
         if Self.tracing, let name = try? RecordName(validating: note) {
             let base = try device.state.bases()[name]
-            trace("  before the restore: base \(base.map { "\($0.tag) \($0.digest.hex.prefix(8)) \($0.modified)" } ?? "none"), file "
-                  + "\(before.map { ContentDigest(of: $0).hex.prefix(8) } ?? "none") "
-                  + "\(FileIO.lstatInfo(device.folder.root + "/" + note).map { StatFingerprint($0).mtime } ?? 0)")
+            trace(
+                "  before the restore: base \(base.map { "\($0.tag) \($0.digest.hex.prefix(8)) \($0.modified)" } ?? "none"), file "
+                    + "\(before.map { ContentDigest(of: $0).hex.prefix(8) } ?? "none") "
+                    + "\(FileIO.lstatInfo(device.folder.root + "/" + note).map { StatFingerprint($0).mtime } ?? 0)")
         }
         noteActedOn(device, note)
         figures.operations += 1
@@ -302,26 +309,33 @@ final class SimRunner {
         figures.restores += 1
         if Self.tracing, let name = try? RecordName(validating: note) {
             let base = try device.state.bases()[name]
-            trace("  after the restore: base \(base.map { "\($0.tag) \($0.digest.hex.prefix(8)) \($0.modified)" } ?? "none"), file "
-                  + "\(FileIO.lstatInfo(device.folder.root + "/" + note).map { StatFingerprint($0).mtime } ?? 0)")
+            trace(
+                "  after the restore: base \(base.map { "\($0.tag) \($0.digest.hex.prefix(8)) \($0.modified)" } ?? "none"), file "
+                    + "\(FileIO.lstatInfo(device.folder.root + "/" + note).map { StatFingerprint($0).mtime } ?? 0)")
         }
         let restored = try FileIO.read(ServerLayout(root: serverRoot).assetPath(version.text.sha256)) ?? Data()
-        trace("  \(device.name) restored \(note) to version \(version.seq)\(result.keptAs.map { ", kept \($0)" } ?? ""): "
-              + result.report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+        trace(
+            "  \(device.name) restored \(note) to version \(version.seq)\(result.keptAs.map { ", kept \($0)" } ?? ""): "
+                + result.report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
         if let before, findings.lostWrites.isEmpty {
             // Every line of it is in a version the server's history holds (pushed as it was, or merged first with
             // what another device saved), or in the copy the restore kept.
             var held = Set(try result.keptAs.flatMap { try read(device, $0) }.map(SyncHarness.lines) ?? [])
             for path in try logEntries().values {
-                guard let data = try FileIO.read(path), let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self) else { continue }
+                guard let data = try FileIO.read(path), let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self) else {
+                    continue
+                }
                 for change in entry.changes {
-                    guard let text = change.text, let asset = try FileIO.read(ServerLayout(root: serverRoot).assetPath(text.sha256)) else { continue }
+                    guard let text = change.text, let asset = try FileIO.read(ServerLayout(root: serverRoot).assetPath(text.sha256)) else {
+                        continue
+                    }
                     held.formUnion(SyncHarness.lines(asset))
                 }
             }
             if !SyncHarness.lines(before).allSatisfy(held.contains) {
-                findings.lostWrites.append("\(at): \(device.name)'s restore of \(note) replaced a text that is neither in the "
-                                           + "server's history nor kept: \(SyncHistoryRunner.show(before))")
+                findings.lostWrites.append(
+                    "\(at): \(device.name)'s restore of \(note) replaced a text that is neither in the "
+                        + "server's history nor kept: \(SyncHistoryRunner.show(before))")
             }
         }
         // The user's write of the restored text (nothing, where the note already held it: no version is made).
@@ -391,7 +405,9 @@ final class SimRunner {
     private func deliverHeld() throws {
         let layout = ServerLayout(root: serverRoot)
         for name in (try FileIO.list(heldRoot)) ?? [] {
-            guard let range = name.range(of: "-asset-"), let digest = ContentDigest(hex: String(name[range.upperBound...])) else { continue }
+            guard let range = name.range(of: "-asset-"), let digest = ContentDigest(hex: String(name[range.upperBound...])) else {
+                continue
+            }
             if FileIO.lstatInfo(layout.assetPath(digest)) == nil {
                 try FileIO.makeDirectories(layout.assetShard(digest))
                 try check(rename(heldRoot + "/" + name, layout.assetPath(digest)) == 0, "deliver a text")
@@ -431,7 +447,9 @@ final class SimRunner {
             for (seq, path) in try logEntries().sorted(by: { $0.key < $1.key }) {
                 let data = try FileIO.read(path) ?? Data()
                 let entry = try? SealedFile.open(data, kind: "entry", as: LogEntry.self)
-                trace("  log \(seq): \(ContentDigest(of: data).hex.prefix(8)) prev \(entry?.prev?.hex.prefix(8) ?? "nil") by \(entry?.device ?? "?") \(entry?.void != nil ? "void" : "")")
+                trace(
+                    "  log \(seq): \(ContentDigest(of: data).hex.prefix(8)) prev \(entry?.prev?.hex.prefix(8) ?? "nil") by \(entry?.device ?? "?") \(entry?.void != nil ? "void" : "")"
+                )
             }
         }
         func repairServer() throws {
@@ -451,7 +469,10 @@ final class SimRunner {
                     options.forgetServer = recovering
                     do {
                         let report = try device.engine.sync(options, only: nil)
-                        trace("  \(at): " + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }.joined(separator: ", "))
+                        trace(
+                            "  \(at): "
+                                + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }.joined(
+                                    separator: ", "))
                         break
                     } catch let error as NoteSyncError where error.kind == .logGap {
                         clean = false
@@ -591,9 +612,10 @@ final class SimRunner {
         }
         switch outcome {
         case .success(let report):
-            trace("  \(who) synced\(scope.map { " \($0)" } ?? " (full)"): \(report.offline ? "offline " : "")"
-                  + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }.joined(separator: ", ")
-                  + " [\(hits) fault points\(fired.map { ", fault at \($0)" } ?? "")]")
+            trace(
+                "  \(who) synced\(scope.map { " \($0)" } ?? " (full)"): \(report.offline ? "offline " : "")"
+                    + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }.joined(separator: ", ")
+                    + " [\(hits) fault points\(fired.map { ", fault at \($0)" } ?? "")]")
         case .failure(let error):
             trace("  \(who)'s sync ended: \(error) [\(hits) fault points]")
         }
@@ -665,8 +687,10 @@ final class SimRunner {
         let expectOffline = device.offline || serverDown
         do {
             let report = try device.engine.sync(Self.guardedOptions, only: nil)
-            trace("  \(device.name) synced in the middle: " + report.changes.map { "\($0.kind.rawValue) \($0.name)" }
-                .joined(separator: ", "))
+            trace(
+                "  \(device.name) synced in the middle: "
+                    + report.changes.map { "\($0.kind.rawValue) \($0.name)" }
+                    .joined(separator: ", "))
             if expectOffline {
                 device.needFull = true
             } else {
@@ -706,10 +730,13 @@ final class SimRunner {
             if other === device { other = devices[(index + 1) % devices.count] }
             // The interrupted sync may already have pushed part of what it syncs: the racing device may pull it.
             let interrupted = device.index
-            plan.race = (at, SimRace { [unowned self] in
-                self.model.partlySynced(interrupted)
-                self.racingSync(other)
-            })
+            plan.race = (
+                at,
+                SimRace { [unowned self] in
+                    self.model.partlySynced(interrupted)
+                    self.racingSync(other)
+                }
+            )
         }
         return plan
     }
@@ -753,8 +780,9 @@ final class SimRunner {
         if findings.convergence.isEmpty {
             let local = try notes(device)
             for path in Set(local.keys).union(server.keys).sorted() where local[path] != server[path]?.data {
-                findings.convergence.append("\(at): after \(who)'s sync, \(path) is \(SyncHistoryRunner.show(local[path])) "
-                                            + "there and \(SyncHistoryRunner.show(server[path]?.data)) on the server")
+                findings.convergence.append(
+                    "\(at): after \(who)'s sync, \(path) is \(SyncHistoryRunner.show(local[path])) "
+                        + "there and \(SyncHistoryRunner.show(server[path]?.data)) on the server")
             }
         }
         if findings.lostWrites.isEmpty {
@@ -770,7 +798,8 @@ final class SimRunner {
             let bases = try device.state.bases()
             for change in pulled {
                 guard let name = try? RecordName(validating: change.name), let base = bases[name],
-                      case .entry(let entry) = try checker.readSlot(base.tag) else { continue }
+                    case .entry(let entry) = try checker.readSlot(base.tag)
+                else { continue }
                 if entry.device == device.id {
                     findings.selfEcho.append("\(at): \(who) downloaded its own change of \(change.name) (entry \(base.tag)) back")
                 }
@@ -780,8 +809,10 @@ final class SimRunner {
 
     /// An offline sync changes no note, reports itself offline, and leaves every local change queued in the outbox.
     /// `userEdited`: a note the user saved during the sync, which the sync may or may not have seen.
-    private func checkOffline(_ device: SimDevice, _ report: SyncReport, notesBefore: [String: Data],
-                              userEdited: String?) throws {
+    private func checkOffline(
+        _ device: SimDevice, _ report: SyncReport, notesBefore: [String: Data],
+        userEdited: String?
+    ) throws {
         let who = device.name
         if !report.offline {
             findings.offline.append("\(at): \(who)'s sync without a server did not report itself offline")
@@ -822,8 +853,9 @@ final class SimRunner {
         }
         let after = try snapshot()
         for path in Set(before.keys).union(after.keys).sorted() where before[path] != after[path] {
-            findings.dryRun.append("\(at): the dry run changed \(path): "
-                                   + "\(before[path]?.description ?? "absent") → \(after[path]?.description ?? "absent")")
+            findings.dryRun.append(
+                "\(at): the dry run changed \(path): "
+                    + "\(before[path]?.description ?? "absent") → \(after[path]?.description ?? "absent")")
         }
     }
 
@@ -855,8 +887,10 @@ final class SimRunner {
                 let notesBefore = try notes(device)
                 let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
                 if try notes(device) != notesBefore { changedNotes.append(device.name) }
-                trace("  \(at): " + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }
-                    .joined(separator: ", "))
+                trace(
+                    "  \(at): "
+                        + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }
+                        .joined(separator: ", "))
                 try afterSync(device, report)
                 if !report.changes.isEmpty { quiet = false }
             }
@@ -882,8 +916,9 @@ final class SimRunner {
             // Convergence: every folder is the server's heads, byte for byte, with the records' mtimes.
             for path in Set(local.keys).union(server.keys).sorted() {
                 if local[path] != server[path]?.data {
-                    findings.convergence.append("\(at): \(path) is \(SyncHistoryRunner.show(local[path])) on \(who) "
-                                                + "and \(SyncHistoryRunner.show(server[path]?.data)) on the server")
+                    findings.convergence.append(
+                        "\(at): \(path) is \(SyncHistoryRunner.show(local[path])) on \(who) "
+                            + "and \(SyncHistoryRunner.show(server[path]?.data)) on the server")
                 } else if !touched.contains(path), let head = server[path], times[path] != head.modified {
                     findings.convergence.append("\(at): \(path) has mtime \(times[path] ?? 0) on \(who), the record says \(head.modified)")
                 }
@@ -915,8 +950,9 @@ final class SimRunner {
             for (note, expected) in model.decidedOutcomes().sorted(by: { $0.key < $1.key }) where !undecided.contains(note) {
                 let actual = local[note].map(SyncHarness.lines)
                 if actual != expected {
-                    findings.lostWrites.append("\(at): \(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), "
-                                               + "the history decides \(expected.map { "\($0)" } ?? "absent")")
+                    findings.lostWrites.append(
+                        "\(at): \(note) on \(who) is \(actual.map { "\($0)" } ?? "absent"), "
+                            + "the history decides \(expected.map { "\($0)" } ?? "absent")")
                 }
             }
             // No unrequested delete: a name that was ever a note and that no user deleted is still a note.
@@ -939,8 +975,9 @@ final class SimRunner {
                 let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
                 figures.syncs += 1
                 if !report.changes.isEmpty {
-                    findings.idempotence.append("\(at): \(label): \(device.name)'s sync did "
-                                                + report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+                    findings.idempotence.append(
+                        "\(at): \(label): \(device.name)'s sync did "
+                            + report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
                 }
                 if try serverState().token != token {
                     findings.idempotence.append("\(at): \(label): \(device.name)'s sync committed to the server")
@@ -953,8 +990,9 @@ final class SimRunner {
         for device in devices {
             let planned = try device.engine.sync(SyncHarness.dryRunOptions, only: nil).changes
             if !planned.isEmpty {
-                findings.idempotence.append("\(at): a dry run on \(device.name) after convergence plans "
-                                            + planned.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
+                findings.idempotence.append(
+                    "\(at): a dry run on \(device.name) after convergence plans "
+                        + planned.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
             }
         }
         for device in devices {
@@ -980,12 +1018,14 @@ final class SimRunner {
             for (relative, info) in try SyncHarness.walk(device.folder.root, skipTopLevel: nil) {
                 let components = relative.split(separator: "/")
                 let name = String(components.last ?? "")
-                let staged = components.count > 2 && components[0] == Substring(IgnoreRules.stateDirectoryName)
+                let staged =
+                    components.count > 2 && components[0] == Substring(IgnoreRules.stateDirectoryName)
                     && components[1] == "staging"
                 if name.hasPrefix(IgnoreRules.agentTempPrefix) || staged {
                     findings.confinement.append("\(at): \(device.name) has a leftover temp file \(relative)")
                 } else if components.first == Substring(IgnoreRules.stateDirectoryName), components.count == 2,
-                          !stateFiles.contains(name) {
+                    !stateFiles.contains(name)
+                {
                     findings.confinement.append("\(at): \(device.name) has an unexpected \(relative)")
                 }
                 _ = info
@@ -1007,7 +1047,9 @@ final class SimRunner {
     /// The notes of `device` and their texts' lines, for the trace.
     private func traceNotes(_ device: SimDevice) throws {
         for (name, data) in try notes(device).sorted(by: { $0.key < $1.key }) {
-            trace("    \(device.name) has \(name): \(SyncHarness.lines(data).joined(separator: " | ")) @\(FileIO.lstatInfo(device.folder.root + "/" + name).map { StatFingerprint($0).mtime % 100_000_000_000 } ?? 0)")
+            trace(
+                "    \(device.name) has \(name): \(SyncHarness.lines(data).joined(separator: " | ")) @\(FileIO.lstatInfo(device.folder.root + "/" + name).map { StatFingerprint($0).mtime % 100_000_000_000 } ?? 0)"
+            )
         }
     }
 

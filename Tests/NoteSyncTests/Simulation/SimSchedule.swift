@@ -64,9 +64,11 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     }
 
     /// The fault points of the engine (FaultPoint.hit calls), for ``Fault/crashAtPoint(_:occurrence:)``.
-    static let faultPoints = ["assets.tempWritten", "assets.published", "commit.entryWritten", "commit.claimed",
-                              "state.beforeUpdate", "state.afterUpdate", "apply.begin", "apply.tempWritten", "apply.renamedIn",
-                              "apply.exchanged", "apply.checked", "apply.copyKept", "delete.trashed"]
+    static let faultPoints = [
+        "assets.tempWritten", "assets.published", "commit.entryWritten", "commit.claimed",
+        "state.beforeUpdate", "state.afterUpdate", "apply.begin", "apply.tempWritten", "apply.renamedIn",
+        "apply.exchanged", "apply.checked", "apply.copyKept", "delete.trashed"
+    ]
 
     enum Action: Sendable, Hashable {
         case edit(Target, Edit, SaveStyle)
@@ -151,7 +153,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
 
     private static func randomAction(using rng: inout some RandomNumberGenerator) -> Action {
         func target() -> Target {
-            Int.random(in: 0..<4, using: &rng) == 0 ? .existing(Int.random(in: 0..<8, using: &rng))
+            Int.random(in: 0..<4, using: &rng) == 0
+                ? .existing(Int.random(in: 0..<8, using: &rng))
                 : .pool(Int.random(in: 0..<pool.count, using: &rng))
         }
         let roll = Int.random(in: 0..<1000, using: &rng)
@@ -174,8 +177,12 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case ..<610:
             let parameter = Int.random(in: 0...5, using: &rng)
             let editRoll = Int.random(in: 0..<100, using: &rng)
-            let edit: Edit = editRoll < 45 ? .changeLine(parameter) : editRoll < 75 ? .append
-                : editRoll < 90 ? .rewrite(lines: 1 + parameter) : .rewriteShared(parameter % 2)
+            let edit: Edit =
+                editRoll < 45
+                ? .changeLine(parameter)
+                : editRoll < 75
+                    ? .append
+                    : editRoll < 90 ? .rewrite(lines: 1 + parameter) : .rewriteShared(parameter % 2)
             let style = SaveStyle.allCases.randomElement(using: &rng) ?? .inPlace
             return .edit(target(), edit, style)
         case ..<700: return .delete(target())
@@ -199,8 +206,10 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// The schedule of soak seed `seed`: the same seed gives the same schedule on every machine.
     /// `serverFaults: false` gives the schedule the seed gave before server faults were simulated.
     /// `userRails: false`, the schedule it gave before users made mass deletes and restores.
-    static func forSeed(_ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true,
-                        userRails: Bool = true) -> SimSchedule {
+    static func forSeed(
+        _ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true,
+        userRails: Bool = true
+    ) -> SimSchedule {
         var mix = seed
         func next() -> UInt64 {
             mix &+= 0x9E37_79B9_7F4A_7C15
@@ -232,7 +241,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
                 case ..<3: action = .deleteMost
                 case ..<6: action = .approveDeletes
                 default:
-                    let target: Target = Int.random(in: 0..<2, using: &rng) == 0 ? .existing(Int.random(in: 0..<8, using: &rng))
+                    let target: Target =
+                        Int.random(in: 0..<2, using: &rng) == 0
+                        ? .existing(Int.random(in: 0..<8, using: &rng))
                         : .pool(Int.random(in: 0..<SimSchedule.pool.count, using: &rng))
                     action = .restore(target, back: Int.random(in: 1...3, using: &rng))
                 }

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Synchronization
+
 @testable import NoteSync
 
 // MARK: - Time and faults
@@ -102,7 +103,11 @@ final class SimFaultInjector: Sendable {
         }
     }
 
-    private enum Action { case crash, partition, edit(path: String, note: String, line: String), race(SimRace) }
+    private enum Action {
+        case crash, partition
+        case edit(path: String, note: String, line: String)
+        case race(SimRace)
+    }
 
     /// The hook: counts the point and does what the plan says at it.
     func hit(_ name: StaticString) throws {
@@ -118,7 +123,8 @@ final class SimFaultInjector: Sendable {
             if let race = state.plan.race, race.at == index { actions.append(.race(race.sync)) }
             guard state.fired == nil else { return (actions, state.notesRoot) }
             if state.plan.crashAt == index
-                || state.plan.crashAtPoint.map({ $0.name == point && $0.occurrence == occurrence }) == true {
+                || state.plan.crashAtPoint.map({ $0.name == point && $0.occurrence == occurrence }) == true
+            {
                 state.fired = point
                 actions.append(.crash)
             } else if state.plan.partitionAt == index {
@@ -253,8 +259,9 @@ final class SimDevice {
         try FileIO.makeDirectory(folder.stateDirectory)
         try Self.emptyState.get().write(to: URL(fileURLWithPath: folder.database))
         state = try LocalState(path: folder.database)
-        engine = SyncEngine(folder: folder, state: state, config: try Self.config(id: id, name: name, server: serverRoot, state: state),
-                            logger: testLogger)
+        engine = SyncEngine(
+            folder: folder, state: state, config: try Self.config(id: id, name: name, server: serverRoot, state: state),
+            logger: testLogger)
         let store = try ServerStore(root: serverRoot, device: id, logger: testLogger)
         try store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: 0, token: 0))
     }
@@ -275,8 +282,9 @@ final class SimDevice {
     func restart() throws {
         state = try LocalState(path: folder.database)
         let server = offline ? unreachableServer : serverRoot
-        engine = SyncEngine(folder: folder, state: state, config: try Self.config(id: id, name: name, server: server, state: state),
-                            logger: testLogger)
+        engine = SyncEngine(
+            folder: folder, state: state, config: try Self.config(id: id, name: name, server: server, state: state),
+            logger: testLogger)
         needFull = true
     }
 
@@ -302,9 +310,11 @@ struct SimFindings: CustomStringConvertible, Sendable {
     var dryRun: [String] = []
 
     var all: [(String, [String])] {
-        [("harness", harness), ("lost writes", lostWrites), ("unrequested deletes", unrequestedDeletes),
-         ("convergence", convergence), ("termination", termination), ("idempotence", idempotence),
-         ("self-echo", selfEcho), ("confinement", confinement), ("offline", offline), ("dry run", dryRun)]
+        [
+            ("harness", harness), ("lost writes", lostWrites), ("unrequested deletes", unrequestedDeletes),
+            ("convergence", convergence), ("termination", termination), ("idempotence", idempotence),
+            ("self-echo", selfEcho), ("confinement", confinement), ("offline", offline), ("dry run", dryRun)
+        ]
     }
 
     var isEmpty: Bool { all.allSatisfy { $0.1.isEmpty } }
@@ -312,7 +322,8 @@ struct SimFindings: CustomStringConvertible, Sendable {
 
     var description: String {
         all.filter { !$0.1.isEmpty }.map { label, found in
-            "\(label):\n  " + (found.prefix(8) + (found.count > 8 ? ["… and \(found.count - 8) more"] : []))
+            "\(label):\n  "
+                + (found.prefix(8) + (found.count > 8 ? ["… and \(found.count - 8) more"] : []))
                 .joined(separator: "\n  ")
         }.joined(separator: "\n")
     }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+
 @testable import NoteSync
 
 /// The long run of the simulation, for scripts/soak: schedules of consecutive seeds on every core until a count or
@@ -77,11 +78,17 @@ import Testing
         let total = totals.withLock { $0 }
         let elapsed = Date().timeIntervalSince(start)
         print(line(total, elapsed))
-        print("soak: crash points: " + total.crashPoints.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-            .joined(separator: " "))
-        print("soak: time by phase: " + total.phases.sorted { $0.key < $1.key }
-            .map { "\($0.key)=\(String(format: "%.1f", Double($0.value.components.seconds) + Double($0.value.components.attoseconds) / 1e18)) s" }
-            .joined(separator: " "))
+        print(
+            "soak: crash points: "
+                + total.crashPoints.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                .joined(separator: " "))
+        print(
+            "soak: time by phase: "
+                + total.phases.sorted { $0.key < $1.key }
+                .map {
+                    "\($0.key)=\(String(format: "%.1f", Double($0.value.components.seconds) + Double($0.value.components.attoseconds) / 1e18)) s"
+                }
+                .joined(separator: " "))
         let failed = failures.withLock { $0 }.sorted { $0.seed < $1.seed }
         for failure in failed.prefix(3) {
             let schedule = SimSchedule.forSeed(failure.seed)

@@ -1,6 +1,7 @@
 import Foundation
 import PropertyBased
 import Testing
+
 @testable import NoteSync
 
 /// The deterministic simulation (SimRunner.swift) in the regular suite: a fixed set of seeds, a few hundred
@@ -9,8 +10,10 @@ import Testing
 /// A failure prints the schedule as Swift: paste it into SimRegressionTests.swift once the engine is fixed.
 /// `NOTESYNC_SIM_SEED=N` replays soak seed N (``replaysTheSeedInTheEnvironment()``); scripts/soak runs many.
 @Suite struct SimulationTests {
-    static func expectClean(_ findings: SimFindings, _ schedule: SimSchedule, seed: UInt64? = nil,
-                            sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectClean(
+        _ findings: SimFindings, _ schedule: SimSchedule, seed: UInt64? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(findings.isEmpty, "\(seed.map { "seed \($0): " } ?? "")\(findings)\n\(schedule.code)", sourceLocation: sourceLocation)
     }
 
@@ -54,8 +57,9 @@ import Testing
             #expect(SimSchedule.forSeed(seed) == SimSchedule.forSeed(seed))
             let first = await SimRunner.runOffThePool(SimSchedule.forSeed(seed)).figures
             let second = await SimRunner.runOffThePool(SimSchedule.forSeed(seed)).figures
-            #expect(first.crashPoints == second.crashPoints && first.syncs == second.syncs
-                        && first.healingRounds == second.healingRounds, "seed \(seed) ran differently twice")
+            #expect(
+                first.crashPoints == second.crashPoints && first.syncs == second.syncs
+                    && first.healingRounds == second.healingRounds, "seed \(seed) ran differently twice")
         }
     }
 }
