@@ -1,0 +1,54 @@
+import Foundation
+import GRDB
+
+/// The local state's tables, as migrations: v1 made them, each later one changes them in place.
+extension LocalState {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "meta") { t in
+                t.primaryKey("key", .text)
+                t.column("value", .text).notNull()
+            }
+            try db.create(table: "base") { t in
+                t.primaryKey("name", .text)
+                t.column("tag", .integer).notNull()
+                t.column("digest", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("modified", .integer).notNull()
+                t.column("fpSize", .integer)
+                t.column("fpMtime", .integer)
+                t.column("fpCtime", .integer)
+                t.column("fpInode", .integer)
+            }
+            try db.create(table: "head") { t in
+                t.primaryKey("name", .text)
+                t.column("tag", .integer).notNull()
+                t.column("deleted", .boolean).notNull()
+                t.column("digest", .text)
+                t.column("size", .integer)
+                t.column("modified", .integer).notNull()
+                t.column("version", .integer).notNull()
+                t.column("device", .text).notNull()
+            }
+            try db.create(table: "outbox") { t in
+                t.primaryKey("name", .text)
+                t.column("op", .text).notNull()
+                t.column("digest", .text)
+                t.column("size", .integer).notNull()
+                t.column("queued", .integer).notNull()
+            }
+            try db.create(table: "conflict") { t in
+                t.primaryKey("copy", .text)
+                t.column("original", .text).notNull()
+                t.column("device", .text).notNull()
+                t.column("time", .integer).notNull()
+            }
+        }
+        migrator.registerMigration("v2") { db in
+            // RecordHead.unverifiedSince: where the record's line has an unchecked link (0: none).
+            try db.alter(table: "head") { t in t.add(column: "unverified", .integer).notNull().defaults(to: 0) }
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,29 @@
+import Foundation
+
+/// The keys of the local state's `meta` table: the folder's identity and configuration, and what syncs keep between
+/// runs. Named once here, so that the engine, the agent and the commands cannot disagree on a spelling.
+public enum MetaKey: String, CaseIterable, Sendable {
+    /// This device: its id (in log entries) and its name (in conflict copies).
+    case deviceID = "device.id"
+    case deviceName = "device.name"
+    /// When `init` made the folder.
+    case created
+    /// The server folder's path and the id of the server the folder is bound to (its marker's).
+    case serverPath = "server.path"
+    case serverID = "server.id"
+    /// The change token, the chain digest of the entry at it, those of the entries before it (`ZoneState.earlier`),
+    /// and the stat fingerprint of the entry file last verified.
+    case token
+    case chain
+    case chainEarlier = "chain.earlier"
+    case chainFile = "chain.file"
+    /// The token the last finished sync planned up to.
+    case plannedToken = "planned.token"
+    /// The voided slots this device has checked its heads and bases against.
+    case voidsSeen = "voids.seen"
+    /// Local deletes held by the mass-delete guard (absent: none).
+    case heldDeletes = "held.deletes"
+    /// The time of the last sync that reached the server, and the error the last one ended with.
+    case lastSync = "last.sync"
+    case lastError = "last.error"
+}
