@@ -146,7 +146,12 @@ extension SyncEngine {
                             name, path: local.path, data: merged, modified: Clock.nowNanoseconds(),
                             expected: local.digest)
                         if case .writtenKeepingLocalEdit(_, let copy) = outcome {
+                            // An edit saved while the merge was written: kept beside it, recorded and reported like
+                            // every conflict copy.
                             pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
+                            conflicts.append(
+                                ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
+                            note(.conflict, name, copy.description)
                         }
                         pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
                     case .conflict(let localWins):

@@ -1,0 +1,42 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import NoteSync
+
+/// A clean merge written while the user saves the note again: the applier keeps the user's save as a conflict copy
+/// beside the merged note. That copy is a conflict like any other: recorded (`notesync conflicts` lists it),
+/// reported, and synced.
+@Suite struct MergeCopyTests {
+    @Test func anEditSavedWhileAMergeIsWrittenIsAReportedConflictCopy() throws {
+        let harness = try SyncHarness(deviceCount: 2)
+        try harness.write(0, "n.md", Data("one\ntwo\nthree\n".utf8))
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        try harness.write(0, "n.md", Data("one, first device\ntwo\nthree\n".utf8))
+        _ = try harness.sync(0)
+        try harness.write(1, "n.md", Data("one\ntwo\nthree, second device\n".utf8))
+
+        // The second device saves again just after the merged text was staged, before it is swapped in.
+        let path = harness.path(1, "n.md")
+        let saved = Mutex(false)
+        let hooks = FaultPoint.Hooks(hit: { point in
+            guard point.description == "apply.tempWritten",
+                saved.withLock({ done in
+                    defer { done = true }
+                    return !done
+                })
+            else { return }
+            try Data("one\ntwo\nthree, saved during the merge\n".utf8).write(to: URL(fileURLWithPath: path))
+        })
+        let report = try FaultPoint.with(hooks) { try harness.sync(1) }
+        let copies = report.changes.filter { $0.kind == .conflict }.compactMap(\.detail)
+        #expect(copies.count == 1, "\(report.changes)")
+        let conflicts = try harness.devices[1].state.conflicts()
+        #expect(conflicts.map(\.copy.description) == copies, "\(conflicts)")
+        if let copy = copies.first {
+            #expect(try FileIO.read(harness.path(1, copy)) == Data("one\ntwo\nthree, saved during the merge\n".utf8))
+        }
+        #expect(try FileIO.read(path) == Data("one, first device\ntwo\nthree, second device\n".utf8))
+    }
+}
