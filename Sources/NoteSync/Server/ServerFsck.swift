@@ -69,214 +69,13 @@ public struct ServerFsck {
                 "uses server format \(store.marker.format); this build checks format \(ServerMarker.currentFormat) only",
                 fix: "run `notesync server fsck` from an updated notesync")
         }
-        var report = FsckReport()
-        var referenced: [ContentDigest: String] = [:]
-        let quarantine = layout.root + "/quarantine/" + String(Clock.nowNanoseconds())
-
-        func add(_ kind: FsckFinding.Kind, _ path: String, _ detail: String, repaired: String? = nil) {
-            report.findings.append(FsckFinding(kind: kind, path: path, detail: detail, repaired: repaired))
-        }
-        func moveAside(_ path: String) -> String? {
-            guard repair else { return nil }
-            do {
-                try FileIO.makeDirectories(quarantine)
-                let target = quarantine + "/" + path.dropFirst(layout.root.count + 1).replacingOccurrences(of: "/", with: "%")
-                guard rename(path, target) == 0 else { return nil }
-                return "moved to \(target)"
-            } catch { return nil }
-        }
-        func checkListing(_ directory: String, expected: (String) -> Bool) throws -> [String] {
-            var kept: [String] = []
-            for name in (try FileIO.list(directory) ?? []).sorted() {
-                let path = directory + "/" + name
-                if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFLNK {
-                    add(.symlink, path, "symbolic links are never followed in a server", repaired: moveAside(path))
-                } else if expected(name) {
-                    kept.append(name)
-                } else if !Self.toleratedNames.contains(name) || directory != layout.root {
-                    add(.foreignFile, path, Self.describeForeign(name), repaired: moveAside(path))
-                }
-            }
-            return kept
-        }
-
-        _ = try checkListing(layout.root) { [ServerLayout.markerName, "zones", "devices"].contains($0) }
-        _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
-        _ = try checkListing(layout.zoneDirectory) { ["log", "assets", "snapshots", "tmp", "voids"].contains($0) }
-        if FileIO.lstatInfo(layout.voidsDirectory) != nil {
-            _ = try checkListing(layout.voidsDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
-        }
-        _ = try checkListing(layout.devicesDirectory) { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
-
-        // Snapshots first: the log is checked against them as it is folded.
-        var snapshots: [Int64: Snapshot] = [:]
-        for name in try checkListing(layout.snapshotsDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
-            guard let seq = ServerLayout.sequence(ofFileName: name) else { continue }
-            report.snapshots += 1
-            do { snapshots[seq] = try store.readSnapshot(seq) } catch let error as NoteSyncError {
-                add(.damagedSnapshot, layout.snapshotPath(seq), error.message, repaired: moveAside(layout.snapshotPath(seq)))
-            }
-        }
-
-        var sequences: [Int64] = []
-        for shard in try checkListing(layout.logDirectory, expected: { ServerLayout.sequence(ofFileName: $0, width: 6) != nil }) {
-            let directory = layout.logDirectory + "/" + shard
-            for name in try checkListing(
-                directory,
-                expected: { name in
-                    guard let seq = ServerLayout.sequence(ofFileName: name) else { return false }
-                    return ServerLayout.shardName(of: seq) == shard
-                })
-            {
-                if let seq = ServerLayout.sequence(ofFileName: name) { sequences.append(seq) }
-            }
-        }
-        sequences.sort()
-
-        var state = ZoneState()
-        if let first = sequences.first, first > 1 {
-            // Without a snapshot covering them, the slots before the first entry are a gap like any other.
-            if let base = snapshots.keys.filter({ $0 >= first - 1 && $0 < first }).first, let snapshot = snapshots[base] {
-                state = snapshot.state
-            }
-        }
-        var index = 0
-        var checkedGap: Int64?
-        folding: while index < sequences.count {
-            let seq = state.token + 1
-            if sequences[index] > seq {
-                let next = sequences[index]
-                let age =
-                    FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
-                // A gap is sealed only under an entry that continues the log before it: one that names the last
-                // entry before the gap (``LogEntry/earlier``). Any other (an entry of a server's earlier life, or
-                // of a fork, delivered late; or a gap too long to bridge) is moved to quarantine/ with the entries
-                // after it, like a broken chain: applied, it would replace heads it never saw.
-                var foreign = false
-                if checkedGap != next, seq > 1, let known = state.chain, case .entry(let after)? = try? store.readSlot(next),
-                    after.link(to: seq - 1) != known
-                {
-                    let detail =
-                        after.link(to: seq - 1) == nil
-                        ? "entry \(next) follows a gap of \(next - seq) slots and names no entry before it that this log holds"
-                        : "entry \(next) follows a gap but does not continue entry \(seq - 1): it belongs to another history"
-                            + " (a server's earlier life or a fork, delivered late)"
-                    var moved: String?
-                    if repair && age >= gapGraceSeconds {
-                        let outcomes = sequences[index...].map { moveAside(layout.entryPath($0)) }
-                        if outcomes.allSatisfy({ $0 != nil }) {
-                            moved =
-                                "entries \(next)–\(sequences.last ?? next) moved to quarantine/: the log ends at \(seq - 1);"
-                                + " the devices that wrote them push their notes again after `notesync recover`"
-                        }
-                    }
-                    add(.brokenChain, layout.entryPath(next), detail, repaired: moved)
-                    if moved != nil { break folding }
-                    foreign = true
-                }
-                checkedGap = foreign ? nil : next
-                let sealed = repair && !foreign && age >= gapGraceSeconds ? try store.sealGap(seq, after: state, next: next) : nil
-                let repaired = sealed.map { _ in "sealed with a void entry; the devices that had read the lost entry push its changes again"
-                }
-                add(
-                    .missingEntry, layout.entryPath(seq),
-                    "gap in the log before entry \(next) (\(Int(age)) s old"
-                        + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),
-                    repaired: repaired)
-                if let sealed {
-                    report.entries += 1
-                    state.apply(sealed)
-                } else {
-                    state.skip(seq: seq)
-                }
-                continue
-            }
-            index += 1
-            let quarantinedBefore = state.quarantined.count
-            let violationsBefore = state.casViolations.count
-            switch try store.readSlot(seq) {
-            case .missing:
-                add(.missingEntry, layout.entryPath(seq), "vanished while checking")
-                state.skip(seq: seq)
-            case .damaged(let damage):
-                add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
-                state.skip(seq: seq)
-            case .entry(let entry):
-                report.entries += 1
-                do { try store.verifyLink(entry, state) } catch let error as NoteSyncError {
-                    // The log is its longest chained prefix: this entry and the ones after it belong to another
-                    // history (an entry of a server's earlier life delivered late, a fork). Repair moves them to
-                    // quarantine/ (nothing is deleted); the devices that wrote them stop with a mismatch, and
-                    // `notesync recover` there pushes their notes again.
-                    var moved: String?
-                    if repair {
-                        let paths = sequences[(index - 1)...].map { layout.entryPath($0) }
-                        let outcomes = paths.map { moveAside($0) }
-                        if outcomes.allSatisfy({ $0 != nil }) {
-                            moved = "entries \(seq)–\(sequences.last ?? seq) moved to quarantine/: the log ends at \(seq - 1)"
-                        }
-                    }
-                    add(.brokenChain, layout.entryPath(seq), error.message, repaired: moved)
-                    if moved != nil {
-                        report.entries -= 1
-                        break folding
-                    }
-                }
-                // A void entry's notice tells the devices that had read the lost entry: a seal cut off before it
-                // wrote the notice is finished here.
-                if entry.void != nil, FileIO.lstatInfo(layout.voidPath(seq)) == nil {
-                    var repaired: String?
-                    if repair, (try? store.writeVoidNotice(seq)) != nil { repaired = "notice written" }
-                    add(.missingEntry, layout.voidPath(seq), "the notice of the void entry \(seq) is missing", repaired: repaired)
-                }
-                state.apply(entry)
-                for change in entry.changes where change.op == .save {
-                    if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }
-                }
-            }
-            for item in state.quarantined[quarantinedBefore...] {
-                add(.quarantinedChange, layout.entryPath(seq), "\(item.name): \(item.reason)")
-            }
-            for item in state.casViolations[violationsBefore...] {
-                add(.casViolation, layout.entryPath(seq), "\(item.name): \(item.reason)")
-            }
-            if let snapshot = snapshots[seq], snapshot.state.heads != state.heads {
-                add(.snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)")
-            }
-        }
-        report.token = state.token
-
-        var present = Set<ContentDigest>()
-        for shard in try checkListing(
-            layout.assetsDirectory, expected: { $0.utf8.count == 2 && ContentDigest(hex: $0 + String(repeating: "0", count: 62)) != nil })
-        {
-            let directory = layout.assetsDirectory + "/" + shard
-            for name in try checkListing(directory, expected: { $0.hasPrefix(shard) && ContentDigest(hex: $0) != nil }) {
-                guard let digest = ContentDigest(hex: name) else { continue }
-                let path = directory + "/" + name
-                report.assets += 1
-                let actual = try FileDigest.of(path: path)
-                if actual?.digest == digest {
-                    present.insert(digest)
-                } else {
-                    add(.corruptAsset, path, "content does not match its digest", repaired: moveAside(path))
-                }
-            }
-        }
-        for (digest, entryPath) in referenced.sorted(by: { $0.key < $1.key }) where !present.contains(digest) {
-            add(.missingAsset, layout.assetPath(digest), "referenced by \(entryPath) but missing or corrupt")
-        }
-
-        let now = Date().timeIntervalSince1970
-        for name in (try FileIO.list(layout.tmpDirectory) ?? []).sorted() {
-            let path = layout.tmpDirectory + "/" + name
-            guard let info = FileIO.lstatInfo(path) else { continue }
-            let age = now - Double(info.st_mtim.tv_sec)
-            var repaired: String?
-            if repair && age >= tempGraceSeconds && unlink(path) == 0 { repaired = "swept" }
-            add(.tempFile, path, "left by an interrupted writer, \(Int(age)) s old", repaired: repaired)
-        }
-        return report
+        let pass = Pass(store: store, repair: repair)
+        try pass.checkFolders()
+        let snapshots = try pass.readSnapshots()
+        try pass.foldLog(try pass.listLog(), snapshots: snapshots, gapGraceSeconds: gapGraceSeconds)
+        try pass.checkAssets()
+        try pass.checkTemps(graceSeconds: tempGraceSeconds)
+        return pass.report
     }
 
     /// Conflict copies that Dropbox, Syncthing or Nextcloud made inside the server where they matter: next to
@@ -305,6 +104,250 @@ public struct ServerFsck {
             }
         }
         return found
+    }
+
+    /// One run of fsck: what it found so far, the texts the log refers to, and where repair moves files.
+    private final class Pass {
+        let store: ServerStore
+        let repair: Bool
+        var layout: ServerLayout { store.layout }
+        var report = FsckReport()
+        /// Every text a save in the log refers to, with the first entry referring to it.
+        var referenced: [ContentDigest: String] = [:]
+        let quarantine: String
+
+        init(store: ServerStore, repair: Bool) {
+            self.store = store
+            self.repair = repair
+            quarantine = store.layout.root + "/quarantine/" + String(Clock.nowNanoseconds())
+        }
+
+        func add(_ kind: FsckFinding.Kind, _ path: String, _ detail: String, repaired: String? = nil) {
+            report.findings.append(FsckFinding(kind: kind, path: path, detail: detail, repaired: repaired))
+        }
+        func moveAside(_ path: String) -> String? {
+            guard repair else { return nil }
+            do {
+                try FileIO.makeDirectories(quarantine)
+                let target = quarantine + "/" + path.dropFirst(layout.root.count + 1).replacingOccurrences(of: "/", with: "%")
+                guard rename(path, target) == 0 else { return nil }
+                return "moved to \(target)"
+            } catch { return nil }
+        }
+        func checkListing(_ directory: String, expected: (String) -> Bool) throws -> [String] {
+            var kept: [String] = []
+            for name in (try FileIO.list(directory) ?? []).sorted() {
+                let path = directory + "/" + name
+                if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFLNK {
+                    add(.symlink, path, "symbolic links are never followed in a server", repaired: moveAside(path))
+                } else if expected(name) {
+                    kept.append(name)
+                } else if !ServerFsck.toleratedNames.contains(name) || directory != layout.root {
+                    add(.foreignFile, path, ServerFsck.describeForeign(name), repaired: moveAside(path))
+                }
+            }
+            return kept
+        }
+
+        /// The folders of the layout hold only what the format puts there.
+        func checkFolders() throws {
+            _ = try checkListing(layout.root) { [ServerLayout.markerName, "zones", "devices"].contains($0) }
+            _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
+            _ = try checkListing(layout.zoneDirectory) { ["log", "assets", "snapshots", "tmp", "voids"].contains($0) }
+            if FileIO.lstatInfo(layout.voidsDirectory) != nil {
+                _ = try checkListing(layout.voidsDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
+            }
+            _ = try checkListing(layout.devicesDirectory) { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+        }
+
+        /// The snapshots, read first: the log is checked against them as it is folded.
+        func readSnapshots() throws -> [Int64: Snapshot] {
+            var snapshots: [Int64: Snapshot] = [:]
+            for name in try checkListing(layout.snapshotsDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
+                guard let seq = ServerLayout.sequence(ofFileName: name) else { continue }
+                report.snapshots += 1
+                do { snapshots[seq] = try store.readSnapshot(seq) } catch let error as NoteSyncError {
+                    add(.damagedSnapshot, layout.snapshotPath(seq), error.message, repaired: moveAside(layout.snapshotPath(seq)))
+                }
+            }
+            return snapshots
+        }
+
+        /// The slots of the log's entry files, in order (a file in the wrong shard is foreign).
+        func listLog() throws -> [Int64] {
+            var sequences: [Int64] = []
+            for shard in try checkListing(layout.logDirectory, expected: { ServerLayout.sequence(ofFileName: $0, width: 6) != nil }) {
+                let directory = layout.logDirectory + "/" + shard
+                for name in try checkListing(
+                    directory,
+                    expected: { name in
+                        guard let seq = ServerLayout.sequence(ofFileName: name) else { return false }
+                        return ServerLayout.shardName(of: seq) == shard
+                    })
+                {
+                    if let seq = ServerLayout.sequence(ofFileName: name) { sequences.append(seq) }
+                }
+            }
+            sequences.sort()
+            return sequences
+        }
+
+        /// Folds the log as a device would, checking every entry, link, gap and snapshot; seals old gaps and moves
+        /// another history's entries aside when repairing.
+        func foldLog(_ sequences: [Int64], snapshots: [Int64: Snapshot], gapGraceSeconds: Double) throws {
+            var state = ZoneState()
+            if let first = sequences.first, first > 1 {
+                // Without a snapshot covering them, the slots before the first entry are a gap like any other.
+                if let base = snapshots.keys.filter({ $0 >= first - 1 && $0 < first }).first, let snapshot = snapshots[base] {
+                    state = snapshot.state
+                }
+            }
+            var index = 0
+            var checkedGap: Int64?
+            folding: while index < sequences.count {
+                let seq = state.token + 1
+                if sequences[index] > seq {
+                    let next = sequences[index]
+                    let age =
+                        FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 }
+                        ?? 0
+                    // A gap is sealed only under an entry that continues the log before it: one that names the last
+                    // entry before the gap (``LogEntry/earlier``). Any other (an entry of a server's earlier life, or
+                    // of a fork, delivered late; or a gap too long to bridge) is moved to quarantine/ with the entries
+                    // after it, like a broken chain: applied, it would replace heads it never saw.
+                    var foreign = false
+                    if checkedGap != next, seq > 1, let known = state.chain, case .entry(let after)? = try? store.readSlot(next),
+                        after.link(to: seq - 1) != known
+                    {
+                        let detail =
+                            after.link(to: seq - 1) == nil
+                            ? "entry \(next) follows a gap of \(next - seq) slots and names no entry before it that this log holds"
+                            : "entry \(next) follows a gap but does not continue entry \(seq - 1): it belongs to another history"
+                                + " (a server's earlier life or a fork, delivered late)"
+                        var moved: String?
+                        if repair && age >= gapGraceSeconds {
+                            let outcomes = sequences[index...].map { moveAside(layout.entryPath($0)) }
+                            if outcomes.allSatisfy({ $0 != nil }) {
+                                moved =
+                                    "entries \(next)–\(sequences.last ?? next) moved to quarantine/: the log ends at \(seq - 1);"
+                                    + " the devices that wrote them push their notes again after `notesync recover`"
+                            }
+                        }
+                        add(.brokenChain, layout.entryPath(next), detail, repaired: moved)
+                        if moved != nil { break folding }
+                        foreign = true
+                    }
+                    checkedGap = foreign ? nil : next
+                    let sealed = repair && !foreign && age >= gapGraceSeconds ? try store.sealGap(seq, after: state, next: next) : nil
+                    let repaired = sealed.map { _ in
+                        "sealed with a void entry; the devices that had read the lost entry push its changes again"
+                    }
+                    add(
+                        .missingEntry, layout.entryPath(seq),
+                        "gap in the log before entry \(next) (\(Int(age)) s old"
+                            + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),
+                        repaired: repaired)
+                    if let sealed {
+                        report.entries += 1
+                        state.apply(sealed)
+                    } else {
+                        state.skip(seq: seq)
+                    }
+                    continue
+                }
+                index += 1
+                let quarantinedBefore = state.quarantined.count
+                let violationsBefore = state.casViolations.count
+                switch try store.readSlot(seq) {
+                case .missing:
+                    add(.missingEntry, layout.entryPath(seq), "vanished while checking")
+                    state.skip(seq: seq)
+                case .damaged(let damage):
+                    add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
+                    state.skip(seq: seq)
+                case .entry(let entry):
+                    report.entries += 1
+                    do { try store.verifyLink(entry, state) } catch let error as NoteSyncError {
+                        // The log is its longest chained prefix: this entry and the ones after it belong to another
+                        // history (an entry of a server's earlier life delivered late, a fork). Repair moves them to
+                        // quarantine/ (nothing is deleted); the devices that wrote them stop with a mismatch, and
+                        // `notesync recover` there pushes their notes again.
+                        var moved: String?
+                        if repair {
+                            let paths = sequences[(index - 1)...].map { layout.entryPath($0) }
+                            let outcomes = paths.map { moveAside($0) }
+                            if outcomes.allSatisfy({ $0 != nil }) {
+                                moved = "entries \(seq)–\(sequences.last ?? seq) moved to quarantine/: the log ends at \(seq - 1)"
+                            }
+                        }
+                        add(.brokenChain, layout.entryPath(seq), error.message, repaired: moved)
+                        if moved != nil {
+                            report.entries -= 1
+                            break folding
+                        }
+                    }
+                    // A void entry's notice tells the devices that had read the lost entry: a seal cut off before it
+                    // wrote the notice is finished here.
+                    if entry.void != nil, FileIO.lstatInfo(layout.voidPath(seq)) == nil {
+                        var repaired: String?
+                        if repair, (try? store.writeVoidNotice(seq)) != nil { repaired = "notice written" }
+                        add(.missingEntry, layout.voidPath(seq), "the notice of the void entry \(seq) is missing", repaired: repaired)
+                    }
+                    state.apply(entry)
+                    for change in entry.changes where change.op == .save {
+                        if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }
+                    }
+                }
+                for item in state.quarantined[quarantinedBefore...] {
+                    add(.quarantinedChange, layout.entryPath(seq), "\(item.name): \(item.reason)")
+                }
+                for item in state.casViolations[violationsBefore...] {
+                    add(.casViolation, layout.entryPath(seq), "\(item.name): \(item.reason)")
+                }
+                if let snapshot = snapshots[seq], snapshot.state.heads != state.heads {
+                    add(.snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)")
+                }
+            }
+            report.token = state.token
+        }
+
+        /// Every asset matches its digest, and every text the log refers to is there.
+        func checkAssets() throws {
+            var present = Set<ContentDigest>()
+            for shard in try checkListing(
+                layout.assetsDirectory,
+                expected: { $0.utf8.count == 2 && ContentDigest(hex: $0 + String(repeating: "0", count: 62)) != nil })
+            {
+                let directory = layout.assetsDirectory + "/" + shard
+                for name in try checkListing(directory, expected: { $0.hasPrefix(shard) && ContentDigest(hex: $0) != nil }) {
+                    guard let digest = ContentDigest(hex: name) else { continue }
+                    let path = directory + "/" + name
+                    report.assets += 1
+                    let actual = try FileDigest.of(path: path)
+                    if actual?.digest == digest {
+                        present.insert(digest)
+                    } else {
+                        add(.corruptAsset, path, "content does not match its digest", repaired: moveAside(path))
+                    }
+                }
+            }
+            for (digest, entryPath) in referenced.sorted(by: { $0.key < $1.key }) where !present.contains(digest) {
+                add(.missingAsset, layout.assetPath(digest), "referenced by \(entryPath) but missing or corrupt")
+            }
+        }
+
+        /// Temp files interrupted writers left: swept once older than `graceSeconds` when repairing.
+        func checkTemps(graceSeconds tempGraceSeconds: Double) throws {
+            let now = Date().timeIntervalSince1970
+            for name in (try FileIO.list(layout.tmpDirectory) ?? []).sorted() {
+                let path = layout.tmpDirectory + "/" + name
+                guard let info = FileIO.lstatInfo(path) else { continue }
+                let age = now - Double(info.st_mtim.tv_sec)
+                var repaired: String?
+                if repair && age >= tempGraceSeconds && unlink(path) == 0 { repaired = "swept" }
+                add(.tempFile, path, "left by an interrupted writer, \(Int(age)) s old", repaired: repaired)
+            }
+        }
     }
 
     static func describeForeign(_ name: String) -> String {
