@@ -320,21 +320,12 @@ extension SyncEngine {
     ) throws -> Bool {
         var foldedOthers = false
         let batchSize = 2000
-        // A batch's local state is written on another thread while the next batch is read and uploaded (a first
-        // sync's batches overlap: the state database works while the server's disk flushes), one write at a time,
-        // in order. Every write is finished before this returns or throws.
-        var pendingWrite: Pending<Void>?
-        func finishPendingWrite() throws {
-            guard let write = pendingWrite else { return }
-            pendingWrite = nil
-            try write.wait()
-        }
         // A batch is prepared (its notes read and its texts written to server temps, on every core) while the one
-        // before it is flushed, published and committed: a first sync's disk flushes overlap the next batch's work.
-        // Not under a simulation's fault hooks (they are task-local): then each batch is prepared in turn. A
-        // failure stops the sync as the first one in order would.
+        // before it is flushed, published and committed, and its local state is written on another thread (one
+        // write at a time, in order) while the next one is committed: a first sync's disk flushes overlap the next
+        // batch's work. Not under a simulation's fault hooks (they are task-local): then each batch is prepared in
+        // turn and its state written in order, here. A failure stops the sync as the first one in order would.
         let root = folder.root
-        let ahead = pushes.count > batchSize && !FaultPoint.isActive
         let allPushes = pushes
         @Sendable func prepare(_ range: Range<Int>) throws -> PreparedBatch {
             let reads = Parallel.map(range.count) { offset in
@@ -353,20 +344,11 @@ extension SyncEngine {
             let staged = try store.stageAssets(saves.map(\.data))
             return PreparedBatch(range: range, saves: saves.map { ($0.push, $0.fingerprint) }, deletes: deletes, staged: staged)
         }
-        func batch(after end: Int) -> Range<Int>? {
-            end < pushes.count ? end..<min(end + batchSize, pushes.count) : nil
-        }
-        var nextBatch: Pending<PreparedBatch>?
-        defer {
-            _ = try? finishPendingWrite()
-            _ = try? nextBatch?.wait()
-        }
-        var upcoming = try batch(after: 0).map(prepare)
-        while let prepared = upcoming {
-            upcoming = nil
-            let following = batch(after: prepared.range.upperBound)
-            if ahead, let following { nextBatch = Pending.inBackground { try prepare(following) } }
-            let slice = pushes[prepared.range]
+        let finished = try BatchPipeline.run(
+            total: pushes.count, batchSize: batchSize, overlapped: pushes.count > batchSize && !FaultPoint.isActive,
+            prepare: prepare
+        ) { prepared, range, isLast, writer in
+            let slice = pushes[range]
             var changes: [RecordChange] = []
             var newBases: [RecordName: BaseRecord?] = [:]
             var kinds: [RecordName: PlannedChange.Kind] = [:]
@@ -383,19 +365,7 @@ extension SyncEngine {
                     modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
                 kinds[save.push.name] = save.push.kind
             }
-            func advance() throws {
-                guard let following else { return }
-                if let pending = nextBatch {
-                    nextBatch = nil
-                    upcoming = try pending.wait()
-                } else {
-                    upcoming = try prepare(following)
-                }
-            }
-            guard !changes.isEmpty else {
-                try advance()
-                continue
-            }
+            guard !changes.isEmpty else { return true }
             // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
             let beforeToken = zone.token
             switch try store.commit(changes, into: &zone) {
@@ -421,7 +391,9 @@ extension SyncEngine {
                 }
                 let state = state
                 let written = rows
-                let write: @Sendable () throws -> Void = {
+                // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
+                // task-local).
+                try writer.submit(inBackground: !isLast && !FaultPoint.isActive) {
                     try state.update { batch in
                         try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
                         for (name, base) in written {
@@ -430,31 +402,22 @@ extension SyncEngine {
                         }
                     }
                 }
-                try finishPendingWrite()
-                // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
-                // task-local).
-                if following == nil || FaultPoint.isActive {
-                    try write()
-                } else {
-                    pendingWrite = Pending.inBackground(write)
-                }
                 for push in slice {
                     guard let kind = kinds[push.name] else { continue }
                     if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
                         report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
                     }
                 }
-                try advance()
+                return true
             case .conflicts(let conflicts):
-                try finishPendingWrite()
+                try writer.finish()
                 let changedHeads = zone.takeUnsaved()
                 try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changedHeads) }
                 logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
                 return false
             }
         }
-        try finishPendingWrite()
-        return !foldedOthers
+        return finished && !foldedOthers
     }
 
     /// One batch of pushes, its notes read and its texts staged on the server (``ServerStore/stageAssets(_:)``).
