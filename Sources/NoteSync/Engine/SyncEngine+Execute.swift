@@ -26,8 +26,8 @@ extension SyncEngine {
     /// Applies the plan locally and commits the pushes. Returns false when the commit lost a race and another
     /// round is needed (the state already has the winner folded in).
     /// `made`: gets the names of the notes it made (conflict copies) and pushes as new.
-    /// The plan and the scan are consumed: a first sync of 100,000 notes holds 60 MB of them, freed before the
-    /// commits add as much in bases and heads.
+    /// The plan and the scan are consumed: a first sync holds a record of each per note, freed before the
+    /// commits add as many in bases and heads.
     func execute(
         _ plan: consuming [Step], scan: consuming ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
         store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport
@@ -36,8 +36,8 @@ extension SyncEngine {
         var pushes: [Push] = []
         // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
         var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []
-        // Room for every base and head this sync may add, made now, while the tables are small: growing a table
-        // of 100,000 records copies it, and for a moment both copies are in memory (35 MB each).
+        // Room for every base and head this sync may add, made now, while the tables are small: growing a large
+        // table copies it, and for a moment both copies are in memory.
         bases.reserveCapacity(bases.count + plan.count)
         zone.heads.reserveCapacity(zone.heads.count + plan.count)
         var conflicts: [ConflictRecord] = []

@@ -82,7 +82,7 @@ public final class SyncEngine {
     private var gapSeen: (path: String, since: Int64)?
     private var lastReportedToken: Int64 = -1
     /// For a process that exits after one sync: what a sync held is left to the exit (``OneShotProcess``)
-    /// instead of being released record by record (20 ms at 100,000 notes). Never for the agent.
+    /// instead of being released record by record (a cost that grows with the notes). Never for the agent.
     public var leavesMemoryToExit = false
 
     public init(folder: NotesFolder, state: LocalState, config: FolderConfig, logger: Logger) {

@@ -9,7 +9,7 @@ public enum OneShotProcess {
     }
 
     /// Leaves `object` (and what it holds: every base and head of a sync) to the process exit, which frees it at
-    /// once, instead of releasing it record by record (about 3 ms at ten thousand notes). Close the state
+    /// once, instead of releasing it record by record (a cost that grows with the notes). Close the state
     /// database first (``LocalState/close()``): a process exit would leave its write-ahead log unfolded.
     public static func leaveToExit(_ object: AnyObject) {
         _ = Unmanaged.passRetained(object)
