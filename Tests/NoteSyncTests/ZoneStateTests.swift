@@ -57,4 +57,31 @@ import Testing
         _ = other.takeUnsaved()
         #expect(zone == other)
     }
+
+    /// What a device keeps between processes of the chain and of a head's line: the digests of the entries before
+    /// the token (what its next commit names as `earlier`) and a head's `unverifiedSince` (what keeps an older base
+    /// from being taken as its ancestor). Lost, a restarted device would commit without the links fsck checks, or
+    /// pull a head over a version it may not hold.
+    @Test func theChainAndAHeadsUncheckedLinkSurviveARestart() throws {
+        let state = try LocalState()
+        var zone = ZoneState()
+        let note = try name("a.md")
+        let one = AssetRef(of: Data("one".utf8))
+        var entries = [
+            LogEntry(seq: 1, commit: "1", device: "a", time: 0, changes: [.save(note, base: 0, text: one, modified: 1)]),
+            LogEntry(seq: 2, commit: "2", device: "v", time: 0, changes: [], void: VoidSeal(reason: "lost", lost: nil)),
+            LogEntry(seq: 3, commit: "3", device: "c", time: 0, changes: [.save(note, base: 2, text: one, modified: 3)])
+        ]
+        for index in entries.indices {
+            entries[index].digest = ContentDigest(of: Data("entry \(index)".utf8))
+            zone.apply(entries[index])
+        }
+        #expect(zone.heads[note]?.unverifiedSince == 3 && zone.earlier == [entries[1].digest, entries[0].digest])
+        let changed = zone.takeUnsaved()
+        try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changed) }
+
+        let reloaded = try state.zoneState()
+        #expect(reloaded.token == 3 && reloaded.chain == zone.chain && reloaded.earlier == zone.earlier)
+        #expect(reloaded.heads[note]?.unverifiedSince == 3)
+    }
 }

@@ -292,6 +292,25 @@ public final class SyncAgent: Service, Sendable {
                 AgentSocket.answer(request.fd, response)
             }
             let asked = request.request
+            if let restore = asked.restore {
+                let restored = Result {
+                    let name = try RecordName(validating: RecordName.nfc(restore.note))
+                    let result = try engine.restore(name, version: restore.version)
+                    logger.notice("sync.restored", metadata: ["note.path": "\(name)", "server.seq": "\(restore.version)"])
+                    return result
+                }
+                response.keptAs = try? restored.get().keptAs
+                answer(restored.map(\.report))
+                return
+            }
+            if asked.recover && !asked.dryRun {
+                logger.notice("sync.recover")
+                let outcome = syncNow(nil, forgetServer: true)
+                if case .success(let report) = outcome, !report.offline { pending.removeAll() }
+                answer(outcome)
+                return
+            }
+            // Only a sync or a dry run of what changed waits for the watch to catch up.
             let incremental = !asked.allowMassDelete && !asked.recover && status.heldDeletes == nil && watchIsCurrent()
             if asked.dryRun {
                 var syncOptions = SyncOptions(
@@ -299,29 +318,6 @@ public final class SyncAgent: Service, Sendable {
                     allowMassDelete: asked.allowMassDelete)
                 syncOptions.forgetServer = asked.recover
                 answer(Result { try engine.sync(syncOptions, only: incremental ? pending.paths : nil) })
-                return
-            }
-            if asked.recover {
-                logger.notice("sync.recover")
-                let outcome = syncNow(nil, forgetServer: true)
-                if case .success(let report) = outcome, !report.offline { pending.removeAll() }
-                answer(outcome)
-                return
-            }
-            if let restore = request.request.restore {
-                do {
-                    let name = try RecordName(validating: RecordName.nfc(restore.note))
-                    let result = try engine.restore(name, version: restore.version)
-                    logger.notice("sync.restored", metadata: ["note.path": "\(name)", "server.seq": "\(restore.version)"])
-                    response.report = result.report
-                    response.keptAs = result.keptAs
-                } catch let error as NoteSyncError {
-                    response.errorKind = error.kind.rawValue
-                    response.error = error.description
-                } catch {
-                    response.error = "\(error)"
-                }
-                AgentSocket.answer(request.fd, response)
                 return
             }
             let paths = incremental ? pending.paths : nil

@@ -57,6 +57,13 @@ extension SyncEngine {
         func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
             report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
         }
+        /// A version the user saved while this sync wrote the note (the applier displaced it): kept as a conflict copy
+        /// beside it, recorded, reported and synced, wherever the write was (a pull, a merge, a bulk download).
+        func keptLocalEdit(_ copy: RecordName, of name: RecordName) {
+            pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
+            conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
+            note(.conflict, name, copy.description)
+        }
         func write(_ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?) throws -> StatFingerprint? {
             guard let text = head.text else { return nil }
             let data = try store.readAsset(text)
@@ -64,9 +71,7 @@ extension SyncEngine {
             case .written(let fingerprint):
                 return fingerprint
             case .writtenKeepingLocalEdit(let fingerprint, let copy):
-                pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
-                conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
-                note(.conflict, name, copy.description)
+                keptLocalEdit(copy, of: name)
                 return fingerprint
             default:
                 return nil
@@ -145,14 +150,7 @@ extension SyncEngine {
                         let outcome = try applier.write(
                             name, path: local.path, data: merged, modified: Clock.nowNanoseconds(),
                             expected: local.digest)
-                        if case .writtenKeepingLocalEdit(_, let copy) = outcome {
-                            // An edit saved while the merge was written: kept beside it, recorded and reported like
-                            // every conflict copy.
-                            pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
-                            conflicts.append(
-                                ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
-                            note(.conflict, name, copy.description)
-                        }
+                        if case .writtenKeepingLocalEdit(_, let copy) = outcome { keptLocalEdit(copy, of: name) }
                         pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
                     case .conflict(let localWins):
                         let date = Date(timeIntervalSince1970: Double((localWins ? server.modified : local.modified)) / 1e9)
@@ -216,10 +214,8 @@ extension SyncEngine {
             case .written(let fingerprint):
                 setBase(name, head, fingerprint)
             case .writtenKeepingLocalEdit(let fingerprint, let copy):
-                // A file took the name meanwhile: it is kept as a conflict copy and synced.
-                pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
-                conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
-                note(.conflict, name, copy.description)
+                // A file took the name meanwhile.
+                keptLocalEdit(copy, of: name)
                 setBase(name, head, fingerprint)
             default:
                 continue

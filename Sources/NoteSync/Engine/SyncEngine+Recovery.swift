@@ -156,14 +156,7 @@ extension SyncEngine {
             let original = try note ?? RecordName(validating: "recovered")
             let date = Date(timeIntervalSince1970: Double(StatFingerprint(info).mtime) / 1e9)
             let copy = try applier.keepAsConflictCopy(original, from: path, date: date) { scan.files[$0] != nil || bases[$0] != nil }
-            try state.update {
-                try $0.addConflict(
-                    ConflictRecord(
-                        copy: copy, original: original, device: config.deviceName,
-                        time: Clock.nowNanoseconds()))
-            }
-            report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
-            report.conflictCopies.append(copy.description)
+            try recordKeptCopy(copy, of: original, report: &report)
             logger.warning("sync.leftover.kept", metadata: ["note.path": "\(copy)"])
             copies.append(copy.string)
         }
@@ -266,14 +259,7 @@ extension SyncEngine {
             let copy = try applier.keepAsConflictCopy(original, from: folder.root + "/" + path) {
                 scan.files[$0] != nil || bases[$0] != nil
             }
-            try state.update {
-                try $0.addConflict(
-                    ConflictRecord(
-                        copy: copy, original: original, device: config.deviceName,
-                        time: Clock.nowNanoseconds()))
-            }
-            report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
-            report.conflictCopies.append(copy.description)
+            try recordKeptCopy(copy, of: original, report: &report)
             report.warnings.append(
                 SyncWarning(
                     .unicodeTwin,
@@ -283,5 +269,15 @@ extension SyncEngine {
         }
         scan.unicodeTwins = []
         if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies)) }
+    }
+
+    /// A copy this device kept of a note (a leftover temp, a Unicode twin): recorded for `notesync conflicts` and
+    /// reported as a conflict.
+    private func recordKeptCopy(_ copy: RecordName, of original: RecordName, report: inout SyncReport) throws {
+        try state.update {
+            try $0.addConflict(ConflictRecord(copy: copy, original: original, device: config.deviceName, time: Clock.nowNanoseconds()))
+        }
+        report.changes.append(PlannedChange(kind: .conflict, name: original.description, detail: copy.description))
+        report.conflictCopies.append(copy.description)
     }
 }
