@@ -70,7 +70,7 @@ extension NotesyncProcess {
 /// Runs a terminal program in a pseudo-terminal and types `keys` into it (nano, emacs -nw, vim need a tty).
 func typeInto(_ command: [String], keys: String, in directory: String) throws -> Int32 {
     let script = """
-        import os, pty, sys, time, select
+        import os, pty, sys, time, select, termios
         keys = bytes.fromhex(sys.argv[1]); cmd = sys.argv[2:]
         pid, fd = pty.fork()
         if pid == 0:
@@ -78,12 +78,21 @@ func typeInto(_ command: [String], keys: String, in directory: String) throws ->
             os.execvp(cmd[0], cmd)
         def drain(t):
             end = time.time() + t
+            got = False
             while time.time() < end:
                 r, _, _ = select.select([fd], [], [], 0.02)
                 if r:
-                    try: os.read(fd, 65536)
-                    except OSError: return
-        drain(0.7)
+                    try: got = bool(os.read(fd, 65536)) or got
+                    except OSError: return got
+            return got
+        def raw():
+            try: return not (termios.tcgetattr(fd)[3] & termios.ICANON)
+            except termios.error: return False
+        # Keys typed before the editor owns the terminal are lost (emacs flushes pending input when it sets the
+        # terminal up) or read by the line discipline (^C, ^S): wait for raw mode, then for the screen to be drawn.
+        start = time.time()
+        while time.time() < start + 30 and not raw(): drain(0.05)
+        while time.time() < start + 30 and drain(0.4): pass
         for k in keys:
             os.write(fd, bytes([k])); drain(0.01)
         deadline = time.time() + 15
