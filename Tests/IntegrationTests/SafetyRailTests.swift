@@ -61,16 +61,22 @@ import Testing
 
     /// With agents on both devices: an `rm -r` of most notes is held whole by the agent (nothing committed, the
     /// other device keeps every note, the agent says so once, status shows it); `sync --allow-mass-delete` while
-    /// the agent runs approves it, and the agent makes every delete; the other agent applies them all.
-    @Test func theAgentHoldsAMassDeleteWholeUntilApproved() throws {
-        let t = try TwoDevices("rails-agent-mass-delete")
+    /// the agent runs approves it, and the agent makes every delete; the other agent applies them all. `spread`: the
+    /// notes go one by one over 2 s, far longer than a delete takes to settle, as a slow `rm -r` or a file manager
+    /// deletes them.
+    @Test(arguments: [false, true]) func theAgentHoldsAMassDeleteWholeUntilApproved(spread: Bool) throws {
+        let t = try TwoDevices("rails-agent-mass-delete\(spread ? "-spread" : "")")
         try Self.makeNotes(t, count: 30, in: "old")
         try t.write(t.a, "keep.md", "kept\n")
         try t.sync(t.a)
         try t.sync(t.b)
         let agents = try TwoAgents(devices: t)
         defer { agents.stop() }
-        try FileManager.default.removeItem(atPath: t.a + "/old")
+        if spread {
+            #expect(try shell("for f in old/*; do rm \"$f\"; sleep 0.07; done; rmdir old", in: t.a) == 0)
+        } else {
+            try FileManager.default.removeItem(atPath: t.a + "/old")
+        }
         try t.write(t.a, "keep.md", "kept, edited while the deletes are held\n")
         #expect(eventually(20) { t.read(t.b, "keep.md") == "kept, edited while the deletes are held\n" })
         #expect(eventually(10) { (try? t.run(["status", "--notes", t.a]))?.stdout.contains("30 local deletes HELD") == true })

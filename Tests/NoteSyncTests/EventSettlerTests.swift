@@ -47,6 +47,25 @@ struct FakeInstant: InstantProtocol {
         #expect(settler.takeSettled(at: at(600)) { _ in nil } == ["really-gone.md"])
     }
 
+    @Test func deletesThatTrickleInSettleTogetherOnceTheyStop() {
+        var settler = settler()
+        let file = Probe(isRegularFile: true, size: 1)
+        // An `rm -r` that takes 2 s: a note goes every 50 ms, and a note is saved meanwhile.
+        var gone: Set<String> = []
+        var settled: [String] = []
+        for step in 0..<40 {
+            let name = "work/n\(step).md"
+            gone.insert(name)
+            settler.noted(name, at: at(step * 50), size: nil)
+            if step == 10 { settler.noted("kept.md", at: at(step * 50), size: 1) }
+            settled += settler.takeSettled(at: at(step * 50 + 25)) { gone.contains($0) ? nil : file }
+        }
+        #expect(settled == ["kept.md"], "a save settles on its own; no delete settles while others still come")
+        #expect(settler.takeSettled(at: at(39 * 50 + 399)) { gone.contains($0) ? nil : file }.isEmpty)
+        let all = settler.takeSettled(at: at(39 * 50 + 400)) { gone.contains($0) ? nil : file }
+        #expect(all == gone.sorted(), "every delete of the burst, in one go")
+    }
+
     @Test func aGrowingFileIsHeldUntilItStopsOrTheLongestWait() {
         var settler = settler()
         settler.noted("big.log", at: at(0), size: 100)

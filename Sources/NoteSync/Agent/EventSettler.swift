@@ -3,7 +3,8 @@ import Foundation
 /// The settling of the watch's events, as a pure state machine: which changed paths are quiet enough to sync.
 ///
 /// A path is acted on once it has been quiet for ``AgentOptions/settle`` (an editor's save is a burst of events),
-/// a missing one only after ``AgentOptions/deleteSettle`` (vim and emacs move a note aside for a moment while saving),
+/// missing ones only once no path has gone missing for ``AgentOptions/deleteSettle`` (vim and emacs move a note aside
+/// for a moment while saving; an `rm -r` is one change, seen whole by the mass-delete guard),
 /// and a file still growing is held back until it stops, at most ``AgentOptions/maxSettle`` after its first event.
 /// The time is passed in, so the machine runs on any clock (the agent's `ContinuousClock`, a test's fake one), as
 /// Syncthing's watch aggregator does.
@@ -59,10 +60,14 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
             return items.keys.sorted()
         }
         var ready: [String] = []
+        let found = items.keys.reduce(into: [String: Probe]()) { found, path in found[path] = probe(path) }
+        // Missing paths settle together, once none has had an event for `deleteSettle`: the deletes of one
+        // `rm -r` reach a sync, and its mass-delete guard, whole, never as they trickle in.
+        let lastDelete = items.lazy.filter { found[$0.key] == nil }.map(\.value.last).max()
         for (path, item) in items {
-            let found = probe(path)
-            let wait = found == nil ? deleteSettle : settle
-            if item.last.duration(to: now) < wait { continue }
+            let found = found[path]
+            if found == nil, let lastDelete, lastDelete.duration(to: now) < deleteSettle { continue }
+            if item.last.duration(to: now) < settle { continue }
             if let found, found.isRegularFile, item.size != found.size, item.first.duration(to: now) < maxSettle {
                 // Still growing since it was last looked at: another quiet period.
                 items[path]?.size = found.size
