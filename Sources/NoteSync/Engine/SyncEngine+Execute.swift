@@ -23,8 +23,8 @@ extension SyncEngine {
         var kind: PlannedChange.Kind
     }
 
-    /// Applies the plan locally and commits the pushes. Returns false when the commit lost a race and another
-    /// round is needed (the state already has the winner folded in).
+    /// Does the plan's resolved steps locally and commits the pushes. Returns false when the commit lost a race and
+    /// another round is needed (the state already has the winner folded in).
     /// `made`: gets the names of the notes it made (conflict copies) and pushes as new.
     /// The plan and the scan are consumed: a first sync holds a record of each per note, freed before the
     /// commits add as many in bases and heads.
@@ -41,9 +41,20 @@ extension SyncEngine {
         bases.reserveCapacity(bases.count + plan.count)
         zone.heads.reserveCapacity(zone.heads.count + plan.count)
         var conflicts: [ConflictRecord] = []
-        var copies: Set<RecordName> = []
-        func isTaken(_ copy: RecordName) -> Bool { copies.contains(copy) || isConflictNameTaken(copy, zone: zone, bases: bases) }
+        // The copy names the plan chose: a copy made now never takes another step's.
+        let plannedCopies = Set(
+            plan.lazy.compactMap { step -> RecordName? in
+                if case .conflict(let conflict) = step.action, !conflict.madeBefore { conflict.copy } else { nil }
+            })
+        // Notes new here, when there are many (a first sync): written together, two flushes in all.
+        let downloadsInBulk =
+            plan.lazy.filter { if case .write(_, .download) = $0.action { $0.local == nil } else { false } }
+            .prefix(Self.bulkDownloadThreshold).count >= Self.bulkDownloadThreshold
+        var newNotes: [(name: RecordName, head: RecordHead)] = []
 
+        func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
+            report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
+        }
         func setBase(_ name: RecordName, _ head: RecordHead, _ fingerprint: StatFingerprint?) {
             guard let text = head.text else { return }
             baseUpdates.append(
@@ -54,153 +65,120 @@ extension SyncEngine {
                         modified: head.modified, fingerprint: fingerprint)
                 ))
         }
-        func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
-            report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
-        }
-        /// A version the user saved while this sync wrote the note (the applier displaced it): kept as a conflict copy
-        /// beside it, recorded, reported and synced, wherever the write was (a pull, a merge, a bulk download).
-        func keptLocalEdit(_ copy: RecordName, of name: RecordName) {
-            pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
-            conflicts.append(ConflictRecord(copy: copy, original: name, device: config.deviceName, time: Clock.nowNanoseconds()))
+        /// The one place a conflict copy is kept: recorded (`notesync conflicts`), reported, and pushed as the new
+        /// note it is (unless it is already one the scan found).
+        func keepCopy(_ copy: RecordName, of name: RecordName, device: String, pushed: Bool = true) {
+            if pushed { pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload)) }
+            conflicts.append(ConflictRecord(copy: copy, original: name, device: device, time: Clock.nowNanoseconds()))
             note(.conflict, name, copy.description)
         }
-        func write(_ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?) throws -> StatFingerprint? {
-            guard let text = head.text else { return nil }
-            let data = try store.readAsset(text)
-            switch try applier.write(name, path: path, data: data, modified: head.modified, expected: expected) {
+        /// A write's fingerprint; a version the user saved while this sync wrote the note (the applier displaced it)
+        /// is kept as a conflict copy, wherever the write was (a pull, a merge, a bulk download).
+        func written(_ outcome: NoteApplier.Outcome, _ name: RecordName) -> StatFingerprint? {
+            switch outcome {
             case .written(let fingerprint):
                 return fingerprint
             case .writtenKeepingLocalEdit(let fingerprint, let copy):
-                keptLocalEdit(copy, of: name)
+                keepCopy(copy, of: name, device: config.deviceName)
                 return fingerprint
             default:
                 return nil
             }
         }
+        func writeHead(_ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?) throws -> StatFingerprint? {
+            guard let text = head.text else { return nil }
+            let data = try store.readAsset(text)
+            return written(try applier.write(name, path: path, data: data, modified: head.modified, expected: expected), name)
+        }
 
-        let madeCopies =
-            plan.contains(where: { if case .merge = $0.decision { true } else { false } })
-            ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone) : [:]
-
-        // Notes new here, when there are many (a first sync): written together, two flushes in all.
-        let downloadsInBulk =
-            plan.lazy.filter { if case .pull(let head) = $0.decision { !head.deleted && $0.local == nil } else { false } }
-            .prefix(Self.bulkDownloadThreshold).count >= Self.bulkDownloadThreshold
-        var newNotes: [(name: RecordName, head: RecordHead)] = []
+        // One function per kind of action.
+        func save(_ step: Step, _ kind: PlannedChange.Kind, base: Int64) {
+            guard let local = step.local else { return }
+            pushes.append(Push(name: step.name, path: local.path, base: base, kind: kind))
+        }
+        func delete(_ step: Step, base: Int64) {
+            pushes.append(Push(name: step.name, path: nil, base: base, kind: .uploadDelete))
+        }
+        func trash(_ step: Step) throws {
+            guard let local = step.local, let base = step.base else {
+                baseUpdates.append((step.name, nil))
+                return
+            }
+            switch try applier.delete(step.name, path: local.path, expected: base.digest) {
+            case .trashed, .alreadyGone:
+                baseUpdates.append((step.name, nil))
+                note(.downloadDelete, step.name)
+            default:
+                report.warnings.append(SyncWarning(.note, "\(step.name): edited during the sync, not deleted; it syncs next round"))
+            }
+        }
+        func write(_ step: Step, _ head: RecordHead, _ kind: PlannedChange.Kind) throws {
+            if kind == .download && step.local == nil && downloadsInBulk {
+                newNotes.append((step.name, head))
+                return
+            }
+            let fingerprint = try writeHead(step.name, head, path: step.local?.path ?? step.name.string, expected: step.local?.digest)
+            setBase(step.name, head, fingerprint)
+            note(kind, step.name, kind == .merge ? "the server's version already holds both edits" : nil)
+        }
+        func adopt(_ step: Step, _ head: RecordHead?) {
+            guard let head, !head.deleted else {
+                baseUpdates.append((step.name, nil))
+                return
+            }
+            var fingerprint = step.local?.fingerprint
+            if let local = step.local,
+                let adopted = applier.adoptModified(path: local.path, modified: head.modified, expected: local.fingerprint)
+            {
+                fingerprint = adopted
+            }
+            setBase(step.name, head, fingerprint)
+        }
+        func writeMerged(_ step: Step, _ text: Data, base: Int64) throws {
+            guard let local = step.local else { return }
+            let outcome = try applier.write(
+                step.name, path: local.path, data: text, modified: Clock.nowNanoseconds(), expected: local.digest)
+            _ = written(outcome, step.name)
+            pushes.append(Push(name: step.name, path: local.path, base: base, kind: .merge))
+        }
+        func conflict(_ step: Step, _ conflict: Conflict) throws {
+            guard let local = step.local else { return }
+            if conflict.madeBefore {
+                pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
+                keepCopy(conflict.copy, of: step.name, device: conflict.copyDevice, pushed: false)
+            } else if conflict.localWins {
+                _ = try applier.write(
+                    conflict.copy, path: conflict.copy.string, data: conflict.serverText ?? Data(),
+                    modified: conflict.server.modified, expected: nil)
+                keepCopy(conflict.copy, of: step.name, device: conflict.copyDevice)
+                pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
+            } else {
+                // The planned name, unless a file took it since the plan (then the next free one).
+                let copy = try applier.keepAsConflictCopy(
+                    step.name, from: folder.root + "/" + local.path,
+                    date: Date(timeIntervalSince1970: Double(local.modified) / 1e9)
+                ) { $0 != conflict.copy && (plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases)) }
+                keepCopy(copy, of: step.name, device: conflict.copyDevice)
+                setBase(step.name, conflict.server, try writeHead(step.name, conflict.server, path: local.path, expected: nil))
+            }
+        }
 
         for index in plan.indices {
             let step = plan[index]
-            let name = step.name
+            guard let action = step.action else { continue }
             do {
-                switch step.decision {
-                case .nothing:
-                    break
-                case .push(let digest, let base):
-                    if digest == nil {
-                        pushes.append(Push(name: name, path: nil, base: base, kind: .uploadDelete))
-                    } else if let local = step.local {
-                        pushes.append(Push(name: name, path: local.path, base: base, kind: .upload))
-                    }
-                case .resurrectLocal(let base):
-                    if let local = step.local { pushes.append(Push(name: name, path: local.path, base: base, kind: .resurrect)) }
-                case .pull(let head) where head.deleted:
-                    if let local = step.local, let base = step.base {
-                        switch try applier.delete(name, path: local.path, expected: base.digest) {
-                        case .trashed, .alreadyGone:
-                            baseUpdates.append((name, nil))
-                            note(.downloadDelete, name)
-                        default:
-                            report.warnings.append(SyncWarning(.note, "\(name): edited during the sync, not deleted; it syncs next round"))
-                        }
-                    } else {
-                        baseUpdates.append((name, nil))
-                    }
-                case .pull(let head) where step.local == nil && downloadsInBulk:
-                    newNotes.append((name, head))
-                case .pull(let head), .restoreServer(let head):
-                    let fingerprint = try write(name, head, path: step.local?.path ?? name.string, expected: step.local?.digest)
-                    setBase(name, head, fingerprint)
-                    note(step.decision == .restoreServer(head) ? .restore : .download, name)
-                case .adopt(let head):
-                    if let head, !head.deleted {
-                        var fingerprint = step.local?.fingerprint
-                        if let local = step.local,
-                            let adopted = applier.adoptModified(
-                                path: local.path, modified: head.modified,
-                                expected: local.fingerprint)
-                        {
-                            fingerprint = adopted
-                        }
-                        setBase(name, head, fingerprint)
-                    } else {
-                        baseUpdates.append((name, nil))
-                    }
-                case .merge(let ancestor, let server):
-                    guard let local = step.local else { break }
-                    let (resolution, _, serverData, _) = try resolveMerge(
-                        name, local: local, ancestor: ancestor,
-                        ancestorSize: step.base?.size, server: server, store: store)
-                    switch resolution {
-                    case .takeServer:
-                        setBase(name, server, try write(name, server, path: local.path, expected: local.digest))
-                        note(.merge, name, "the server's version already holds both edits")
-                    case .pushLocal:
-                        pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
-                    case .writeAndPush(let merged):
-                        let outcome = try applier.write(
-                            name, path: local.path, data: merged, modified: Clock.nowNanoseconds(),
-                            expected: local.digest)
-                        if case .writtenKeepingLocalEdit(_, let copy) = outcome { keptLocalEdit(copy, of: name) }
-                        pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .merge))
-                    case .conflict(let localWins):
-                        let date = Date(timeIntervalSince1970: Double((localWins ? server.modified : local.modified)) / 1e9)
-                        if localWins, let made = madeCopies[CopyKey(server)],
-                            made != name
-                        {
-                            // A sync killed after making this very copy (the server's text with the server's mtime, a
-                            // note never synced): the copy exists, perhaps moved or renamed by the user since. It is
-                            // pushed as the new note it is; making it again would bring back a name the user removed.
-                            pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .conflict))
-                            conflicts.append(
-                                ConflictRecord(
-                                    copy: made, original: name, device: deviceName(server.device, store: store),
-                                    time: Clock.nowNanoseconds()))
-                            note(.conflict, name, made.description)
-                        } else if localWins {
-                            let copyName = try conflictName(
-                                name, device: deviceName(server.device, store: store), date: date,
-                                isTaken: isTaken)
-                            copies.insert(copyName)
-                            _ = try applier.write(
-                                copyName, path: copyName.string, data: serverData, modified: server.modified, expected: nil)
-                            pushes.append(Push(name: copyName, path: copyName.string, base: 0, kind: .upload))
-                            pushes.append(Push(name: name, path: local.path, base: server.tag, kind: .conflict))
-                            conflicts.append(
-                                ConflictRecord(
-                                    copy: copyName, original: name, device: deviceName(server.device, store: store),
-                                    time: Clock.nowNanoseconds()))
-                            note(.conflict, name, copyName.description)
-                        } else {
-                            let copy = try applier.keepAsConflictCopy(
-                                name, from: folder.root + "/" + local.path, date: date,
-                                avoiding: isTaken)
-                            copies.insert(copy)
-                            setBase(name, server, try write(name, server, path: local.path, expected: nil))
-                            pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload))
-                            conflicts.append(
-                                ConflictRecord(
-                                    copy: copy, original: name, device: config.deviceName,
-                                    time: Clock.nowNanoseconds()))
-                            note(.conflict, name, copy.description)
-                        }
-                    }
-                case .newerVersion:
-                    note(.newerVersion, name, "written by a newer notesync; left alone")
-                case .unreadable:
-                    note(.unreadable, name, "cannot be read; left alone")
+                switch action {
+                case .save(let kind, let base): save(step, kind, base: base)
+                case .delete(let base): delete(step, base: base)
+                case .trash: try trash(step)
+                case .write(let head, let kind): try write(step, head, kind)
+                case .adopt(let head): adopt(step, head)
+                case .writeMerged(let text, let base): try writeMerged(step, text, base: base)
+                case .conflict(let resolved): try conflict(step, resolved)
+                case .leave(let kind, let detail): note(kind, step.name, detail)
                 }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                report.warnings.append(SyncWarning(.note, "\(name): \(error)"))
+                report.warnings.append(SyncWarning(.note, "\(step.name): \(error)"))
             }
         }
         _ = consume plan
@@ -210,16 +188,9 @@ extension SyncEngine {
 
         var bulkWarnings: [SyncWarning] = []
         for (name, head, outcome) in try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) {
-            switch outcome {
-            case .written(let fingerprint):
-                setBase(name, head, fingerprint)
-            case .writtenKeepingLocalEdit(let fingerprint, let copy):
-                // A file took the name meanwhile.
-                keptLocalEdit(copy, of: name)
-                setBase(name, head, fingerprint)
-            default:
-                continue
-            }
+            // A file that took the name meanwhile is kept as a copy.
+            guard let fingerprint = written(outcome, name) else { continue }
+            setBase(name, head, fingerprint)
             note(.download, name)
         }
         report.warnings += bulkWarnings
@@ -424,11 +395,19 @@ extension SyncEngine {
         var staged: StagedAssets
     }
 
-    /// Three-way merges a local note with the server head; returns the resolution and the texts involved.
+    /// A three-way merge of a local note with the server head: its resolution and the texts involved.
+    struct MergeOutcome {
+        var resolution: MergeResolution
+        var local: Data
+        var server: Data
+        var result: MergeResult
+    }
+
+    /// Three-way merges a local note with the server head.
     func resolveMerge(
         _ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,
         server: RecordHead, store: ServerStore
-    ) throws -> (MergeResolution, Data, Data, MergeResult) {
+    ) throws -> MergeOutcome {
         guard let localData = try FileIO.read(folder.root + "/" + local.path), let text = server.text else {
             throw NoteSyncError(.io, path: local.path, "vanished during the sync", fix: "sync again")
         }
@@ -440,15 +419,20 @@ extension SyncEngine {
             }
         }
         let result = Diff3Merge.merge(base: ancestorData, ours: localData, theirs: serverData)
+        let resolution: MergeResolution
         switch result {
         case .clean(let merged):
-            if merged == serverData { return (.takeServer, localData, serverData, result) }
-            if merged == localData { return (.pushLocal, localData, serverData, result) }
-            return (.writeAndPush(merged), localData, serverData, result)
+            if merged == serverData {
+                resolution = .takeServer
+            } else if merged == localData {
+                resolution = .pushLocal
+            } else {
+                resolution = .writeAndPush(merged)
+            }
         case .conflict, .binary:
-            let localWins = (local.modified, config.deviceID) > (server.modified, server.device)
-            return (.conflict(localWins: localWins), localData, serverData, result)
+            resolution = .conflict(localWins: (local.modified, config.deviceID) > (server.modified, server.device))
         }
+        return MergeOutcome(resolution: resolution, local: localData, server: serverData, result: result)
     }
 
     /// The first conflict copy name of `name` (attempt 1, 2 …) that is not taken; the same choice as

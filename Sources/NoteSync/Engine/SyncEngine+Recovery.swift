@@ -33,39 +33,30 @@ extension SyncEngine {
         return recovered
     }
 
-    /// Replans, against a base found in the server's history, each record whose note looks changed on both sides
-    /// although it is exactly a version the record had since its recorded base (or ever, with no base).
+    /// The base of a note that looks changed on both sides although it is exactly a version the record had since
+    /// its recorded base (or ever, with no base): `nil` when it is not, or when its decision does not hang on it.
     ///
     /// That is what a process killed between writing and recording leaves: a note it pulled, or committed, without
     /// the new base. Taken as edited, such a note undid a delete made meanwhile by another device (pushed again
     /// on top of the tombstone), or merged against the wrong ancestor (conflict copies of versions everyone has).
     /// The note holds no edit beyond that version, so that version is its base. Reads log entries only for these
-    /// few records (merges, pushes over a changed head), walking back through each change's base.
+    /// few records (a note changed here under a changed head, whose text is not the head's), walking back through
+    /// each change's base.
     ///
     /// Only for heads newer than `knownBefore`, the token the last finished sync planned and applied up to: a
     /// head it planned left the note with the right base, and a note without a base under it is one the user
     /// made: a note restored from the trash or moved back keeps its text and mtime, and must not be deleted again.
     /// Heads fetched since (by this sync, or by one killed or cut off before it applied them) may sit above a
     /// note a killed pull left.
-    func refineWithHistory(_ plan: [Step], zone: ZoneState, store: ServerStore, knownBefore: Int64) -> [Step] {
-        plan.map { step in
-            guard let local = step.local, let head = zone.heads[step.name], head.tag != step.base?.tag,
-                head.tag > knownBefore
-            else { return step }
-            switch step.decision {
-            case .merge, .resurrectLocal, .push: break
-            default: return step
-            }
-            guard let base = historyBase(step.name, holding: local, head: head, floor: step.base?.tag ?? 0, store: store) else {
-                return step
-            }
-            var refined = step
-            refined.base = base
-            refined.decision = Reconciler.decide(
-                local: .present(digest: local.digest, size: local.size, modified: local.modified),
-                base: base, server: head)
-            return refined
-        }
+    func historyBase(
+        _ name: RecordName, local: LocalFile, head: RecordHead, base: BaseRecord?, knownBefore: Int64, store: ServerStore
+    ) -> BaseRecord? {
+        // The reconciler takes no base under a head whose line it cannot check: the note counts as changed then.
+        let changedHere = local.digest != base?.digest || (base.map { $0.tag < head.unverifiedSince } ?? false)
+        guard head.tag != base?.tag, head.tag > knownBefore, changedHere, head.text?.sha256 != local.digest,
+            head.version <= RecordChange.currentVersion
+        else { return nil }
+        return historyBase(name, holding: local, head: head, floor: base?.tag ?? 0, store: store)
     }
 
     /// The latest version of `name` older than `head` and newer than `floor` that the note is, as a base: the same

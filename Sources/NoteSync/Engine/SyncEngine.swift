@@ -239,21 +239,24 @@ public final class SyncEngine {
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
             zone.unplanned = []
-            var plan = refineWithHistory(
-                Self.plan(scan: scan, bases: bases, zone: zone), zone: zone, store: store,
-                knownBefore: plannedBefore)
-            phases.lap("plan")
+            var plan = Self.plan(scan: scan, bases: bases, zone: zone) { name, local, head, base in
+                historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
+            }
             holdMassDelete(&plan, scan: scan, bases: bases, options: options, report: &report)
+            try resolve(&plan, scan: scan, bases: bases, zone: zone, store: store, report: &report)
+            phases.lap("plan")
             if options.dryRun {
                 for step in plan {
                     // As in a real sync, a note whose server text cannot be read is reported and left out.
                     do {
-                        report.changes.append(try describe(step, scan: scan, bases: bases, zone: zone, store: store, options: options))
+                        if let change = try describe(step, store: store, options: options) { report.changes.append(change) }
                     } catch let error as NoteSyncError where error.kind != .serverUnreachable {
                         report.warnings.append(SyncWarning(.note, "\(step.name): \(error)"))
                     }
                 }
-                report.conflictCopies = report.changes.filter { $0.kind == .conflict }.compactMap(\.detail)
+                report.conflictCopies = plan.compactMap { step in
+                    if case .conflict(let conflict) = step.action { conflict.copy.description } else { nil }
+                }
                 report.warnings += zone.problems.map { SyncWarning(.server, $0) }
                 report.pending = plan.filter { if case .push = $0.decision { true } else { false } }.count
                 report.token = zone.token
@@ -363,12 +366,15 @@ public final class SyncEngine {
 
     // MARK: planning
 
-    /// One record's decision, with what the reconciler saw.
+    /// One record's decision, with what the reconciler saw, and what the sync does for it.
     public struct Step: Sendable {
         public var name: RecordName
         public var local: LocalFile?
         public var base: BaseRecord?
         public var decision: Decision
+        /// Worked out from the decision once, by ``SyncEngine/resolve(_:scan:bases:zone:store:report:)``; the dry
+        /// run and the sync both consume it.
+        var action: Action?
     }
 
     /// Decides every record: the union of local notes, bases and server heads. Pure.
@@ -376,7 +382,13 @@ public final class SyncEngine {
     /// A note whose file still has its base's digest, and whose server head is still the base's tag, is decided
     /// `.nothing` by the reconciler: such notes (nearly all of them, on most syncs) are passed over without
     /// building the union, sorting it or asking the reconciler.
-    public static func plan(scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState) -> [Step] {
+    /// `historyBase` gives the base a note found exactly as a version of the record's history has, where a killed
+    /// process left it without its base (``SyncEngine/historyBase(_:local:head:knownBefore:store:)``): each record is
+    /// decided once, against the base it really has.
+    public static func plan(
+        scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState,
+        historyBase: (RecordName, LocalFile, RecordHead, BaseRecord?) -> BaseRecord? = { _, _, _, _ in nil }
+    ) -> [Step] {
         var names: Set<RecordName>
         if let scope = scan.scope {
             names = scope
@@ -418,8 +430,12 @@ public final class SyncEngine {
             } else {
                 local = .absent
             }
-            let decision = Reconciler.decide(local: local, base: bases[name], server: zone.heads[name])
-            if decision != .nothing { steps.append(Step(name: name, local: file, base: bases[name], decision: decision)) }
+            var base = bases[name]
+            if let file, case .present = local, let head = zone.heads[name], let found = historyBase(name, file, head, base) {
+                base = found
+            }
+            let decision = Reconciler.decide(local: local, base: base, server: zone.heads[name])
+            if decision != .nothing { steps.append(Step(name: name, local: file, base: base, decision: decision)) }
         }
         return steps
     }

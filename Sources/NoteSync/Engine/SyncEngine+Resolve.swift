@@ -1,0 +1,127 @@
+import Foundation
+
+extension SyncEngine {
+    /// What a sync does for one record, worked out once from its decision (``SyncEngine/resolve(_:scan:bases:zone:store:report:)``):
+    /// merges are done and conflict copies named here. The dry run describes these actions and the sync does them,
+    /// so a dry run names the merge and the copy that the sync makes — Unison's split of `reconItem` and
+    /// `transportItem`.
+    enum Action: Sendable {
+        /// Commit the local note, based on `base`: `.upload`, `.resurrect` (edited here, deleted there), or `.merge`
+        /// (the merge of both edits is the local text).
+        case save(PlannedChange.Kind, base: Int64)
+        /// Commit the note's delete, based on `base`.
+        case delete(base: Int64)
+        /// The server deleted the record: the note goes to the trash and its base is forgotten.
+        case trash(RecordHead)
+        /// Write the server's text over the note: `.download`, `.restore` (deleted here, edited there), or `.merge`
+        /// (the merge of both edits is the server's text).
+        case write(RecordHead, PlannedChange.Kind)
+        /// Both sides already agree: the head becomes the base (none, when both deleted it).
+        case adopt(RecordHead?)
+        /// A clean merge that is neither side's text: written here, then committed on top of the head's tag.
+        case writeMerged(Data, base: Int64)
+        /// The edits overlap (or the note is binary): one version keeps the name, the other is kept as a copy.
+        case conflict(Conflict)
+        /// Left alone and reported: `.newerVersion` or `.unreadable`.
+        case leave(PlannedChange.Kind, String)
+    }
+
+    /// A conflict, resolved: who keeps the name, and the copy that keeps the other version.
+    struct Conflict: Sendable {
+        var server: RecordHead
+        /// The local version keeps the name (its `modified`, then the device id, is the later); the server's text
+        /// becomes the copy. Otherwise the local note becomes the copy and the server's text takes the name.
+        var localWins: Bool
+        var copy: RecordName
+        /// The device whose version the copy holds (in its name and in `notesync conflicts`).
+        var copyDevice: String
+        /// The copy exists already: a sync killed after making it (an unsynced note with the server's text and
+        /// time), found wherever the user moved it. It is not made again; it syncs as the new note it is.
+        var madeBefore: Bool
+        /// The server's text, for a copy of it that is still to be written.
+        var serverText: Data?
+        var binary: Bool
+    }
+
+    /// Works out every step's action, once, in plan order. A step whose action cannot be worked out (a note or a
+    /// server text that cannot be read for a merge) is reported and left out of this sync.
+    func resolve(
+        _ plan: inout [Step], scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, store: ServerStore,
+        report: inout SyncReport
+    ) throws {
+        let merges = plan.contains { if case .merge = $0.decision { true } else { false } }
+        let madeBefore = merges ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone) : [:]
+        var copies: Set<RecordName> = []
+        var failed: Set<RecordName> = []
+        for index in plan.indices {
+            do {
+                plan[index].action = try action(plan[index], madeBefore: madeBefore, store: store) { copy in
+                    copies.contains(copy) || isConflictNameTaken(copy, zone: zone, bases: bases)
+                }
+                if case .conflict(let conflict) = plan[index].action, !conflict.madeBefore { copies.insert(conflict.copy) }
+            } catch let error as NoteSyncError where error.kind != .serverUnreachable {
+                report.warnings.append(SyncWarning(.note, "\(plan[index].name): \(error)"))
+                failed.insert(plan[index].name)
+            }
+        }
+        if !failed.isEmpty { plan.removeAll { failed.contains($0.name) } }
+    }
+
+    /// One step's action.
+    private func action(
+        _ step: Step, madeBefore: [CopyKey: RecordName], store: ServerStore, isTaken: (RecordName) -> Bool
+    ) throws -> Action {
+        switch step.decision {
+        case .nothing:
+            return .adopt(nil)
+        case .push(nil, let base):
+            return .delete(base: base)
+        case .push(_, let base):
+            return .save(.upload, base: base)
+        case .resurrectLocal(let base):
+            return .save(.resurrect, base: base)
+        case .pull(let head) where head.deleted:
+            return .trash(head)
+        case .pull(let head):
+            // A head on a line this device cannot check is pulled without its base: deleted here, so it comes back.
+            return .write(head, step.local == nil && step.base != nil ? .restore : .download)
+        case .restoreServer(let head):
+            return .write(head, .restore)
+        case .adopt(let head):
+            return .adopt(head)
+        case .merge(let ancestor, let server):
+            guard let local = step.local else { return .adopt(nil) }
+            let merged = try resolveMerge(
+                step.name, local: local, ancestor: ancestor, ancestorSize: step.base?.size, server: server, store: store)
+            switch merged.resolution {
+            case .takeServer:
+                return .write(server, .merge)
+            case .pushLocal:
+                return .save(.merge, base: server.tag)
+            case .writeAndPush(let text):
+                return .writeMerged(text, base: server.tag)
+            case .conflict(let localWins):
+                var binary = false
+                if case .binary = merged.result { binary = true }
+                if localWins, let made = madeBefore[CopyKey(server)], made != step.name {
+                    return .conflict(
+                        Conflict(
+                            server: server, localWins: true, copy: made, copyDevice: deviceName(server.device, store: store),
+                            madeBefore: true, serverText: nil, binary: binary))
+                }
+                let device = localWins ? deviceName(server.device, store: store) : config.deviceName
+                let modified = localWins ? server.modified : local.modified
+                let copy = try conflictName(
+                    step.name, device: device, date: Date(timeIntervalSince1970: Double(modified) / 1e9), isTaken: isTaken)
+                return .conflict(
+                    Conflict(
+                        server: server, localWins: localWins, copy: copy, copyDevice: device, madeBefore: false,
+                        serverText: localWins ? merged.server : nil, binary: binary))
+            }
+        case .newerVersion:
+            return .leave(.newerVersion, "written by a newer notesync; left alone")
+        case .unreadable:
+            return .leave(.unreadable, "cannot be read; left alone")
+        }
+    }
+}
