@@ -175,7 +175,7 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         try state.close()
         OneShotProcess.leaveToExit(engine)
         if report.offline { return ExitCodes.offline }
-        return report.heldDeletes > 0 && !dryRun ? ExitCodes.failure : ExitCodes.ok
+        return report.stoppedShort ? ExitCodes.failure : ExitCodes.ok
     }
 }
 
@@ -190,7 +190,7 @@ func askAgent(_ folder: NotesFolder, _ request: AgentSocket.Request, json: Bool)
     }
     if json { try printJSON(report) } else { printReport(report) }
     if report.offline { return ExitCodes.offline }
-    return report.heldDeletes > 0 && !report.dryRun ? ExitCodes.failure : ExitCodes.ok
+    return report.stoppedShort ? ExitCodes.failure : ExitCodes.ok
 }
 
 func printReport(_ report: SyncReport) {

@@ -251,7 +251,7 @@ public final class SyncEngine {
                     do {
                         if let change = try describe(step, store: store, options: options) { report.changes.append(change) }
                     } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                        report.warnings.append(SyncWarning(.note, "\(step.name): \(error)"))
+                        report.warnings.append(SyncWarning(.failed, "\(step.name): \(error)"))
                     }
                 }
                 report.conflictCopies = plan.compactMap { step in

@@ -56,5 +56,10 @@ public struct SyncReport: Codable, Sendable {
 
     public init(dryRun: Bool) { self.dryRun = dryRun }
 
+    /// The sync did not do all it should: deletes are held, or a note's change could not be made (exit 1).
+    public var stoppedShort: Bool {
+        !dryRun && (heldDeletes > 0 || warnings.contains { $0.kind == .failed })
+    }
+
     public func count(_ kind: PlannedChange.Kind) -> Int { changes.filter { $0.kind == kind }.count }
 }

@@ -23,8 +23,11 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
         case server
         /// Local deletes held by the mass-delete guard.
         case deletesHeld = "deletes-held"
-        /// A note that could not be written or deleted this time, or was edited during the sync.
+        /// A note edited during the sync: left for the next round.
         case note
+        /// A note whose change could not be made (it could not be read, written or deleted: a read-only folder, a
+        /// full disk): tried again by the next sync; the sync stops short (exit 1).
+        case failed
     }
 
     public var kind: Kind
