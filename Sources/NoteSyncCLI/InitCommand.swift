@@ -32,7 +32,7 @@ struct InitCommand: ParsableCommand {
                         fix: "run `notesync sync` there; to move it to another server, `notesync recover --server DIR`")
                 }
                 let aside = folder.database + ".damaged-" + String(Clock.nowNanoseconds())
-                for suffix in ["", "-wal", "-shm"] where FileIO.lstatInfo(folder.database + suffix) != nil {
+                for suffix in ["", "-wal", "-shm", ".replaced"] where FileIO.lstatInfo(folder.database + suffix) != nil {
                     guard rename(folder.database + suffix, aside + suffix) == 0 else {
                         throw NoteSyncError(
                             .io, path: folder.database + suffix, "cannot be moved aside",
@@ -95,6 +95,7 @@ struct InitCommand: ParsableCommand {
                 .deviceID: id, .deviceName: name, .serverPath: serverRoot, .serverID: store.marker.id,
                 .created: String(Clock.nowNanoseconds())
             ])
+            try LocalState.writeDeviceFile(folder.database, device: id)
             try? store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: Clock.nowNanoseconds(), token: 0))
             print(
                 "notes folder \(DisplayName.escape(folder.root)) is now synced with \(DisplayName.escape(serverRoot)) as device \"\(name)\""

@@ -58,7 +58,10 @@ struct ServerFsckCommand: ParsableCommand {
             "With --repair: seal a gap in the log (a missing entry with later ones present) with a void entry once the first entry after it is this many seconds old."
     )
     var gapAge: Double = 3600
-    @Option(help: "With --repair: write a damaged or missing marker again with this server id (`notesync status` on a device shows it).")
+    @Option(
+        help:
+            "With --repair: write a damaged, unusable or missing marker again with this server id (`notesync status` on a device shows it)."
+    )
     var serverID: String?
 
     func run() throws {

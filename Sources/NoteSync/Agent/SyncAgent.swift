@@ -334,6 +334,8 @@ public final class SyncAgent: Service, Sendable {
         }
 
         while true {
+            // A state database replaced under the agent (a checkout, a copy over it) stops it: it is not this folder's.
+            try state.requireSameFile()
             let now = clock.now
             if let retryAt, now < retryAt {
                 // Offline or failing: keep collecting events, sync when the backoff expires.
@@ -372,6 +374,7 @@ public final class SyncAgent: Service, Sendable {
                 return (box.events, box.stop, box.requests)
             }
             take(events)
+            if !requests.isEmpty { try state.requireSameFile() }
             for request in requests { serve(request) }
             if stop {
                 stopping = true

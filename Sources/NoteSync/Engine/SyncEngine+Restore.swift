@@ -17,7 +17,7 @@ extension SyncEngine {
     /// syncs it. The text it replaces is never lost: a sync first pushes it to the server's history; a text that
     /// could not be pushed (the note changed on both sides) is displaced by the applier and kept as a conflict copy.
     public func restore(_ name: RecordName, version: Int64, options: SyncOptions = SyncOptions()) throws -> RestoreResult {
-        let store = try openStore(binding: true)
+        let store = try openStore()
         guard case .entry(let entry) = try store.readSlot(version),
             let change = entry.changes.first(where: { $0.name == name.string })
         else {

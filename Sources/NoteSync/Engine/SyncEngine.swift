@@ -148,7 +148,7 @@ public final class SyncEngine {
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
         // the sync changes no note.
-        let opened = Result { try openStore(binding: !options.dryRun, anyServer: options.forgetServer) }
+        let opened = Result { try openStore(anyServer: options.forgetServer) }
         if options.forgetServer {
             // Recovery needs the server: it is never queued for later.
             let store = try opened.get()
@@ -202,6 +202,12 @@ public final class SyncEngine {
             do {
                 fetched = try store.fetch(into: &zone, check: paths == nil && round == 1 ? .full : .quick)
                 gapSeen = nil
+                if boundServerID == nil && !options.dryRun {
+                    // A folder made before binding (0.1.0) is bound only now: the fetch checked the log's end against
+                    // the token it knew, so a server behind it (or another one at the path) is never bound.
+                    try state.setMeta([.serverID: store.marker.id])
+                    boundServerID = store.marker.id
+                }
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 if !options.dryRun { memo = (bases, zone) }
                 return try offline(report, error, options)
@@ -312,9 +318,9 @@ public final class SyncEngine {
     }
 
     /// The server, opened once and kept while it stays reachable.
-    /// Opens the server and checks it is this folder's server (its id); with `binding`, a folder not bound yet
-    /// (made by an earlier build) is bound to it.
-    func openStore(binding: Bool, anyServer: Bool = false) throws -> ServerStore {
+    /// Opens the server and checks it is this folder's server (its id). A folder not bound yet (made by an earlier
+    /// build) is bound by ``sync(_:only:)`` once a fetch has checked the log against what the folder knew.
+    func openStore(anyServer: Bool = false) throws -> ServerStore {
         let marker = FileIO.lstatInfo(ServerLayout(root: config.server).marker).map(StatFingerprint.init)
         if let store, marker != nil, marker == markerSeen, !anyServer { return store }
         let opened = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
@@ -322,9 +328,6 @@ public final class SyncEngine {
             // `notesync recover`: the server there becomes this folder's server.
         } else if let bound = boundServerID {
             try opened.requireID(bound)
-        } else if binding {
-            try state.setMeta([.serverID: opened.marker.id])
-            boundServerID = opened.marker.id
         }
         store = opened
         markerSeen = marker

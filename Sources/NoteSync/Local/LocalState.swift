@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import Synchronization
 
 /// Everything notesync keeps about a notes folder, in SQLite (GRDB) on local disk: never on the share.
 ///
@@ -8,9 +9,18 @@ import GRDBSQLite
 /// entries), the base of every note, the outbox, conflicts and the last sync result.
 public final class LocalState: Sendable {
     let queue: DatabaseQueue
+    /// The database file's path (`queue.path` may be an `immutable` URI).
+    let path: String
+    /// The file as this process last left it (at open, after each of its writes): another file there, or this one
+    /// written by someone else, means the database was replaced under it (``requireSameFile()``).
+    private let fileSeen = Mutex<StatFingerprint?>(nil)
+    /// States found replaced: never closed, so that SQLite's checkpoint at close writes nothing into the file
+    /// now at the path.
+    private static let abandoned = Mutex<[LocalState]>([])
 
     /// Opens (creating if asked) the state database at `path`; `readOnly` opens it without writing anything.
     public init(path: String, readOnly: Bool = false) throws {
+        self.path = path
         var configuration = Configuration()
         configuration.readonly = readOnly
         configuration.busyMode = .timeout(5)
@@ -31,11 +41,76 @@ public final class LocalState: Sendable {
                 // is built with SQLITE_USE_URI).
                 location = "file:" + encoded + "?immutable=1"
             }
+            if let reason = try FileIO.read(Self.replacedNotice(path), limit: 1 << 16) {
+                throw Self.replaced(path, String(decoding: reason, as: UTF8.self))
+            }
             queue = try DatabaseQueue(path: location, configuration: configuration)
             if !readOnly { try Self.migrator.migrate(queue) }
+            try checkDevice(readOnly: readOnly)
         } catch let error as DatabaseError {
             throw Self.failure(error, path: path, doing: "open")
         }
+        fileSeen.withLock { $0 = FileIO.lstatInfo(path).map(StatFingerprint.init) }
+    }
+
+    // MARK: a database replaced
+
+    /// `.notesync/device-id`: the device id of the folder's state, outside the database, so that a database copied
+    /// over this one from another notes folder is told from it.
+    static func deviceFile(_ path: String) -> String { FileIO.parent(of: path) + "/device-id" }
+
+    /// Left next to the database by a process that found it replaced under it: every later open says so, until
+    /// `notesync init` moves the database aside.
+    public static func replacedNotice(_ path: String) -> String { path + ".replaced" }
+
+    /// The error for a database that is not the one this notes folder's notesync wrote.
+    static func replaced(_ path: String, _ what: String) -> NoteSyncError {
+        let root = FileIO.parent(of: FileIO.parent(of: path))
+        return NoteSyncError(
+            .io, path: path,
+            "the local state database was replaced (\(what)): it is not the state of this notes folder, and nothing "
+                + "is synced with it",
+            fix: "run `notesync init --notes \(root) --server DIR` (DIR: this folder's server) with no agent running: it "
+                + "moves the database aside and starts afresh, keeping every note; then start the agent again")
+    }
+
+    /// Checks that the database holds this folder's device (``deviceFile(_:)``); a writable open of a folder made
+    /// before the file existed writes it.
+    private func checkDevice(readOnly: Bool) throws {
+        guard let device = try meta(.deviceID) else { return }
+        let file = Self.deviceFile(path)
+        guard let data = try FileIO.read(file, limit: 4096) else {
+            if !readOnly { try? Self.writeDeviceFile(path, device: device) }
+            return
+        }
+        let recorded = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if recorded != device {
+            throw Self.replaced(path, "it holds device \(device), this folder is device \(recorded): copied from another notes folder")
+        }
+    }
+
+    /// Records `device` as the device of the state at `path` (``deviceFile(_:)``): by `notesync init`.
+    public static func writeDeviceFile(_ path: String, device: String) throws {
+        let file = deviceFile(path)
+        let temp = file + ".tmp-" + FileIO.randomToken()
+        try FileIO.createAndSync(temp, Data((device + "\n").utf8))
+        if rename(temp, file) != 0 {
+            unlink(temp)
+            throw NoteSyncError.posix("rename", path: file, errno: errno)
+        }
+    }
+
+    /// Throws when the file at the path is no longer the one this process opened and wrote (another inode: a
+    /// `git checkout`, a restore, a move; the same inode written by someone else: a copy over it). Then the state is
+    /// never written or closed again, and a notice makes every later open say so. For the agent, between syncs.
+    public func requireSameFile() throws {
+        let now = FileIO.lstatInfo(path).map(StatFingerprint.init)
+        guard let seen = fileSeen.withLock({ $0 }), now != seen else { return }
+        let what =
+            now == nil ? "it is gone" : now?.inode != seen.inode ? "another file is at its path" : "it was written by another program"
+        Self.abandoned.withLock { $0.append(self) }
+        try? FileIO.createAndSync(Self.replacedNotice(path), Data("\(what) while notesync was running".utf8))
+        throw Self.replaced(path, "\(what) while notesync was running")
     }
 
     /// A database error as the user reads it. A full disk is said to be one (SQLite reports it as "disk is full",
@@ -53,6 +128,16 @@ public final class LocalState: Sendable {
                 errno: ENOSPC)
         }
         let root = FileIO.parent(of: FileIO.parent(of: path))
+        let damaged: [ResultCode] = [.SQLITE_ERROR, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_IOERR, .SQLITE_SCHEMA]
+        if damaged.contains(error.resultCode) {
+            // An emptied file (no tables), one damaged, or one whose write-ahead log belongs to another file.
+            return NoteSyncError(
+                .io, path: path,
+                "cannot \(doing) the local state database: it is damaged, empty or not a notesync state "
+                    + "(SQLite says: \(error.message ?? "\(error.resultCode)"))",
+                fix: "run `notesync init --notes \(root) --server DIR` (DIR: this folder's server) with no agent "
+                    + "running: it moves the database aside and starts afresh, keeping every note")
+        }
         return NoteSyncError(
             .io, path: path, "cannot \(doing) the local state database: \(error.message ?? "\(error)")",
             fix: "check the file's permissions; if it was damaged or replaced (a restore, a git checkout), run "
@@ -61,6 +146,7 @@ public final class LocalState: Sendable {
 
     /// An in-memory database, for tests and dry runs of a folder that was never initialised.
     public init() throws {
+        path = ":memory:"
         queue = try DatabaseQueue()
         try Self.migrator.migrate(queue)
     }
@@ -69,14 +155,14 @@ public final class LocalState: Sendable {
     /// goes: for a one-shot command that leaves its objects to the process exit (``OneShotProcess``).
     public func close() throws {
         do { try queue.close() } catch let error as DatabaseError {
-            throw Self.failure(error, path: queue.path, doing: "close")
+            throw Self.failure(error, path: path, doing: "close")
         }
     }
 
     // MARK: meta
 
     public func meta(_ key: MetaKey) throws -> String? {
-        try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key.rawValue]) }
+        try read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key.rawValue]) }
     }
 
     public func setMeta(_ values: [MetaKey: String?]) throws {
@@ -88,7 +174,7 @@ public final class LocalState: Sendable {
     // MARK: bases, heads, outbox
 
     public func bases() throws -> [RecordName: BaseRecord] {
-        try queue.read { db in
+        try read { db in
             var result: [RecordName: BaseRecord] = [:]
             result.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM base") ?? 0)
             // Straight from SQLite, names trusted: this loads every note on every sync (names were validated
@@ -111,7 +197,7 @@ public final class LocalState: Sendable {
 
     /// The server state as last fetched (token and heads), so a sync reads only the entries after it.
     public func zoneState() throws -> ZoneState {
-        try queue.read { db in
+        try read { db in
             var state = ZoneState(
                 token: Int64(
                     try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.token.rawValue]) ?? "0") ?? 0,
@@ -195,7 +281,7 @@ public final class LocalState: Sendable {
     }
 
     public func outbox() throws -> [RecordName: OutboxItem] {
-        try queue.read { db in
+        try read { db in
             var result: [RecordName: OutboxItem] = [:]
             let rows = try Row.fetchCursor(db, sql: "SELECT name, op, digest, size, queued FROM outbox")
             while let row = try rows.next() {
@@ -212,11 +298,11 @@ public final class LocalState: Sendable {
 
     /// How many local changes wait for the server.
     public func outboxCount() throws -> Int {
-        try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0 }
+        try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0 }
     }
 
     public func conflicts() throws -> [ConflictRecord] {
-        try queue.read { db in
+        try read { db in
             try Row.fetchAll(db, sql: "SELECT copy, original, device, time FROM conflict ORDER BY time").compactMap { row in
                 guard let copy = try? RecordName(validating: row["copy"]),
                     let original = try? RecordName(validating: row["original"])
@@ -226,14 +312,22 @@ public final class LocalState: Sendable {
         }
     }
 
+    /// Reads in one transaction; a database error is said as the user reads it (``failure(_:path:doing:)``).
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do { return try queue.read(body) } catch let error as DatabaseError {
+            throw Self.failure(error, path: path, doing: "read")
+        }
+    }
+
     /// Applies a batch of changes to the local state in one transaction.
     public func update(_ body: (Batch) throws -> Void) throws {
         try FaultPoint.hit("state.beforeUpdate")
         do {
             try queue.write { db in try body(Batch(db: db, statements: Batch.Statements(db))) }
         } catch let error as DatabaseError {
-            throw Self.failure(error, path: queue.path, doing: "update")
+            throw Self.failure(error, path: path, doing: "update")
         }
+        fileSeen.withLock { $0 = FileIO.lstatInfo(path).map(StatFingerprint.init) }
         try FaultPoint.hit("state.afterUpdate")
     }
 }

@@ -111,7 +111,8 @@ extension ServerStore {
         }
         if file != state.verifiedTail {
             let bytes = state.chain == nil ? nil : try? FileIO.read(path, limit: Self.maxEntryBytes)
-            if bytes.flatMap({ $0 }).map({ ContentDigest(of: $0) }) != state.chain {
+            // With no chain known yet (a token stored by 0.1.0) the entry's digest is taken, as the chain's start.
+            if state.chain == nil || bytes.flatMap({ $0 }).map({ ContentDigest(of: $0) }) != state.chain {
                 let found: ContentDigest?
                 switch try readSlot(token) {
                 case .missing: found = nil

@@ -78,18 +78,7 @@ public final class ServerStore: Sendable {
             }
             data = read
         }
-        let marker: ServerMarker
-        do { marker = try JSONDecoder().decode(ServerMarker.self, from: data) } catch {
-            throw NoteSyncError(
-                .corrupt, path: layout.marker, "is not a valid server marker",
-                fix: "run `notesync status` on a device that syncs with this server: it shows the server's id; then "
-                    + "`notesync server fsck \(layout.root) --repair --server-id ID` writes the marker again")
-        }
-        guard marker.zones.contains(layout.zone) else {
-            throw NoteSyncError(
-                .corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"",
-                fix: "restore the marker from a backup")
-        }
+        let marker = try Self.usableMarker(data, layout)
         try Self.validateDevice(device)
         self.layout = layout
         self.marker = marker
@@ -161,15 +150,34 @@ public final class ServerStore: Sendable {
                 + "`notesync recover`")
     }
 
-    /// Writes a new marker for the server in `root` whose marker is damaged or missing while its log is there
-    /// (`notesync server fsck --repair --server-id ID`): the id devices are bound to, the current format, the
-    /// default zone. A valid marker is never replaced.
+    /// The marker in `data` if this build can use it: it parses and lists the default zone. Any other marker is
+    /// `corrupt`, with the fix that writes it again (``rewriteMarker(root:id:logger:)``).
+    static func usableMarker(_ data: Data, _ layout: ServerLayout) throws -> ServerMarker {
+        let fix =
+            "run `notesync status` on a device that syncs with this server: it shows the server's id; then "
+            + "`notesync server fsck \(layout.root) --repair --server-id ID` writes the marker again"
+        let marker: ServerMarker
+        do { marker = try JSONDecoder().decode(ServerMarker.self, from: data) } catch {
+            throw NoteSyncError(.corrupt, path: layout.marker, "is not a valid server marker", fix: fix)
+        }
+        guard marker.zones.contains(layout.zone) else {
+            throw NoteSyncError(.corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"", fix: fix)
+        }
+        return marker
+    }
+
+    /// Writes a new marker for the server in `root` whose marker is damaged, unusable (no default zone) or missing
+    /// while its log is there (`notesync server fsck --repair --server-id ID`): the id devices are bound to, the
+    /// default zone, and the format and creation time of the old marker when it still says them (else the current
+    /// format). A usable marker is never replaced.
     public static func rewriteMarker(root: String, id: String, logger: Logger) throws {
         let layout = ServerLayout(root: root)
-        if let data = try? FileIO.read(layout.marker, limit: 1 << 20), (try? JSONDecoder().decode(ServerMarker.self, from: data)) != nil {
+        let old = try? FileIO.read(layout.marker, limit: 1 << 20)
+        if let old, (try? usableMarker(old, layout)) != nil {
             throw NoteSyncError(
                 .usage, path: layout.marker, "is a valid marker: it is not replaced", fix: "run `notesync server fsck` without --server-id")
         }
+        let parsed = old.flatMap { try? JSONDecoder().decode(ServerMarker.self, from: $0) }
         guard FileIO.lstatInfo(layout.logDirectory) != nil else {
             throw NoteSyncError(
                 .usage, path: layout.root, "holds no notesync log: this is not a server's folder",
@@ -181,7 +189,9 @@ public final class ServerStore: Sendable {
                 .usage, path: nil, "\"\(DisplayName.escape(id))\" is not a server id",
                 fix: "copy the id `notesync status` shows (a UUID)")
         }
-        let marker = ServerMarker(format: ServerMarker.currentFormat, id: uuid, created: Clock.nowNanoseconds(), zones: [layout.zone])
+        let format = parsed.map(\.format).flatMap { $0 >= 1 ? $0 : nil } ?? ServerMarker.currentFormat
+        let marker = ServerMarker(
+            format: format, id: uuid, created: parsed?.created ?? Clock.nowNanoseconds(), zones: [layout.zone])
         try FileIO.makeDirectory(layout.tmpDirectory)
         try replaceMarker(layout, with: marker)
         logger.notice("server.marker.rewritten", metadata: ["server.id": "\(uuid)"])
