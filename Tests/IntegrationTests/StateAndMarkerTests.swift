@@ -238,10 +238,17 @@ import Testing
         #expect(try run(["sync", "--notes", other]).status == 0)
         #expect(try run(["sync", "--notes", notes]).status == 0)
         #expect(try String(contentsOfFile: notes + "/upgraded.md", encoding: .utf8) == "after the upgrade\n")
-        // Entries this build wrote continue the chain (fsck still flags the unchained entries 0.1.0 wrote after slot 1
-        // once the server is format 2: a known limit).
+        // The entries 0.1.0 wrote stay unlinked and are read as they are; the chain holds from the upgrade on: fsck
+        // is clean, and a device new to the server reads the whole log.
         let fsck = try run(["server", "fsck", server])
-        #expect(!fsck.stdout.contains("000000000003: entry 3 names no entry"), "\(fsck.stdout)")
+        #expect(fsck.status == 0 && !fsck.stdout.contains("names no entry"), "\(fsck.stdout) \(fsck.stderr)")
+        let third = scratch.path + "/C"
+        #expect(try run(["init", "--notes", third, "--server", server, "--device-name", "carol"]).status == 0)
+        let joined = try run(["sync", "--notes", third])
+        #expect(joined.status == 0, "\(joined.stdout) \(joined.stderr)")
+        for (note, text) in texts.merging(["upgraded.md": "after the upgrade\n"], uniquingKeysWith: { a, _ in a }) {
+            #expect((try? String(contentsOfFile: third + "/" + note, encoding: .utf8)) == text, "\(note) on a new device")
+        }
         #expect(try run(["--version"]).stdout.contains("0.2.0"))
     }
 

@@ -87,7 +87,7 @@ extension ServerStore {
             if prev != known {
                 throw chainBroken(at: entry.seq, "entry \(entry.seq) does not follow the entry \(entry.seq - 1) this device read")
             }
-        } else if marker.format >= 2 && entry.void == nil {
+        } else if marker.format >= 2 && entry.void == nil && entry.seq >= marker.chainFrom ?? 0 {
             throw chainBroken(at: entry.seq, "entry \(entry.seq) names no entry before it")
         }
     }

@@ -8,6 +8,10 @@ public struct ServerMarker: Codable, Sendable, Hashable {
     public var id: String
     public var created: Int64
     public var zones: [String]
+    /// The first slot whose entry must name the one before it: the slot after the end of the log `server upgrade`
+    /// found on a format-1 server (whose entries 0.1.0 wrote without the link). Nil for a server made in format 2:
+    /// every entry is linked.
+    public var chainFrom: Int64? = nil
 
     /// The server format this build writes (and the newest it reads). Format 2: the log is hash-chained (every
     /// entry names the digest of the one before it), so builds that write unchained entries must not write to it.
@@ -191,7 +195,8 @@ public final class ServerStore: Sendable {
         }
         let format = parsed.map(\.format).flatMap { $0 >= 1 ? $0 : nil } ?? ServerMarker.currentFormat
         let marker = ServerMarker(
-            format: format, id: uuid, created: parsed?.created ?? Clock.nowNanoseconds(), zones: [layout.zone])
+            format: format, id: uuid, created: parsed?.created ?? Clock.nowNanoseconds(), zones: [layout.zone],
+            chainFrom: parsed?.chainFrom)
         try FileIO.makeDirectory(layout.tmpDirectory)
         try replaceMarker(layout, with: marker)
         logger.notice("server.marker.rewritten", metadata: ["server.id": "\(uuid)"])
@@ -200,9 +205,15 @@ public final class ServerStore: Sendable {
     /// Rewrites the marker with the current format (`notesync server upgrade`), the id and zones unchanged: written
     /// to a temp file, fsynced, then renamed over the marker (the one file notesync ever replaces: a reader sees the
     /// old marker or the new one, never a torn one).
+    /// A format-1 log keeps its unlinked entries: the chain is required from the slot after its end (``ServerMarker/chainFrom``).
     public func upgradeMarker() throws {
         var upgraded = marker
         upgraded.format = ServerMarker.currentFormat
+        if marker.format < 2 {
+            var end = ZoneState()
+            _ = try fetch(into: &end)
+            upgraded.chainFrom = end.token + 1
+        }
         try Self.replaceMarker(layout, with: upgraded)
     }
 
