@@ -178,7 +178,7 @@ extension SyncEngine {
                 case .leave(let kind, let detail): note(kind, step.name, detail)
                 }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                report.warnings.append(SyncWarning(.failed, "\(step.name): \(error)"))
+                report.warnings.append(SyncWarning.note(step.name, error))
             }
         }
         _ = consume plan
@@ -263,7 +263,7 @@ extension SyncEngine {
                     heads.append(head)
                     bytes += text.size
                 } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                    warnings.append(SyncWarning(.failed, "\(name): \(error)"))
+                    warnings.append(SyncWarning.note(name, error))
                 }
             }
             for (index, outcome) in applier.writeNew(batch).enumerated() {
@@ -271,7 +271,7 @@ extension SyncEngine {
                 case .success(let outcome):
                     written.append((batch[index].name, heads[index], outcome))
                 case .failure(let error):
-                    warnings.append(SyncWarning(.failed, "\(batch[index].name): \(error)"))
+                    warnings.append(SyncWarning.note(batch[index].name, error))
                 }
             }
         }

@@ -203,8 +203,8 @@ extension SyncEngine {
                 let names = bases.values.filter { $0.tag == seq }.map(\.name)
                 for name in names {
                     let prior = priorVersion(name, before: seq, zone: zone, store: store)
-                    // Scanned again by the caller, which counts the note's base again.
-                    if scan.files[name] != nil { scan.baseMatches -= 1 }
+                    // Scanned again by the caller against its prior base.
+                    scan.rebase(name, from: bases[name], to: nil)
                     bases[name] = prior
                     if let prior { try batch.setBase(prior) } else { try batch.removeBase(name) }
                 }

@@ -60,7 +60,7 @@ extension SyncEngine {
                 }
                 if case .conflict(let conflict) = plan[index].action, !conflict.madeBefore { copies.insert(conflict.copy) }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                report.warnings.append(SyncWarning(.failed, "\(plan[index].name): \(error)"))
+                report.warnings.append(SyncWarning.note(plan[index].name, error))
                 failed.insert(plan[index].name)
             }
         }

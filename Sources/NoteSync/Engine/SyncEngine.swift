@@ -99,145 +99,165 @@ public final class SyncEngine {
 
     /// Runs one sync. With `only`, a partial sync for the agent: just those paths (relative files or folders),
     /// plus every record the server changed since the last sync.
+    ///
+    /// The phases, in order: load and scan; open the server; settle what a killed process left and queue the local
+    /// changes; then rounds of fetch, plan, resolve and execute until a commit lands without a race; then finish.
+    /// A server that cannot be reached, at any phase, ends the sync in one place (``ServerAway``): the local
+    /// changes stay queued.
     public func sync(_ options: SyncOptions = SyncOptions(), only paths: [String]? = nil) throws -> SyncReport {
         var report = SyncReport(dryRun: options.dryRun)
         var phases = PhaseTimer(measuresMemory: logger.logLevel <= .debug)
         defer { logger.debug("sync.phases", metadata: phases.metadata) }
         let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
-        var bases: [RecordName: BaseRecord]
-        var zone: ZoneState
-        var scan: ScanResult
-        if options.forgetServer {
-            // As a first sync with the notes this device holds: nothing is known of the server.
-            memo = nil
-            bases = [:]
-            zone = ZoneState()
-            scan = try scanner.scan(bases: bases, only: nil)
-            phases.lap("scan")
-        } else if memo != nil {
-            bases = memo!.bases
-            zone = memo!.zone
-            // A dry run changes nothing, so the memo stays as it is (its copies are made only if it fetches).
-            if !options.dryRun { memo = nil }
-            scan = try scanner.scan(bases: bases, only: paths)
-            phases.lap("scan")
-        } else if paths == nil {
-            // A first sync in this process: the folder is walked while the bases and heads load on another thread.
-            let loaded = Self.loadInBackground(state)
-            let walked = Result { try scanner.walkAll() }
-            phases.lap("walk")
-            (bases, zone) = try loaded.wait()
-            phases.lap("load")
-            scan = try scanner.complete(walked.get(), bases: bases)
-            phases.lap("scan")
-        } else {
-            bases = try state.bases()
-            zone = try state.zoneState()
-            phases.lap("load")
-            scan = try scanner.scan(bases: bases, only: paths)
-            phases.lap("scan")
-        }
+        var (bases, zone, scan) = try loadAndScan(scanner, options: options, only: paths, phases: &phases)
         report.hashed = scan.hashed
-        if options.checksClock { report.warnings += futureTimes(scan).map { SyncWarning(.clock, $0) } }
-        report.warnings += scan.warnings
-        report.warnings += scan.foreignConflicts.map {
-            SyncWarning(
-                .foreignConflictCopy, "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it")
-        }
+        report.warnings += scanWarnings(scan, options: options)
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
         // the sync changes no note.
         let opened = Result { try openStore(anyServer: options.forgetServer) }
-        if options.forgetServer {
-            // Recovery needs the server: it is never queued for later.
-            let store = try opened.get()
+        do {
+            if options.forgetServer { try forgetServer(try opened.get(), options: options) }
             if !options.dryRun {
-                try state.update { try $0.forgetServer(bindingTo: store.marker.id) }
-                boundServerID = store.marker.id
-                logger.notice("server.recover", metadata: ["server.id": "\(store.marker.id)"])
+                try settleLocal(&scan, scanner: scanner, bases: bases, zone: zone, opened: opened, full: paths == nil, report: &report)
             }
+            phases.lap("outbox")
+            let store = try reachable(opened, bases: bases, zone: zone, options: options)
+            try rounds(
+                store: store, scanner: scanner, bases: &bases, zone: &zone, scan: &scan, options: options, only: paths,
+                report: &report, phases: &phases)
+            if !options.dryRun {
+                try finish(store: store, bases: bases, zone: &zone, full: paths == nil, options: options, report: &report)
+            }
+            phases.lap("finish")
+            return report
+        } catch let away as ServerAway {
+            if let kept = away.memo { memo = kept }
+            return try offline(report, away.error, options)
         }
-        if !options.dryRun, case .success(let store) = opened {
-            if paths == nil { try recoverUncheckedDeletes(&scan, scanner: scanner, bases: bases) }
+    }
+
+    /// The server could not be reached (or holds a gap still waited for): the sync ends as offline, and the agent's
+    /// next sync starts from `memo` when it is set.
+    struct ServerAway: Error {
+        var error: NoteSyncError
+        var memo: (bases: [RecordName: BaseRecord], zone: ZoneState)?
+    }
+
+    /// The bases and server state to sync from (the memo, else the state database, on another thread while the
+    /// folder is walked), and the scan of the notes folder against them.
+    private func loadAndScan(
+        _ scanner: Scanner, options: SyncOptions, only paths: [String]?, phases: inout PhaseTimer
+    ) throws -> ([RecordName: BaseRecord], ZoneState, ScanResult) {
+        if options.forgetServer {
+            // As a first sync with the notes this device holds: nothing is known of the server.
+            memo = nil
+            let scan = try scanner.scan(bases: [:], only: nil)
+            phases.lap("scan")
+            return ([:], ZoneState(), scan)
+        }
+        if let kept = memo {
+            // A dry run changes nothing, so the memo stays as it is (its copies are made only if it fetches).
+            if !options.dryRun { memo = nil }
+            let scan = try scanner.scan(bases: kept.bases, only: paths)
+            phases.lap("scan")
+            return (kept.bases, kept.zone, scan)
+        }
+        guard paths == nil else {
+            let (bases, zone) = (try state.bases(), try state.zoneState())
+            phases.lap("load")
+            let scan = try scanner.scan(bases: bases, only: paths)
+            phases.lap("scan")
+            return (bases, zone, scan)
+        }
+        // A first sync in this process: the folder is walked while the bases and heads load on another thread.
+        let loaded = Self.loadInBackground(state)
+        let walked = Result { try scanner.walkAll() }
+        phases.lap("walk")
+        let (bases, zone) = try loaded.wait()
+        phases.lap("load")
+        let scan = try scanner.complete(walked.get(), bases: bases)
+        phases.lap("scan")
+        return (bases, zone, scan)
+    }
+
+    /// What the scan found to say: notes from the future, names skipped, other tools' conflict copies.
+    private func scanWarnings(_ scan: ScanResult, options: SyncOptions) -> [SyncWarning] {
+        var warnings = options.checksClock ? futureTimes(scan).map { SyncWarning(.clock, $0) } : []
+        warnings += scan.warnings
+        warnings += scan.foreignConflicts.map {
+            SyncWarning(
+                .foreignConflictCopy, "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it")
+        }
+        return warnings
+    }
+
+    /// `notesync recover`: the server at the path becomes this folder's server, and what was known of the old one
+    /// is forgotten (never queued for later: recovery needs the server).
+    private func forgetServer(_ store: ServerStore, options: SyncOptions) throws {
+        guard !options.dryRun else { return }
+        try state.update { try $0.forgetServer(bindingTo: store.marker.id) }
+        boundServerID = store.marker.id
+        logger.notice("server.recover", metadata: ["server.id": "\(store.marker.id)"])
+    }
+
+    /// Finishes what a killed process left in the notes folder (while the server can be read), keeps both Unicode
+    /// twins, and queues every local change in the outbox.
+    private func settleLocal(
+        _ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
+        opened: Result<ServerStore, any Error>, full: Bool, report: inout SyncReport
+    ) throws {
+        if case .success(let store) = opened {
+            if full { try recoverUncheckedDeletes(&scan, scanner: scanner, bases: bases) }
             try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, zone: zone, store: store, report: &report)
         }
-        if !options.dryRun && !scan.unicodeTwins.isEmpty { try keepUnicodeTwins(&scan, scanner: scanner, bases: bases, report: &report) }
-        if !options.dryRun { try recordLocalChanges(scan, bases) }
-        phases.lap("outbox")
+        if !scan.unicodeTwins.isEmpty { try keepUnicodeTwins(&scan, scanner: scanner, bases: bases, report: &report) }
+        try recordLocalChanges(scan, bases)
+    }
 
-        let store: ServerStore
+    /// The opened server, or the sync ends: offline (unreachable, nothing there), or stopped (not this folder's).
+    private func reachable(
+        _ opened: Result<ServerStore, any Error>, bases: [RecordName: BaseRecord], zone: ZoneState, options: SyncOptions
+    ) throws -> ServerStore {
         do {
-            store = try opened.get()
+            return try opened.get()
         } catch let error as NoteSyncError where error.kind == .serverUnreachable || error.kind == .notAServer {
-            if !options.dryRun { memo = (bases, zone) }
-            return try offline(report, error, options)
+            throw ServerAway(error: error, memo: options.dryRun ? nil : (bases, zone))
         } catch let error as NoteSyncError where error.kind == .serverMismatch {
             throw try stopped(error, options)
         }
+    }
 
+    /// The rounds of a sync: fetch, plan, resolve, then describe (a dry run, which ends here) or execute, until a
+    /// commit lands without losing its slot, at most ``SyncOptions/maxRounds``.
+    private func rounds(
+        store: ServerStore, scanner: Scanner, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+        scan: inout ScanResult, options: SyncOptions, only paths: [String]?, report: inout SyncReport,
+        phases: inout PhaseTimer
+    ) throws {
         // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
         // commit lost its slot to another device): ``ZoneState/unplanned``.
         var made = Set<RecordName>()
         // The token the last finished sync planned up to: heads after it were fetched by this sync or by one that
         // did not finish (killed, or the server gone before it applied anything).
         let plannedBefore = options.forgetServer ? 0 : Int64(try state.meta(.plannedToken) ?? "") ?? 0
-        // Entries this device read that were lost from the server since (fsck sealed their slots): the heads folded
-        // from them are read again from the log, then what they changed is queued again.
-        let lostCommits = !options.dryRun && paths == nil ? try lostEntriesRead(store, zone: zone, bases: bases) : LostEntries()
-        if !lostCommits.isEmpty {
-            // Read again from the start only if the log is still the one this device read past the lost slots: its
-            // last entry unchanged pins every entry before it down to the void (each names the one before it).
-            var tip = zone
-            do { try store.checkTip(&tip) } catch let error as NoteSyncError where error.kind == .serverMismatch {
-                throw try stopped(error, options)
-            }
-            zone = ZoneState()
-            try state.update { try $0.forgetZone() }
-        }
+        let lostCommits = try lostEntries(store, zone: &zone, bases: bases, options: options, full: paths == nil)
         for round in 1...options.maxRounds {
             report.rounds = round
             let tokenBefore = zone.token
-            let fetched: [SlotContent]
-            do {
-                fetched = try store.fetch(into: &zone, check: paths == nil && round == 1 ? .full : .quick)
-                gapSeen = nil
-                if boundServerID == nil && !options.dryRun {
-                    // A folder made before binding (0.1.0) is bound only now: the fetch checked the log's end against
-                    // the token it knew, so a server behind it (or another one at the path) is never bound.
-                    try state.setMeta([.serverID: store.marker.id])
-                    boundServerID = store.marker.id
-                }
-            } catch let error as NoteSyncError where error.kind == .serverUnreachable {
-                if !options.dryRun { memo = (bases, zone) }
-                return try offline(report, error, options)
-            } catch let error as NoteSyncError where error.kind == .logGap {
-                // Waited for (a replicating tool may still deliver the entry): nothing is pushed past a gap, and
-                // nothing pulled; the agent reports it once the grace period is over.
-                let now = Clock.nowNanoseconds()
-                if gapSeen?.path != error.path { gapSeen = (error.path ?? "", now) }
-                if let grace = options.gapGrace, let since = gapSeen?.since, now - since < grace {
-                    if !options.dryRun { memo = (bases, zone) }
-                    return try offline(report, error, options)
-                }
-                throw try stopped(error, options)
-            } catch let error as NoteSyncError where error.kind == .serverMismatch {
-                throw try stopped(error, options)
-            }
+            let fetched = try fetch(store, zone: &zone, bases: bases, check: paths == nil && round == 1 ? .full : .quick, options: options)
             let recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
             for (name, base) in recovered {
-                // The count of found notes with a base follows (the planner trusts it to find notes that are gone).
-                if scan.files[name] != nil { scan.baseMatches += (base == nil ? 0 : 1) - (bases[name] == nil ? 0 : 1) }
+                scan.rebase(name, from: bases[name], to: base)
                 bases[name] = base
             }
             if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) {
                 try saveZone(&zone, recovered: recovered, scan: scan)
             }
-            if !options.dryRun {
-                if round == 1 && !lostCommits.isEmpty {
-                    let requeued = try requeueLostCommits(lostCommits, zone: zone, bases: &bases, scan: &scan, store: store)
-                    if !requeued.isEmpty { scan.merge(try scanner.scan(bases: bases, only: requeued.map(\.string))) }
-                }
+            if !options.dryRun && round == 1 && !lostCommits.isEmpty {
+                let requeued = try requeueLostCommits(lostCommits, zone: zone, bases: &bases, scan: &scan, store: store)
+                if !requeued.isEmpty { scan.merge(try scanner.scan(bases: bases, only: requeued.map(\.string))) }
             }
             phases.lap("fetch")
             if let scope = scan.scope {
@@ -252,38 +272,107 @@ public final class SyncEngine {
             try resolve(&plan, scan: scan, bases: bases, zone: zone, store: store, report: &report)
             phases.lap("plan")
             if options.dryRun {
-                for step in plan {
-                    // As in a real sync, a note whose server text cannot be read is reported and left out.
-                    do {
-                        if let change = try describe(step, store: store, options: options) { report.changes.append(change) }
-                    } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                        report.warnings.append(SyncWarning(.failed, "\(step.name): \(error)"))
-                    }
-                }
-                report.conflictCopies = plan.compactMap { step in
-                    if case .conflict(let conflict) = step.action { conflict.copy.description } else { nil }
-                }
-                report.warnings += zone.problems.map { SyncWarning(.server, $0) }
-                report.pending = plan.filter { if case .push = $0.decision { true } else { false } }.count
-                report.token = zone.token
-                return report
+                try describe(plan, zone: zone, store: store, options: options, report: &report)
+                return
             }
             let scope = scan.scope
             let finished: Bool
             do {
+                let taken = scan
+                scan = ScanResult()
                 finished = try execute(
-                    consume plan, scan: consume scan, bases: &bases, zone: &zone, store: store, made: &made,
+                    consume plan, scan: consume taken, bases: &bases, zone: &zone, store: store, made: &made,
                     report: &report)
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
-                return try offline(report, error, options)
+                throw ServerAway(error: error, memo: nil)
             }
             phases.lap("execute")
-            if finished { break }
+            if finished { return }
             // The next round's partial scan includes the notes this one made (conflict copies): their push was lost
             // with the race, and no later event names them (the agent ignores its own writes).
             scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) })
         }
-        if paths == nil { store.removeOwnTemps() }
+    }
+
+    /// Entries this device read that were lost from the server since (fsck sealed their slots): the heads folded
+    /// from them are read again from the log (the zone starts afresh), then what they changed is queued again.
+    private func lostEntries(
+        _ store: ServerStore, zone: inout ZoneState, bases: [RecordName: BaseRecord], options: SyncOptions, full: Bool
+    ) throws -> LostEntries {
+        guard !options.dryRun && full else { return LostEntries() }
+        let lost = try lostEntriesRead(store, zone: zone, bases: bases)
+        guard !lost.isEmpty else { return lost }
+        // Read again from the start only if the log is still the one this device read past the lost slots: its
+        // last entry unchanged pins every entry before it down to the void (each names the one before it).
+        var tip = zone
+        do { try store.checkTip(&tip) } catch let error as NoteSyncError where error.kind == .serverMismatch {
+            throw try stopped(error, options)
+        }
+        zone = ZoneState()
+        try state.update { try $0.forgetZone() }
+        return lost
+    }
+
+    /// Fetches the entries after the token, checking the log (``ServerStore/fetch(into:limit:check:)``). A gap is
+    /// waited for (a replicating tool may still deliver the entry) through ``SyncOptions/gapGrace``, as if offline:
+    /// nothing is pushed past it, and nothing pulled; then it stops the sync, as another log does.
+    private func fetch(
+        _ store: ServerStore, zone: inout ZoneState, bases: [RecordName: BaseRecord], check: ServerStore.EndCheck,
+        options: SyncOptions
+    ) throws -> [SlotContent] {
+        do {
+            let fetched = try store.fetch(into: &zone, check: check)
+            gapSeen = nil
+            if boundServerID == nil && !options.dryRun {
+                // A folder made before binding (0.1.0) is bound only now: the fetch checked the log's end against
+                // the token it knew, so a server behind it (or another one at the path) is never bound.
+                try state.setMeta([.serverID: store.marker.id])
+                boundServerID = store.marker.id
+            }
+            return fetched
+        } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+            throw ServerAway(error: error, memo: options.dryRun ? nil : (bases, zone))
+        } catch let error as NoteSyncError where error.kind == .logGap {
+            let now = Clock.nowNanoseconds()
+            if gapSeen?.path != error.path { gapSeen = (error.path ?? "", now) }
+            if let grace = options.gapGrace, let since = gapSeen?.since, now - since < grace {
+                throw ServerAway(error: error, memo: options.dryRun ? nil : (bases, zone))
+            }
+            throw try stopped(error, options)
+        } catch let error as NoteSyncError where error.kind == .serverMismatch {
+            throw try stopped(error, options)
+        }
+    }
+
+    /// A dry run's report: each resolved step described; a note whose server text cannot be read is reported and
+    /// left out, as in a real sync.
+    private func describe(
+        _ plan: [Step], zone: ZoneState, store: ServerStore, options: SyncOptions, report: inout SyncReport
+    ) throws {
+        for step in plan {
+            do {
+                if let change = try describe(step, store: store, options: options) { report.changes.append(change) }
+            } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+                throw ServerAway(error: error, memo: nil)
+            } catch let error as NoteSyncError {
+                report.warnings.append(SyncWarning.note(step.name, error))
+            }
+        }
+        report.conflictCopies = plan.compactMap { step in
+            if case .conflict(let conflict) = step.action { conflict.copy.description } else { nil }
+        }
+        report.warnings += zone.problems.map { SyncWarning(.server, $0) }
+        report.pending = plan.filter { if case .push = $0.decision { true } else { false } }.count
+        report.token = zone.token
+    }
+
+    /// After the rounds: this device's temps on the server go, the clock is compared with the server's, and what
+    /// `status` and the next sync read is recorded (the token planned, held deletes, the device's status file).
+    private func finish(
+        store: ServerStore, bases: [RecordName: BaseRecord], zone: inout ZoneState, full: Bool, options: SyncOptions,
+        report: inout SyncReport
+    ) throws {
+        if full { store.removeOwnTemps() }
         if options.checksClock, let skew = clockSkewWarning(store) { report.warnings.append(SyncWarning(.clock, skew)) }
         report.token = zone.token
         report.warnings += zone.problems.map { SyncWarning(.server, $0) }
@@ -296,20 +385,16 @@ public final class SyncEngine {
             .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored
         ]
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
-        if paths == nil || report.heldDeletes > 0 {
+        if full || report.heldDeletes > 0 {
             meta[.heldDeletes] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
         }
         try state.setMeta(meta)
         if zone.token != lastReportedToken {
             try? store.writeDeviceInfo(
-                DeviceInfo(
-                    id: config.deviceID, name: config.deviceName,
-                    lastSeen: Clock.nowNanoseconds(), token: zone.token))
+                DeviceInfo(id: config.deviceID, name: config.deviceName, lastSeen: Clock.nowNanoseconds(), token: zone.token))
             lastReportedToken = zone.token
         }
         memo = (bases, zone)
-        phases.lap("finish")
-        return report
     }
 
     /// The bases and the zone state, loaded from the state database on a thread of their own.

@@ -39,4 +39,12 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
     }
 
     public var description: String { message }
+
+    /// A note's change that raised `error`: `.failed` when the filesystem refused it (read-only, no permission,
+    /// full, an I/O error), and the sync stops short; else `.note` (a folder, link or name in the way, a damaged
+    /// server text: left alone and reported, and the sync goes on).
+    static func note(_ name: some CustomStringConvertible, _ error: NoteSyncError) -> SyncWarning {
+        let refused = error.kind == .io && [EROFS, EACCES, EPERM, ENOSPC, EDQUOT, EIO].contains(error.errno ?? 0)
+        return SyncWarning(refused ? .failed : .note, "\(name): \(error)")
+    }
 }

@@ -42,6 +42,14 @@ public struct ScanResult: Sendable {
     /// paths as on disk): a sync renames each to a conflict-copy name of its own, so that both texts sync.
     public var unicodeTwins: [String] = []
 
+    /// The base of `name` changed from `old` to `new` (a commit of this device's recovered, a lost entry's base
+    /// taken back): the count of found notes with a base follows, as the planner trusts it to find notes that are
+    /// gone.
+    mutating func rebase(_ name: RecordName, from old: BaseRecord?, to new: BaseRecord?) {
+        guard files[name] != nil else { return }
+        baseMatches += (new == nil ? 0 : 1) - (old == nil ? 0 : 1)
+    }
+
     /// Adds a partial scan's findings to this one.
     public mutating func merge(_ other: ScanResult) {
         files.merge(other.files) { _, new in new }
