@@ -82,12 +82,7 @@ struct RestoreCommand: ParsableCommand {
                 // An agent holds the folder: it restores on our behalf, through its socket.
                 let request = AgentSocket.Request(restore: .init(note: name.string, version: version))
                 guard let answer = try AgentSocket.requestSync(folder, request) else { throw error }
-                guard let report = answer.report else {
-                    throw NoteSyncError(
-                        answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
-                        "the agent's restore failed: \(answer.error ?? "no reason given")")
-                }
-                result = SyncEngine.RestoreResult(report: report, keptAs: answer.keptAs)
+                result = SyncEngine.RestoreResult(report: try answer.reportOrError("restore"), keptAs: answer.keptAs)
             }
             print("restored version \(version) of \(name)")
             if let copy = result.keptAs { print("its current text was not on the server yet: kept as \(copy)") }

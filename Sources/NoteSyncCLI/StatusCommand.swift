@@ -25,7 +25,8 @@ struct StatusCommand: ParsableCommand {
         var deviceID: String
         var reachable: Bool
         var serverError: String?
-        /// The server is there but syncing is stopped: not this folder's server, behind it, or a gap in its log.
+        /// The server is there but syncing is stopped: not this folder's server, behind it, a gap in its log, a
+        /// damaged marker.
         var serverProblem = false
         var token: Int64
         var serverToken: Int64?
@@ -64,8 +65,9 @@ struct StatusCommand: ParsableCommand {
                 status.reachable = true
                 status.serverToken = zone.token
             } catch let error as NoteSyncError {
+                // The code any command gives for the same condition.
                 status.serverError = error.description
-                status.serverProblem = error.kind == .serverMismatch || error.kind == .logGap
+                status.serverProblem = ExitCodes.code(for: error) != ExitCodes.offline
                 status.reachable = status.serverProblem
             }
             let code = status.serverProblem ? ExitCodes.failure : status.reachable ? ExitCodes.ok : ExitCodes.offline

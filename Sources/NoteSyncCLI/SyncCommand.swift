@@ -116,6 +116,8 @@ struct RecoverCommand: ParsableCommand {
             options.forgetServer = true
             let report = try engine.sync(options)
             if json { try printJSON(report) } else { printReport(report) }
+            // The server went away after the recovery began: it is not finished (the next sync or recover goes on).
+            if report.offline { return ExitCodes.offline }
             if !dryRun && !json {
                 print(
                     "recovered: this notes folder now syncs with server \(try state.meta(.serverID) ?? "?") at \(DisplayName.escape(config.server))"
@@ -174,23 +176,27 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         }
         try state.close()
         OneShotProcess.leaveToExit(engine)
-        if report.offline { return ExitCodes.offline }
-        return report.heldDeletes > 0 && !dryRun ? ExitCodes.failure : ExitCodes.ok
+        return ExitCodes.code(for: report)
     }
 }
 
-/// Has the agent running on `folder` serve `request` (``AgentSocket``), prints its report and returns the exit code;
-/// nil when no agent answers (none runs): the command then works on its own.
+/// Has the agent running on `folder` serve `request` (``AgentSocket``), prints its report and returns the exit code
+/// (the one a one-shot run would give); nil when no agent answers (none runs): the command then works on its own.
 func askAgent(_ folder: NotesFolder, _ request: AgentSocket.Request, json: Bool) throws -> Int32? {
     guard let answer = try AgentSocket.requestSync(folder, request) else { return nil }
-    guard let report = answer.report else {
-        throw NoteSyncError(
-            answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
-            "the agent's \(request.dryRun ? "dry run" : "sync") failed: \(answer.error ?? "no reason given")")
-    }
+    let report = try answer.reportOrError(request.dryRun ? "dry run" : request.recover ? "recovery" : "sync")
     if json { try printJSON(report) } else { printReport(report) }
-    if report.offline { return ExitCodes.offline }
-    return report.heldDeletes > 0 && !report.dryRun ? ExitCodes.failure : ExitCodes.ok
+    return ExitCodes.code(for: report)
+}
+
+extension AgentSocket.Response {
+    /// The agent's report, or the error its work ended with, of the kind the agent gave (so the exit code is the
+    /// one the command gives when it runs alone).
+    func reportOrError(_ what: String) throws -> SyncReport {
+        if let report { return report }
+        let kind = errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io
+        throw NoteSyncError(kind, "the agent's \(what) failed: \(error ?? "no reason given")")
+    }
 }
 
 func printReport(_ report: SyncReport) {

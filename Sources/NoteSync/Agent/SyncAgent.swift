@@ -136,15 +136,18 @@ public final class SyncAgent: Service, Sendable {
         var backoff = Backoff(minimum: options.minBackoff, maximum: options.maxBackoff)
         var stopping = false
 
-        /// One sync; its report, or the error it ended with (for a command that asked for it).
+        /// One sync; its report, or the error it ended with (for a command that asked for it). A sync a command
+        /// asked for reports a gap in the server's log at once, as a one-shot sync does (the same exit code).
         @discardableResult
-        func syncNow(_ paths: [String]?, allowMassDelete: Bool = false, forgetServer: Bool = false) -> Result<SyncReport, any Error> {
+        func syncNow(
+            _ paths: [String]?, allowMassDelete: Bool = false, forgetServer: Bool = false, forCommand: Bool = false
+        ) -> Result<SyncReport, any Error> {
             var outcome: Result<SyncReport, any Error> = .failure(NoteSyncError(.io, "the sync did not run"))
             defer { try? status.write(to: folder) }
             do {
                 var syncOptions = SyncOptions()
                 syncOptions.forgetServer = forgetServer
-                syncOptions.gapGrace = Int64(options.gapGrace.seconds * 1e9)
+                syncOptions.gapGrace = forCommand ? nil : Int64(options.gapGrace.seconds * 1e9)
                 // Held deletes approved by `notesync sync --allow-mass-delete` (run while this agent holds the lock).
                 let approval = SyncEngine.massDeleteApproval(folder)
                 let approved = FileIO.lstatInfo(approval) != nil || allowMassDelete
@@ -305,7 +308,7 @@ public final class SyncAgent: Service, Sendable {
             }
             if asked.recover && !asked.dryRun {
                 logger.notice("sync.recover")
-                let outcome = syncNow(nil, forgetServer: true)
+                let outcome = syncNow(nil, forgetServer: true, forCommand: true)
                 if case .success(let report) = outcome, !report.offline { pending.removeAll() }
                 answer(outcome)
                 return
@@ -321,7 +324,7 @@ public final class SyncAgent: Service, Sendable {
                 return
             }
             let paths = incremental ? pending.paths : nil
-            let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete)
+            let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete, forCommand: true)
             if case .success(let report) = outcome, !report.offline {
                 if let paths {
                     pending.remove(paths)
