@@ -90,4 +90,50 @@ import Testing
         try ServerLifeTests.copyTree(backup, t.server)
         try compare("a server behind this device", 1)
     }
+
+    /// An agent stopped with SIGSTOP holds the folder and answers nothing: `sync` and `diff` give up after the
+    /// silence limit, say that the agent does not answer and how to go on (exit 1), and make no sync of their own
+    /// (the server gets nothing, the lock stays the agent's). Following the fix (SIGCONT) works.
+    @Test func aStoppedAgentIsSaidNotToAnswer() throws {
+        let t = try TwoDevices("door-stopped")
+        try t.write(t.a, "a.md", "one\n")
+        try t.sync(t.a)
+        let agent = try Self.startAgent(t, t.a)
+        defer { Self.stop(agent) }
+        #expect(kill(agent.pid, SIGSTOP) == 0)
+        #expect(eventually(10) { processIsStopped(agent.pid) })
+        try t.write(t.a, "edit.md", "written while the agent is stopped\n")
+        let entries = try ServerLifeTests.entries(t.server).count
+
+        let started = Date()
+        let commands = [
+            try NotesyncProcess(["sync", "--notes", t.a], scratch: t.scratch.path),
+            try NotesyncProcess(["diff", "--notes", t.a], scratch: t.scratch.path)
+        ]
+        let limit = Double(AgentSocket.silenceLimit.components.seconds)
+        let gaveUp = eventually(limit + 20) { commands.allSatisfy { !$0.process.isRunning } }
+        #expect(gaveUp, "a command still waits for the stopped agent")
+        for command in commands where command.process.isRunning { kill(command.pid, SIGKILL) }
+        let results = commands.map { $0.wait() }
+        let waited = Date().timeIntervalSince(started)
+        #expect(waited >= limit - 1, "gave up after \(waited) s")
+        for result in results {
+            #expect(
+                result.status == 1 && result.stderr.contains("has not answered")
+                    && result.stderr.contains("kill -CONT \(agent.pid)"),
+                "\(result.status): \(result.stdout) \(result.stderr)")
+        }
+        #expect(try ServerLifeTests.entries(t.server).count == entries, "a command synced beside the stopped agent")
+        #expect(t.read(t.a, "edit.md") != nil)
+        #expect((try? FolderLock(NotesFolder(root: t.a))) == nil, "the stopped agent no longer holds the folder")
+        #expect(processIsStopped(agent.pid))
+
+        // The fix, followed: the agent goes on, answers the next command, and survives the answers it owes to the
+        // commands that gave up.
+        #expect(kill(agent.pid, SIGCONT) == 0)
+        let again = try t.run(["sync", "--notes", t.a])
+        #expect(again.status == 0, "\(again.stdout) \(again.stderr)")
+        #expect(try logChanges(t.server, "edit.md").count == 1)
+        #expect(agent.process.isRunning, "\(agent.stderrText.suffix(2000))")
+    }
 }

@@ -48,6 +48,7 @@ public final class SyncAgent: Service, Sendable {
         defer { forwarder.cancel() }
         // The command line's door: `notesync sync` asks this agent to sync instead of waiting for the lock.
         let listener = AgentSocket.listen(folder)
+        let door = AgentSocket.Door()
         if let listener {
             let acceptor = Thread { [self] in
                 while true {
@@ -56,8 +57,9 @@ public final class SyncAgent: Service, Sendable {
                         if errno == EINTR || errno == ECONNABORTED { continue }
                         return
                     }
+                    door.accepted(connection)
                     guard let request = AgentSocket.readRequest(connection) else {
-                        close(connection)
+                        door.drop(connection)
                         continue
                     }
                     inbox.withLock { $0.requests.append((connection, request)) }
@@ -73,12 +75,13 @@ public final class SyncAgent: Service, Sendable {
                 shutdown(listener, Int32(SHUT_RDWR))
                 close(listener)
             }
+            door.closeAll()
         }
         try await withGracefulShutdownHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let thread = Thread { [self] in
                     do {
-                        try self.loop(watcher: watcher)
+                        try self.loop(watcher: watcher, door: door)
                         continuation.resume()
                     } catch {
                         continuation.resume(throwing: error)
@@ -101,7 +104,7 @@ public final class SyncAgent: Service, Sendable {
 
     // MARK: the agent thread
 
-    private func loop(watcher: InotifyWatcher) throws {
+    private func loop(watcher: InotifyWatcher, door: AgentSocket.Door) throws {
         let state = try LocalState(path: folder.database)
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
         let clock = ContinuousClock()
@@ -292,7 +295,7 @@ public final class SyncAgent: Service, Sendable {
                 case .failure(let error):
                     response.error = "\(error)"
                 }
-                AgentSocket.answer(request.fd, response)
+                door.answer(request.fd, response)
             }
             let asked = request.request
             if let restore = asked.restore {
