@@ -94,7 +94,7 @@ struct StatusCommand: ParsableCommand {
             }
             if let agent = status.agent {
                 print(
-                    "agent:     running (pid \(agent.pid)), " + (agent.online ? "online" : "OFFLINE, retrying")
+                    "agent:     running (pid \(agent.pid)), \(agentState(agent))"
                         + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")
             } else {
                 print("agent:     not running")
@@ -104,6 +104,15 @@ struct StatusCommand: ParsableCommand {
             return code
         }
     }
+}
+
+/// What the agent's last sync came to: online, offline (the server away; it retries), or stopped by an error
+/// (another server, a gap, a damaged marker, a full disk; it retries, and `last error` says why).
+func agentState(_ agent: AgentStatus) -> String {
+    if agent.online { return "online" }
+    guard let kind = agent.lastErrorKind.flatMap(NoteSyncError.Kind.init(rawValue:)), ExitCodes.code(for: kind) != ExitCodes.offline
+    else { return "OFFLINE, retrying" }
+    return "SYNC STOPPED (its last sync failed, see the last error), retrying"
 }
 
 struct ConflictsCommand: ParsableCommand {

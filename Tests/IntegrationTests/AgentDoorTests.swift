@@ -136,4 +136,42 @@ import Testing
         #expect(try logChanges(t.server, "edit.md").count == 1)
         #expect(agent.process.isRunning, "\(agent.stderrText.suffix(2000))")
     }
+
+    /// `status` tells the truth about a running agent: online while it syncs, SYNC STOPPED while a gap or another
+    /// server stops its syncs (never "online"), online again once the gap is sealed.
+    @Test func statusSaysWhenTheAgentsSyncIsStopped() throws {
+        let t = try TwoDevices("door-status")
+        try t.write(t.a, "a.md", "one\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let agent = try Self.startAgent(t, t.a, ["--poll-interval", "0.2", "--gap-grace", "0"])
+        defer { Self.stop(agent) }
+        #expect(eventually(40) { Self.agentLine(t, t.a).contains("), online;") }, "\(Self.agentLine(t, t.a))")
+
+        // An entry lost before the agent read it (it is stopped meanwhile): the agent's syncs stop at the gap.
+        #expect(kill(agent.pid, SIGSTOP) == 0)
+        try t.write(t.b, "x.md", "in the entry that goes missing\n")
+        try t.sync(t.b)
+        let lost = try #require(ServerLifeTests.entries(t.server).max { $0.key < $1.key }?.value)
+        try t.write(t.b, "y.md", "after the gap\n")
+        try t.sync(t.b)
+        #expect(unlink(lost) == 0)
+        #expect(kill(agent.pid, SIGCONT) == 0)
+        #expect(
+            eventually(20) { Self.agentLine(t, t.a).contains("SYNC STOPPED") }, "\(Self.agentLine(t, t.a)) \(agent.stderrText.suffix(2000))"
+        )
+        #expect(!Self.agentLine(t, t.a).contains("online"))
+        #expect(try t.run(["status", "--notes", t.a]).stdout.contains("gap"))
+
+        try t.expectOK(["server", "fsck", t.server, "--repair", "--gap-age", "0"])
+        #expect(eventually(40) { Self.agentLine(t, t.a).contains("), online;") }, "\(Self.agentLine(t, t.a))")
+
+        let away = t.server + ".away"
+        #expect(rename(t.server, away) == 0)
+        try t.expectOK(["server", "init", t.server])
+        #expect(eventually(20) { Self.agentLine(t, t.a).contains("SYNC STOPPED") }, "\(Self.agentLine(t, t.a))")
+        try FileManager.default.removeItem(atPath: t.server)
+        #expect(rename(away, t.server) == 0)
+        #expect(eventually(40) { Self.agentLine(t, t.a).contains("), online;") }, "\(Self.agentLine(t, t.a))")
+    }
 }

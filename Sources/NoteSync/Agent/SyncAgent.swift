@@ -178,6 +178,7 @@ public final class SyncAgent: Service, Sendable {
                 }
                 status.pending = report.pending
                 status.token = report.token
+                status.lastErrorKind = nil
                 if report.offline {
                     if status.online || status.lastError != report.offlineReason {
                         logger.warning("server.unreachable", metadata: ["detail": "\(report.offlineReason ?? "")"])
@@ -197,7 +198,10 @@ public final class SyncAgent: Service, Sendable {
             } catch let error as NoteSyncError {
                 outcome = .failure(error)
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
+                // Not in sync with the server, whatever stopped it (`status` says which: a gap, another server).
+                status.online = false
                 status.lastError = error.description
+                status.lastErrorKind = error.kind.rawValue
                 // The changes recorded before the failure (a full server, say) are pending: say so.
                 status.pending = (try? engine.state.outbox().count) ?? status.pending
                 retryAt = clock.now + backoff.failed()
@@ -205,7 +209,9 @@ public final class SyncAgent: Service, Sendable {
             } catch {
                 outcome = .failure(error)
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
+                status.online = false
                 status.lastError = "\(error)"
+                status.lastErrorKind = NoteSyncError.Kind.io.rawValue
                 retryAt = clock.now + backoff.failed()
                 needFull = true
             }
