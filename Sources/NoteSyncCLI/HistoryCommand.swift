@@ -57,9 +57,10 @@ struct RestoreCommand: ParsableCommand {
         commandName: "restore",
         abstract: "Bring back an earlier version of a note (see `notesync history`), then sync it.",
         discussion: """
-            The current text is not lost: a sync first pushes it to the server's history; if it cannot (the server \
-            is unreachable, or the note changed on both sides), the current text is kept as a conflict copy beside \
-            the note. A deleted note can be restored too.
+            The current text is not lost: a sync first pushes it to the server's history; if it cannot (the note \
+            changed on both sides), the current text is kept as a conflict copy beside the note. With the server \
+            unreachable nothing is restored (exit 3): restore once it is back. A deleted note can be restored too. \
+            While an agent runs on the folder, it restores on the command's behalf.
             """
     )
 

@@ -19,12 +19,18 @@ struct NoteSyncCommand: AsyncParsableCommand {
         discussion: """
             Exit codes:
               0   success (fsck: the server is clean)
-              1   failure, or fsck found problems; or a safety stop: the server at the path is not this
-                  folder's server (another id), is behind this device (restored from an older copy) or
-                  holds another log (replaced, forked): see `notesync recover`; or a gap in the server's
-                  log (an entry missing while later ones are there): see `notesync server fsck --repair`
-              3   the server is unreachable: local changes stay queued
+              1   failure, or fsck found problems; or a safety stop: the server at
+                  the path is not this folder's server (another id), is behind this
+                  device (restored from an older copy) or holds another log
+                  (replaced, forked): see `notesync recover`; or a gap in the
+                  server's log (an entry missing while later ones are there): see
+                  `notesync server fsck --repair`; or a damaged server marker; or
+                  a running agent that does not answer
+              3   the server is unreachable (its folder, or the marker in it, is
+                  missing: a share not mounted): local changes stay queued
               64  bad usage
+            The same condition gives the same code in every command, run alone
+            or served by a running agent.
             """,
         version: NoteSyncVersion.string,
         subcommands: [

@@ -8,9 +8,12 @@ struct StatusCommand: ParsableCommand {
         abstract: "Show the server, its reachability, the change token, pending changes, conflicts and the last sync.",
         discussion: """
             Exit code 1 when syncing is stopped by the server ("SYNC STOPPED"): another server at the path, a \
-            server behind this device or holding another log (see `notesync recover`), or a gap in its log (see \
-            `notesync server fsck --repair`). Exit code 3 when the server cannot be reached, as for every command (the \
-            rest of the status is printed all the same).
+            server behind this device or holding another log (see `notesync recover`), a gap in its log (see \
+            `notesync server fsck --repair`), or a damaged server marker (its fix names the command). Exit code 3 \
+            when the server cannot be reached (its folder or marker missing: a share not mounted), as for every \
+            command (the rest of the status is printed all the same).
+            The agent line says whether a running agent is online, OFFLINE (retrying by itself) or SYNC STOPPED \
+            (its last sync failed; the last error says why).
             """
     )
 

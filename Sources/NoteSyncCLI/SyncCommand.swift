@@ -17,7 +17,8 @@ struct SyncCommand: ParsableCommand {
             is synced, every other change is); `--allow-mass-delete` lets them through (preview with `notesync \
             diff --allow-mass-delete`).
             While an agent runs on the folder, `sync` asks it to sync now (through .notesync/agent.sock) and \
-            prints its report.
+            prints its report, with the exit code a sync alone would give. An agent that says nothing for 10 \
+            seconds (stopped, or stuck) is reported (exit 1), and nothing is synced by the command itself.
             """
     )
 
@@ -37,7 +38,10 @@ struct SyncCommand: ParsableCommand {
 struct DiffCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "diff",
-        abstract: "Show what a sync would do, as unified diffs (same as `sync --dry-run`); change nothing."
+        abstract: "Show what a sync would do, as unified diffs (same as `sync --dry-run`); change nothing.",
+        discussion: """
+            Exit codes as for `sync`. While an agent runs on the folder, it answers (it knows what changed).
+            """
     )
 
     @OptionGroup var global: GlobalOptions
@@ -68,6 +72,10 @@ struct RecoverCommand: ParsableCommand {
 
             To move a notes folder to a new server on purpose (an old share retired): point it there with \
             `notesync recover --server DIR`.
+
+            While an agent runs on the folder, it makes the recovery on the command's behalf; only --server DIR \
+            needs the agent stopped first. Exit code 3 when the server cannot be reached (its folder or marker \
+            missing): run it again once the server is back.
             """
     )
 
