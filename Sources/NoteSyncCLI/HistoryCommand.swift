@@ -57,9 +57,10 @@ struct RestoreCommand: ParsableCommand {
         commandName: "restore",
         abstract: "Bring back an earlier version of a note (see `notesync history`), then sync it.",
         discussion: """
-            The current text is not lost: a sync first pushes it to the server's history; if it cannot (the server \
-            is unreachable, or the note changed on both sides), the current text is kept as a conflict copy beside \
-            the note. A deleted note can be restored too.
+            The current text is not lost: a sync first pushes it to the server's history; if it cannot (the note \
+            changed on both sides), the current text is kept as a conflict copy beside the note. With the server \
+            unreachable nothing is restored (exit 3): restore once it is back. A deleted note can be restored too. \
+            While an agent runs on the folder, it restores on the command's behalf.
             """
     )
 
@@ -82,12 +83,7 @@ struct RestoreCommand: ParsableCommand {
                 // An agent holds the folder: it restores on our behalf, through its socket.
                 let request = AgentSocket.Request(restore: .init(note: name.string, version: version))
                 guard let answer = try AgentSocket.requestSync(folder, request) else { throw error }
-                guard let report = answer.report else {
-                    throw NoteSyncError(
-                        answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
-                        "the agent's restore failed: \(answer.error ?? "no reason given")")
-                }
-                result = SyncEngine.RestoreResult(report: report, keptAs: answer.keptAs)
+                result = SyncEngine.RestoreResult(report: try answer.reportOrError("restore"), keptAs: answer.keptAs)
             }
             print("restored version \(version) of \(name)")
             if let copy = result.keptAs { print("its current text was not on the server yet: kept as \(copy)") }

@@ -19,12 +19,18 @@ struct NoteSyncCommand: AsyncParsableCommand {
         discussion: """
             Exit codes:
               0   success (fsck: the server is clean)
-              1   failure, or fsck found problems; or a safety stop: the server at the path is not this
-                  folder's server (another id), is behind this device (restored from an older copy) or
-                  holds another log (replaced, forked): see `notesync recover`; or a gap in the server's
-                  log (an entry missing while later ones are there): see `notesync server fsck --repair`
-              3   the server is unreachable: local changes stay queued
+              1   failure, or fsck found problems; or a safety stop: the server at
+                  the path is not this folder's server (another id), is behind this
+                  device (restored from an older copy) or holds another log
+                  (replaced, forked): see `notesync recover`; or a gap in the
+                  server's log (an entry missing while later ones are there): see
+                  `notesync server fsck --repair`; or a damaged server marker; or
+                  a running agent that does not answer
+              3   the server is unreachable (its folder, or the marker in it, is
+                  missing: a share not mounted): local changes stay queued
               64  bad usage
+            The same condition gives the same code in every command, run alone
+            or served by a running agent.
             """,
         version: NoteSyncVersion.string,
         subcommands: [
@@ -73,12 +79,26 @@ func reportingErrors(_ body: () throws -> Int32) throws {
 }
 
 extension ExitCodes {
-    /// The one mapping of errors to exit codes, for every command: 3 unreachable, 64 usage, 1 anything else.
-    static func code(for error: NoteSyncError) -> Int32 {
-        switch error.kind {
-        case .serverUnreachable: offline
+    /// The one mapping of errors to exit codes, for every command and for the agent's answers: 3 unreachable,
+    /// 64 usage, 1 anything else.
+    static func code(for error: NoteSyncError) -> Int32 { code(for: error.kind) }
+
+    static func code(for kind: NoteSyncError.Kind) -> Int32 {
+        switch kind {
+        // No folder at the server path, or a folder without a server marker (the mount point of a share that is
+        // not mounted): the server is away, as a sync treats it; changes stay queued.
+        case .serverUnreachable, .notAServer: offline
         case .usage: usage
+        // A damaged marker, another server, a server behind this device, a gap: the server is there, and
+        // syncing is stopped until someone acts.
         default: failure
         }
+    }
+
+    /// The exit code of a sync that finished, run here or by the agent: 3 when it found the server away, 1 when
+    /// it holds local deletes (not in a dry run), else 0.
+    static func code(for report: SyncReport) -> Int32 {
+        if report.offline { return offline }
+        return report.stoppedShort ? failure : ok
     }
 }

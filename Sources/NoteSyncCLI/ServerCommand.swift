@@ -40,18 +40,27 @@ struct ServerFsckCommand: ParsableCommand {
         commandName: "fsck",
         abstract: "Check every entry, snapshot and asset of a server; change nothing unless --repair.",
         discussion: """
-            Reports torn or damaged entries, gaps in the log, missing or corrupt assets, snapshots that do not \
-            match the log, symlinks, foreign files (conflict copies that Dropbox or Syncthing made inside the \
-            server, other tools' temp files) and temp files left by interrupted writers. Exit code 0 only when \
-            the server is clean.
+            Reports torn or damaged entries, gaps in the log (an entry missing while later ones are there), \
+            entries that do not continue the log before them (a broken chain: another history delivered late, a \
+            fork), missing or corrupt assets, snapshots that do not match the log, symlinks, foreign files \
+            (conflict copies that Dropbox or Syncthing made inside the server, other tools' temp files) and temp \
+            files left by interrupted writers. Exit code 0 only when the server is clean, or every finding was \
+            repaired.
             --repair sweeps temp files older than --temp-age and moves foreign files, symlinks and corrupt \
-            assets into DIR/quarantine/. Damaged entries stay: their slot is claimed and every device skips it.
+            assets into DIR/quarantine/. It seals each gap whose next entry is older than --gap-age with a void \
+            entry: every device reads on past it, and a device that had synced the lost entry pushes its changes \
+            again at its next full sync. An entry that breaks the chain is moved into DIR/quarantine/ with every \
+            entry after it (after a gap: once older than --gap-age), so the log ends before it; the devices that \
+            wrote them stop (exit 1) and push their notes again with `notesync recover`. Damaged entries stay: \
+            their slot is claimed and every device skips it. With --server-id ID it first writes a damaged or \
+            missing marker again.
             """
     )
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The server directory.") var directory: String
-    @Flag(help: "Sweep old temp files and quarantine foreign or corrupt files.") var repair = false
+    @Flag(help: "Sweep old temp files, quarantine foreign or corrupt files and broken chains, seal old gaps with void entries.")
+    var repair = false
     @Option(help: "With --repair: sweep temp files at least this many seconds old.") var tempAge: Double = 3600
     @Option(
         help:

@@ -8,9 +8,12 @@ struct StatusCommand: ParsableCommand {
         abstract: "Show the server, its reachability, the change token, pending changes, conflicts and the last sync.",
         discussion: """
             Exit code 1 when syncing is stopped by the server ("SYNC STOPPED"): another server at the path, a \
-            server behind this device or holding another log (see `notesync recover`), or a gap in its log (see \
-            `notesync server fsck --repair`). Exit code 3 when the server cannot be reached, as for every command (the \
-            rest of the status is printed all the same).
+            server behind this device or holding another log (see `notesync recover`), a gap in its log (see \
+            `notesync server fsck --repair`), or a damaged server marker (its fix names the command). Exit code 3 \
+            when the server cannot be reached (its folder or marker missing: a share not mounted), as for every \
+            command (the rest of the status is printed all the same).
+            The agent line says whether a running agent is online, OFFLINE (retrying by itself) or SYNC STOPPED \
+            (its last sync failed; the last error says why).
             """
     )
 
@@ -25,7 +28,8 @@ struct StatusCommand: ParsableCommand {
         var deviceID: String
         var reachable: Bool
         var serverError: String?
-        /// The server is there but syncing is stopped: not this folder's server, behind it, or a gap in its log.
+        /// The server is there but syncing is stopped: not this folder's server, behind it, a gap in its log, a
+        /// damaged marker.
         var serverProblem = false
         var token: Int64
         var serverToken: Int64?
@@ -64,8 +68,9 @@ struct StatusCommand: ParsableCommand {
                 status.reachable = true
                 status.serverToken = zone.token
             } catch let error as NoteSyncError {
+                // The code any command gives for the same condition.
                 status.serverError = error.description
-                status.serverProblem = error.kind == .serverMismatch || error.kind == .logGap
+                status.serverProblem = ExitCodes.code(for: error) != ExitCodes.offline
                 status.reachable = status.serverProblem
             }
             let code = status.serverProblem ? ExitCodes.failure : status.reachable ? ExitCodes.ok : ExitCodes.offline
@@ -92,7 +97,7 @@ struct StatusCommand: ParsableCommand {
             }
             if let agent = status.agent {
                 print(
-                    "agent:     running (pid \(agent.pid)), " + (agent.online ? "online" : "OFFLINE, retrying")
+                    "agent:     running (pid \(agent.pid)), \(agentState(agent))"
                         + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")
             } else {
                 print("agent:     not running")
@@ -102,6 +107,15 @@ struct StatusCommand: ParsableCommand {
             return code
         }
     }
+}
+
+/// What the agent's last sync came to: online, offline (the server away; it retries), or stopped by an error
+/// (another server, a gap, a damaged marker, a full disk; it retries, and `last error` says why).
+func agentState(_ agent: AgentStatus) -> String {
+    if agent.online { return "online" }
+    guard let kind = agent.lastErrorKind.flatMap(NoteSyncError.Kind.init(rawValue:)), ExitCodes.code(for: kind) != ExitCodes.offline
+    else { return "OFFLINE, retrying" }
+    return "SYNC STOPPED (its last sync failed, see the last error), retrying"
 }
 
 struct ConflictsCommand: ParsableCommand {

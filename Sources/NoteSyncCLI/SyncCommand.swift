@@ -17,7 +17,8 @@ struct SyncCommand: ParsableCommand {
             is synced, every other change is); `--allow-mass-delete` lets them through (preview with `notesync \
             diff --allow-mass-delete`).
             While an agent runs on the folder, `sync` asks it to sync now (through .notesync/agent.sock) and \
-            prints its report.
+            prints its report, with the exit code a sync alone would give. An agent that says nothing for 10 \
+            seconds (stopped, or stuck) is reported (exit 1), and nothing is synced by the command itself.
             """
     )
 
@@ -37,7 +38,10 @@ struct SyncCommand: ParsableCommand {
 struct DiffCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "diff",
-        abstract: "Show what a sync would do, as unified diffs (same as `sync --dry-run`); change nothing."
+        abstract: "Show what a sync would do, as unified diffs (same as `sync --dry-run`); change nothing.",
+        discussion: """
+            Exit codes as for `sync`. While an agent runs on the folder, it answers (it knows what changed).
+            """
     )
 
     @OptionGroup var global: GlobalOptions
@@ -68,6 +72,10 @@ struct RecoverCommand: ParsableCommand {
 
             To move a notes folder to a new server on purpose (an old share retired): point it there with \
             `notesync recover --server DIR`.
+
+            While an agent runs on the folder, it makes the recovery on the command's behalf; only --server DIR \
+            needs the agent stopped first. Exit code 3 when the server cannot be reached (its folder or marker \
+            missing): run it again once the server is back.
             """
     )
 
@@ -116,6 +124,8 @@ struct RecoverCommand: ParsableCommand {
             options.forgetServer = true
             let report = try engine.sync(options)
             if json { try printJSON(report) } else { printReport(report) }
+            // The server went away after the recovery began: it is not finished (the next sync or recover goes on).
+            if report.offline { return ExitCodes.offline }
             if !dryRun && !json {
                 print(
                     "recovered: this notes folder now syncs with server \(try state.meta(.serverID) ?? "?") at \(DisplayName.escape(config.server))"
@@ -174,23 +184,27 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         }
         try state.close()
         OneShotProcess.leaveToExit(engine)
-        if report.offline { return ExitCodes.offline }
-        return report.stoppedShort ? ExitCodes.failure : ExitCodes.ok
+        return ExitCodes.code(for: report)
     }
 }
 
-/// Has the agent running on `folder` serve `request` (``AgentSocket``), prints its report and returns the exit code;
-/// nil when no agent answers (none runs): the command then works on its own.
+/// Has the agent running on `folder` serve `request` (``AgentSocket``), prints its report and returns the exit code
+/// (the one a one-shot run would give); nil when no agent answers (none runs): the command then works on its own.
 func askAgent(_ folder: NotesFolder, _ request: AgentSocket.Request, json: Bool) throws -> Int32? {
     guard let answer = try AgentSocket.requestSync(folder, request) else { return nil }
-    guard let report = answer.report else {
-        throw NoteSyncError(
-            answer.errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io,
-            "the agent's \(request.dryRun ? "dry run" : "sync") failed: \(answer.error ?? "no reason given")")
-    }
+    let report = try answer.reportOrError(request.dryRun ? "dry run" : request.recover ? "recovery" : "sync")
     if json { try printJSON(report) } else { printReport(report) }
-    if report.offline { return ExitCodes.offline }
-    return report.stoppedShort ? ExitCodes.failure : ExitCodes.ok
+    return ExitCodes.code(for: report)
+}
+
+extension AgentSocket.Response {
+    /// The agent's report, or the error its work ended with, of the kind the agent gave (so the exit code is the
+    /// one the command gives when it runs alone).
+    func reportOrError(_ what: String) throws -> SyncReport {
+        if let report { return report }
+        let kind = errorKind.flatMap(NoteSyncError.Kind.init(rawValue:)) ?? .io
+        throw NoteSyncError(kind, "the agent's \(what) failed: \(error ?? "no reason given")")
+    }
 }
 
 func printReport(_ report: SyncReport) {

@@ -307,8 +307,9 @@ import Testing
         #expect(agent.process.isRunning)
     }
 
-    /// One exit code per condition, whatever the command: 1 for a folder that is not a notes folder and for a
-    /// server that is not this folder's, 64 for a bad option, 3 for a server that cannot be reached.
+    /// One exit code per condition, whatever the command: 1 for a folder that is not a notes folder, for a server
+    /// that is not this folder's and for a damaged server marker, 64 for a bad option, 3 for a server that cannot
+    /// be reached: its folder missing, or empty (the mount point of a share that is not mounted).
     @Test func theSameConditionGivesTheSameExitCodeInEveryCommand() throws {
         let t = try TwoDevices("rails-exit-codes")
         try t.write(t.a, "a.md", "one\n")
@@ -340,7 +341,22 @@ import Testing
             [["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"]], t.a, 1,
             "another server at the path")
         try FileManager.default.removeItem(atPath: t.server)
+        try FileManager.default.createDirectory(atPath: t.server, withIntermediateDirectories: false)
+        try expectCodes(
+            [["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"], ["recover"]],
+            t.a, 3, "an empty folder at the server path")
+        try FileManager.default.removeItem(atPath: t.server)
         #expect(rename(away, t.server) == 0)
+
+        let marker = ServerLayout(root: t.server).marker
+        let intact = try Data(contentsOf: URL(fileURLWithPath: marker))
+        unlink(marker)
+        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: marker))
+        try expectCodes(
+            [["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"], ["recover"]],
+            t.a, 1, "a damaged server marker")
+        unlink(marker)
+        try intact.write(to: URL(fileURLWithPath: marker))
         try expectCodes([["sync"], ["status"]], t.a, 0, "its server back")
     }
 }

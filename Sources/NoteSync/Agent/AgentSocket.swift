@@ -5,7 +5,8 @@ import Synchronization
 /// the agent (which holds the folder's lock) to sync now — and `notesync restore` to restore a version — and gets the
 /// agent's report back, as git's fsmonitor
 /// daemon serves `git status`. One request per connection: a line of JSON (``Request``), answered by a line of JSON
-/// (``Response``).
+/// (``Response``); until then the agent writes an empty line every second (``Door``), and a command that hears
+/// nothing for ``silenceLimit`` says the agent does not answer.
 public enum AgentSocket {
     public struct Request: Codable, Sendable {
         public var allowMassDelete: Bool
@@ -99,30 +100,93 @@ public enum AgentSocket {
         return fd
     }
 
+    /// How often the agent writes a heartbeat (an empty line) to every command it is serving: a sync may take
+    /// minutes, and the heartbeat tells a command that waits for it that the agent is alive.
+    static let heartbeat: Duration = .seconds(1)
+
+    /// How long a command waits for the agent without a byte from it (its answer or a heartbeat) before it says
+    /// that the agent does not answer: a stopped (SIGSTOP, a suspended terminal) or stuck agent.
+    public static let silenceLimit: Duration = .seconds(10)
+
     /// Asks the agent serving `folder` to sync now; nil when no agent answers (none runs, or an older one).
+    ///
+    /// Throws (`locked`) when an agent holds the socket but says nothing for ``silenceLimit``: the command must
+    /// not work on its own then, as the agent still holds the folder and may go on with the request.
     public static func requestSync(_ folder: NotesFolder, _ request: Request) throws -> Response? {
         guard var address = address(path(folder)) else { return nil }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let clock = ContinuousClock()
+        var deadline = clock.now + silenceLimit
+        // Non-blocking: a listener whose backlog is full (an agent that accepts nothing) fails with EAGAIN at once
+        // instead of blocking.
+        while true {
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if connected == 0 { break }
+            guard errno == EAGAIN || errno == EINTR else { return nil }
+            guard clock.now < deadline else { throw notAnswering(folder) }
+            usleep(50_000)
         }
-        guard connected == 0 else { return nil }
         var line = try JSONEncoder().encode(request)
         line.append(0x0A)
-        try FileIO.writeAll(fd: fd, line, path: path(folder))
+        guard send(fd, line) else { return nil }
         shutdown(fd, Int32(SHUT_WR))
         var answer = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
+        deadline = clock.now + silenceLimit
         while true {
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let left = deadline - clock.now
+            guard left > .zero else { throw notAnswering(folder) }
+            let polled = poll(&ready, 1, Int32(max(1, min(left.seconds * 1000, 60_000))))
+            if polled < 0 && errno == EINTR { continue }
+            if polled == 0 { continue }
             let count = read(fd, &buffer, buffer.count)
-            if count < 0 && errno == EINTR { continue }
+            if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
             guard count > 0 else { break }
             answer.append(contentsOf: buffer[0..<count])
+            deadline = clock.now + silenceLimit
         }
-        guard !answer.isEmpty else { return nil }
-        return try JSONDecoder().decode(Response.self, from: answer)
+        // Heartbeats are empty lines; the answer is the one line of JSON.
+        guard let json = answer.split(separator: 0x0A).last(where: { !$0.isEmpty }) else { return nil }
+        return try JSONDecoder().decode(Response.self, from: json)
+    }
+
+    /// The error of a command whose agent does not answer, with the agent's pid when its status file names it.
+    static func notAnswering(_ folder: NotesFolder) -> NoteSyncError {
+        let pid = AgentStatus.read(folder).map { String($0.pid) }
+        let who = pid.map { "the agent (`notesync watch`, pid \($0))" } ?? "the agent (`notesync watch`)"
+        let id = pid ?? "PID"
+        return NoteSyncError(
+            .locked, path: folder.root,
+            "\(who) holds this notes folder but has not answered for \(Int(silenceLimit.seconds)) seconds: it is "
+                + "stopped or stuck; nothing was done by this command (the agent may still do it once it runs on)",
+            fix: "if it was stopped (state T in `ps -o pid,stat,cmd -p \(id)`), let it go on with `kill -CONT \(id)`; "
+                + "otherwise stop it with `kill \(id)` (`kill -9 \(id)` if it does not exit); then run the command again")
+    }
+
+    /// Writes all of `data` to a connected socket; false when the other side is gone (never SIGPIPE:
+    /// `send(2)` with `MSG_NOSIGNAL`). A socket with a send timeout gives up when it expires.
+    static func send(_ fd: Int32, _ data: Data) -> Bool {
+        data.withUnsafeBytes { buffer in
+            var done = 0
+            while done < buffer.count {
+                let sent = Glibc.send(fd, buffer.baseAddress!.advanced(by: done), buffer.count - done, Int32(MSG_NOSIGNAL))
+                if sent < 0 {
+                    if errno == EINTR { continue }
+                    if errno == EAGAIN {
+                        var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                        if poll(&ready, 1, 30_000) > 0 { continue }
+                    }
+                    return false
+                }
+                done += sent
+            }
+            return true
+        }
     }
 
     /// Reads one request from an accepted connection (a line of JSON, at most 64 KiB).
@@ -139,11 +203,60 @@ public enum AgentSocket {
         return try? JSONDecoder().decode(Request.self, from: data[..<end])
     }
 
-    static func answer(_ fd: Int32, _ response: Response) {
-        if var data = try? JSONEncoder().encode(response) {
-            data.append(0x0A)
-            try? FileIO.writeAll(fd: fd, data, path: "agent socket")
+    /// The connections the agent has accepted and not answered yet. A thread writes a heartbeat to each every
+    /// ``AgentSocket/heartbeat`` while the agent works on them; ``answer(_:_:)`` takes a connection out before it
+    /// writes the answer and closes it, so a heartbeat never lands inside an answer or on a reused descriptor.
+    final class Door: Sendable {
+        private let state = Mutex<(open: Set<Int32>, closed: Bool)>(([], false))
+
+        init() {
+            let thread = Thread { [self] in
+                while beat() { Thread.sleep(forTimeInterval: AgentSocket.heartbeat.seconds) }
+            }
+            thread.name = "notesync-agent-heartbeat"
+            thread.start()
         }
-        close(fd)
+
+        /// Takes an accepted connection: at most 5 s to send its request, and at most 30 s for each write to a
+        /// command that stopped reading, so that no command can hold the agent.
+        func accepted(_ fd: Int32) {
+            var wait = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            wait.tv_sec = 30
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            state.withLock { _ = $0.open.insert(fd) }
+        }
+
+        /// Closes a connection that gets no answer (no valid request).
+        func drop(_ fd: Int32) {
+            state.withLock { _ = $0.open.remove(fd) }
+            close(fd)
+        }
+
+        func answer(_ fd: Int32, _ response: Response) {
+            state.withLock { _ = $0.open.remove(fd) }
+            if var data = try? JSONEncoder().encode(response) {
+                data.append(0x0A)
+                _ = AgentSocket.send(fd, data)
+            }
+            close(fd)
+        }
+
+        /// Writes one heartbeat to every open connection, never blocking; false once the door is closed.
+        private func beat() -> Bool {
+            state.withLock { state in
+                for fd in state.open { _ = Glibc.send(fd, [UInt8(0x0A)], 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                return !state.closed
+            }
+        }
+
+        /// Ends the heartbeats and closes what is still open (the agent stops).
+        func closeAll() {
+            state.withLock { state in
+                for fd in state.open { close(fd) }
+                state.open = []
+                state.closed = true
+            }
+        }
     }
 }

@@ -9,6 +9,9 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     public var token: Int64
     public var lastSync: Int64?
     public var lastError: String?
+    /// The kind (``NoteSyncError/Kind``) of the error the last sync ended with: syncing is stopped (a gap, another
+    /// server) or failing until a sync finishes. Nil after a sync that finished or found the server away.
+    public var lastErrorKind: String?
     /// How server changes arrive.
     public var serverWatch: ServerWatchMode
     /// How local changes arrive: inotify, or periodic scans when it ran out of watches or failed.

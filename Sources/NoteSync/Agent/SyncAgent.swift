@@ -48,6 +48,7 @@ public final class SyncAgent: Service, Sendable {
         defer { forwarder.cancel() }
         // The command line's door: `notesync sync` asks this agent to sync instead of waiting for the lock.
         let listener = AgentSocket.listen(folder)
+        let door = AgentSocket.Door()
         if let listener {
             let acceptor = Thread { [self] in
                 while true {
@@ -56,8 +57,9 @@ public final class SyncAgent: Service, Sendable {
                         if errno == EINTR || errno == ECONNABORTED { continue }
                         return
                     }
+                    door.accepted(connection)
                     guard let request = AgentSocket.readRequest(connection) else {
-                        close(connection)
+                        door.drop(connection)
                         continue
                     }
                     inbox.withLock { $0.requests.append((connection, request)) }
@@ -73,12 +75,13 @@ public final class SyncAgent: Service, Sendable {
                 shutdown(listener, Int32(SHUT_RDWR))
                 close(listener)
             }
+            door.closeAll()
         }
         try await withGracefulShutdownHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let thread = Thread { [self] in
                     do {
-                        try self.loop(watcher: watcher)
+                        try self.loop(watcher: watcher, door: door)
                         continuation.resume()
                     } catch {
                         continuation.resume(throwing: error)
@@ -101,7 +104,7 @@ public final class SyncAgent: Service, Sendable {
 
     // MARK: the agent thread
 
-    private func loop(watcher: InotifyWatcher) throws {
+    private func loop(watcher: InotifyWatcher, door: AgentSocket.Door) throws {
         let state = try LocalState(path: folder.database)
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
         let clock = ContinuousClock()
@@ -136,15 +139,18 @@ public final class SyncAgent: Service, Sendable {
         var backoff = Backoff(minimum: options.minBackoff, maximum: options.maxBackoff)
         var stopping = false
 
-        /// One sync; its report, or the error it ended with (for a command that asked for it).
+        /// One sync; its report, or the error it ended with (for a command that asked for it). A sync a command
+        /// asked for reports a gap in the server's log at once, as a one-shot sync does (the same exit code).
         @discardableResult
-        func syncNow(_ paths: [String]?, allowMassDelete: Bool = false, forgetServer: Bool = false) -> Result<SyncReport, any Error> {
+        func syncNow(
+            _ paths: [String]?, allowMassDelete: Bool = false, forgetServer: Bool = false, forCommand: Bool = false
+        ) -> Result<SyncReport, any Error> {
             var outcome: Result<SyncReport, any Error> = .failure(NoteSyncError(.io, "the sync did not run"))
             defer { try? status.write(to: folder) }
             do {
                 var syncOptions = SyncOptions()
                 syncOptions.forgetServer = forgetServer
-                syncOptions.gapGrace = Int64(options.gapGrace.seconds * 1e9)
+                syncOptions.gapGrace = forCommand ? nil : Int64(options.gapGrace.seconds * 1e9)
                 // Held deletes approved by `notesync sync --allow-mass-delete` (run while this agent holds the lock).
                 let approval = SyncEngine.massDeleteApproval(folder)
                 let approved = FileIO.lstatInfo(approval) != nil || allowMassDelete
@@ -172,6 +178,7 @@ public final class SyncAgent: Service, Sendable {
                 }
                 status.pending = report.pending
                 status.token = report.token
+                status.lastErrorKind = nil
                 if report.offline {
                     if status.online || status.lastError != report.offlineReason {
                         logger.warning("server.unreachable", metadata: ["detail": "\(report.offlineReason ?? "")"])
@@ -191,7 +198,10 @@ public final class SyncAgent: Service, Sendable {
             } catch let error as NoteSyncError {
                 outcome = .failure(error)
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
+                // Not in sync with the server, whatever stopped it (`status` says which: a gap, another server).
+                status.online = false
                 status.lastError = error.description
+                status.lastErrorKind = error.kind.rawValue
                 // The changes recorded before the failure (a full server, say) are pending: say so.
                 status.pending = (try? engine.state.outbox().count) ?? status.pending
                 retryAt = clock.now + backoff.failed()
@@ -199,7 +209,9 @@ public final class SyncAgent: Service, Sendable {
             } catch {
                 outcome = .failure(error)
                 logger.error("sync.failed", metadata: ["detail": "\(error)"])
+                status.online = false
                 status.lastError = "\(error)"
+                status.lastErrorKind = NoteSyncError.Kind.io.rawValue
                 retryAt = clock.now + backoff.failed()
                 needFull = true
             }
@@ -289,7 +301,7 @@ public final class SyncAgent: Service, Sendable {
                 case .failure(let error):
                     response.error = "\(error)"
                 }
-                AgentSocket.answer(request.fd, response)
+                door.answer(request.fd, response)
             }
             let asked = request.request
             if let restore = asked.restore {
@@ -305,7 +317,7 @@ public final class SyncAgent: Service, Sendable {
             }
             if asked.recover && !asked.dryRun {
                 logger.notice("sync.recover")
-                let outcome = syncNow(nil, forgetServer: true)
+                let outcome = syncNow(nil, forgetServer: true, forCommand: true)
                 if case .success(let report) = outcome, !report.offline { pending.removeAll() }
                 answer(outcome)
                 return
@@ -321,7 +333,7 @@ public final class SyncAgent: Service, Sendable {
                 return
             }
             let paths = incremental ? pending.paths : nil
-            let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete)
+            let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete, forCommand: true)
             if case .success(let report) = outcome, !report.offline {
                 if let paths {
                     pending.remove(paths)
