@@ -474,7 +474,9 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         try forger.plantBytes(torn, seq: seq)
         for index in 0..<3 {
             try t.write(t.a, "later-\(index).md", "later \(index)\n")
-            #expect(eventually { t.read(t.b, "later-\(index).md") == "later \(index)\n" }, "the agent keeps syncing past it")
+            #expect(
+                eventually { t.read(t.b, "later-\(index).md") == "later \(index)\n" },
+                "the agent keeps syncing past it: A \((agents.agentA?.stderrText ?? "").prefix(5000)) B \((agents.agentB?.stderrText ?? "").prefix(3000))")
         }
         let logB = try #require(agents.agentB).stderrText
         #expect(

@@ -18,9 +18,17 @@ struct ServerForger {
     }
 
     /// Writes `data` as the file of log slot `seq`, as a device would publish it.
+    /// Published whole (written to a temp, then linked in), so that no reader meets a file half written: a device
+    /// that read half of it would chain its next commit to bytes the others never saw.
     func plantBytes(_ data: Data, seq: Int64) throws {
         try FileIO.makeDirectories(layout.shardDirectory(of: seq))
-        try FileIO.createAndSync(layout.entryPath(seq), data)
+        try FileIO.makeDirectories(layout.tmpDirectory)
+        let temp = layout.tmpDirectory + "/forged-\(UUID().uuidString)"
+        try FileIO.createAndSync(temp, data)
+        defer { unlink(temp) }
+        guard link(temp, layout.entryPath(seq)) == 0 else {
+            throw NoteSyncError(.io, path: layout.entryPath(seq), "link failed", errno: errno)
+        }
     }
 
     /// `body` (any bytes) under a valid header: passes the length and checksum, so the JSON layer judges it.

@@ -1,0 +1,356 @@
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// The agent's thread: the watch's events settle, syncs run when paths settle, the server changes, a poll or a
+/// full scan is due, and commands' requests are served, with backoff while the server is away.
+///
+/// Each turn of ``run()`` reads as its steps: check the state database is still this folder's, sync what is due,
+/// wait for the next deadline or wakeup, take what arrived.
+final class AgentLoop {
+    private let agent: SyncAgent
+    private let door: AgentSocket.Door
+    private let folder: NotesFolder
+    private let options: AgentOptions
+    private let logger: Logger
+    private let state: LocalState
+    private let engine: SyncEngine
+    private let clock = ContinuousClock()
+    private let notesRoot: Int
+    private let serverRoot: Int?
+    private let poll: Duration
+
+    private var status: AgentStatus
+    private var pending: EventSettler<ContinuousClock.Instant>
+    private var needFull = true
+    private var serverDirty = false
+    private var nextPoll: ContinuousClock.Instant
+    private var nextFull: ContinuousClock.Instant
+    private var retryAt: ContinuousClock.Instant?
+    private var backoff: Backoff
+    private var stopping = false
+    private var cookiesSeen = Set<String>()
+    private var cookies = 0
+
+    /// Opens the state, adds the notes folder (and a local server's log folder) to the watch and starts it.
+    init(agent: SyncAgent, watcher: InotifyWatcher, door: AgentSocket.Door) throws {
+        self.agent = agent
+        self.door = door
+        folder = agent.folder
+        options = agent.options
+        logger = agent.logger
+        state = try LocalState(path: folder.database)
+        engine = SyncEngine(folder: folder, state: state, config: agent.config, logger: logger)
+        let rules = try folder.ignoreRules()
+        notesRoot = try watcher.addRoot(
+            folder.root,
+            ignore: { path, isDirectory in
+                !path.hasPrefix(AgentSocket.cookiePrefix) && rules.isIgnored(path, isDirectory: isDirectory)
+            })
+        let logDirectory = ServerLayout(root: agent.config.server).logDirectory
+        var serverRoot: Int?
+        if let kind = try? FilesystemKind(path: logDirectory), !kind.isNetwork {
+            serverRoot = try? watcher.addRoot(logDirectory, ignore: { _, _ in false })
+        }
+        self.serverRoot = serverRoot
+        try watcher.start()
+        poll = options.pollInterval ?? (serverRoot != nil ? AgentOptions.localSafetyPoll : AgentOptions.networkPoll)
+        status = AgentStatus(
+            pid: getpid(), started: Clock.nowNanoseconds(), online: false, pending: 0, token: 0,
+            lastSync: nil, lastError: nil,
+            serverWatch: serverRoot != nil ? .inotify : .polling(every: poll), localWatch: .inotify)
+        pending = EventSettler(options)
+        nextPoll = clock.now
+        nextFull = clock.now + options.fullScanInterval
+        backoff = Backoff(minimum: options.minBackoff, maximum: options.maxBackoff)
+        logger.info("agent.started", metadata: ["notes.root": "\(folder.root)", "server.watch": "\(status.serverWatch)"])
+    }
+
+    /// Runs until asked to stop; then finishes the sync in flight and the settled paths, and returns.
+    func run() throws {
+        while true {
+            // A state database replaced under the agent (a checkout, a copy over it) stops it: it is not this folder's.
+            try state.requireSameFile()
+            syncWhatIsDue()
+            if stopping { break }
+            waitForWork()
+            try takeInbox()
+        }
+        try? status.write(to: folder)
+        logger.info("agent.stopped")
+    }
+
+    // MARK: the steps of a turn
+
+    /// A full sync when one is needed or due, else a partial sync of the settled paths when there are any, the
+    /// server changed, or a poll is due; nothing while a retry waits.
+    private func syncWhatIsDue() {
+        let now = clock.now
+        if let retryAt, now < retryAt {
+            // Offline or failing: keep collecting events, sync when the backoff expires.
+        } else if needFull || now >= nextFull {
+            needFull = false
+            nextFull = now + options.fullScanInterval
+            pending.removeAll()
+            serverDirty = false
+            nextPoll = now + poll
+            syncNow(nil)
+        } else {
+            let root = folder.root
+            let ready = pending.takeSettled(at: now, flushing: stopping) { path in
+                FileIO.lstatInfo(root + "/" + path).map {
+                    .init(isRegularFile: ($0.st_mode & S_IFMT) == S_IFREG, size: Int64($0.st_size))
+                }
+            }
+            if !ready.isEmpty || serverDirty || now >= nextPoll {
+                serverDirty = false
+                nextPoll = now + poll
+                syncNow(ready)
+            }
+        }
+    }
+
+    /// Sleeps until the next poll, full scan, retry or settling deadline, or until woken (events, a request, stop).
+    private func waitForWork() {
+        var deadline = min(nextPoll, nextFull)
+        if let retryAt { deadline = min(deadline, retryAt) }
+        if let settling = pending.nextDeadline { deadline = min(deadline, settling) }
+        let timeout = max(0, (deadline - clock.now).seconds)
+        _ = agent.wakeup.wait(timeout: .now() + timeout)
+    }
+
+    /// Takes the events, the commands' requests (served now) and a stop that arrived.
+    private func takeInbox() throws {
+        let (events, stop, requests) = agent.inbox.withLock { box -> ([WatchEvent], Bool, [(fd: Int32, request: AgentSocket.Request)]) in
+            defer {
+                box.events.removeAll(keepingCapacity: true)
+                box.requests.removeAll()
+            }
+            return (box.events, box.stop, box.requests)
+        }
+        take(events)
+        if !requests.isEmpty { try state.requireSameFile() }
+        for request in requests { serve(request) }
+        if stop {
+            stopping = true
+            retryAt = nil
+        }
+    }
+
+    // MARK: syncing
+
+    /// One sync; its report, or the error it ended with (for a command that asked for it). A sync a command
+    /// asked for reports a gap in the server's log at once, as a one-shot sync does (the same exit code).
+    @discardableResult
+    private func syncNow(
+        _ paths: [String]?, allowMassDelete: Bool = false, forgetServer: Bool = false, forCommand: Bool = false
+    ) -> Result<SyncReport, any Error> {
+        defer { try? status.write(to: folder) }
+        var syncOptions = SyncOptions()
+        syncOptions.forgetServer = forgetServer
+        syncOptions.gapGrace = forCommand ? nil : Int64(options.gapGrace.seconds * 1e9)
+        // Held deletes approved by `notesync sync --allow-mass-delete` (run while this agent holds the lock).
+        let approval = SyncEngine.massDeleteApproval(folder)
+        let approved = FileIO.lstatInfo(approval) != nil || allowMassDelete
+        syncOptions.allowMassDelete = approved
+        do {
+            let report = try engine.sync(syncOptions, only: approved ? nil : paths)
+            if approved {
+                unlink(approval)
+                logger.notice("sync.deletes.approved")
+            }
+            synced(report, full: paths == nil || approved)
+            return .success(report)
+        } catch {
+            failed(error)
+            return .failure(error)
+        }
+    }
+
+    /// What a sync that ran says: held deletes, warnings and changes logged; online or offline.
+    private func synced(_ report: SyncReport, full: Bool) {
+        if report.heldDeletes > 0 {
+            // Said once per count, not at every sync that holds them.
+            if status.heldDeletes != report.heldDeletes, let warning = report.warnings.first(where: { $0.kind == .deletesHeld }) {
+                logger.warning("sync.deletes.held", metadata: ["detail": "\(warning)"])
+            }
+            status.heldDeletes = report.heldDeletes
+        } else if full {
+            status.heldDeletes = nil
+        }
+        for warning in report.warnings where warning.kind != .deletesHeld {
+            logger.warning("sync.warning", metadata: ["detail": "\(warning)"])
+        }
+        for change in report.changes where change.kind != .adopt {
+            logger.info("sync.change", metadata: ["note.path": "\(change.name)", "sync.kind": "\(change.kind.rawValue)"])
+        }
+        status.pending = report.pending
+        status.token = report.token
+        status.lastErrorKind = nil
+        if report.offline {
+            if status.online || status.lastError != report.offlineReason {
+                logger.warning("server.unreachable", metadata: ["detail": "\(report.offlineReason ?? "")"])
+            }
+            status.online = false
+            status.lastError = report.offlineReason
+            retryAt = clock.now + backoff.failed()
+            needFull = true
+        } else {
+            if !status.online { logger.notice("server.online", metadata: ["server.seq": "\(report.token)"]) }
+            status.online = true
+            status.lastSync = Clock.nowNanoseconds()
+            status.lastError = nil
+            retryAt = nil
+            backoff.succeeded()
+        }
+    }
+
+    /// A sync that failed: not in sync with the server, whatever stopped it (`status` says which: a gap, another
+    /// server); retried with backoff, as a full sync.
+    private func failed(_ error: any Error) {
+        logger.error("sync.failed", metadata: ["detail": "\(error)"])
+        status.online = false
+        if let error = error as? NoteSyncError {
+            status.lastError = error.description
+            status.lastErrorKind = error.kind.rawValue
+            // The changes recorded before the failure (a full server, say) are pending: say so.
+            status.pending = (try? engine.state.outbox().count) ?? status.pending
+        } else {
+            status.lastError = "\(error)"
+            status.lastErrorKind = NoteSyncError.Kind.io.rawValue
+        }
+        retryAt = clock.now + backoff.failed()
+        needFull = true
+    }
+
+    // MARK: the watch
+
+    /// Takes the watch's events: notes' paths wait to settle, a change in the server's log wakes a sync.
+    private func take(_ events: [WatchEvent]) {
+        let arrived = clock.now
+        for event in events {
+            switch event {
+            case .changed(let root, let path), .removed(let root, let path),
+                .directoryAppeared(let root, let path), .directoryRemoved(let root, let path):
+                if root == serverRoot {
+                    serverDirty = true
+                } else if root == notesRoot {
+                    if path.hasPrefix(AgentSocket.cookiePrefix) {
+                        if case .changed = event { cookiesSeen.insert(path) }
+                        continue
+                    }
+                    pending.noted(path, at: arrived, size: FileIO.lstatInfo(folder.root + "/" + path).map { Int64($0.st_size) })
+                }
+            case .overflow:
+                logger.warning("watch.overflow")
+                needFull = true
+            case .watchLimitReached(let message):
+                logger.error("watch.limit", metadata: ["detail": "\(message)"])
+                status.localWatch = .periodicScans(reason: "inotify watch limit reached")
+                nextFull = min(nextFull, arrived + .seconds(30))
+                needFull = true
+            case .failed(let message):
+                logger.error("watch.failed", metadata: ["detail": "\(message)"])
+                status.localWatch = .periodicScans(reason: "inotify failed")
+                needFull = true
+            }
+        }
+        if status.localWatch != .inotify { nextFull = min(nextFull, arrived + .seconds(30)) }
+    }
+
+    /// Whether the watch has seen every change made before now: a cookie file written in the notes folder comes
+    /// back through the same inotify queue after every earlier event (watchman's way). False when the watch
+    /// cannot be trusted for it (not running on inotify, overflowed, a sync failing) or the cookie does not come
+    /// back within two seconds: then a full scan answers.
+    private func watchIsCurrent() -> Bool {
+        guard status.localWatch == .inotify, !needFull, retryAt == nil else { return false }
+        cookies += 1
+        let name = AgentSocket.cookiePrefix + "\(getpid())-\(cookies)"
+        let path = folder.root + "/" + name
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return false }
+        close(fd)
+        defer {
+            unlink(path)
+            // Requests and a stop that came while waiting are taken by the loop's next turn.
+            if agent.inbox.withLock({ !$0.requests.isEmpty || $0.stop }) { agent.wakeup.signal() }
+        }
+        let deadline = clock.now + .seconds(2)
+        while !cookiesSeen.contains(name) {
+            let left = deadline - clock.now
+            guard left > .zero else { return false }
+            _ = agent.wakeup.wait(timeout: .now() + left.seconds)
+            take(
+                agent.inbox.withLock { box in
+                    defer { box.events.removeAll(keepingCapacity: true) }
+                    return box.events
+                })
+        }
+        cookiesSeen.remove(name)
+        return !needFull
+    }
+
+    // MARK: commands
+
+    /// A command's request through the socket: a sync now (or a dry run, a recovery, a restore), its report sent
+    /// back. With the watch current and nothing held, only the paths it saw change are scanned (the agent knows
+    /// the rest is as last synced): at 100,000 notes an unchanged folder answers in milliseconds.
+    private func serve(_ request: (fd: Int32, request: AgentSocket.Request)) {
+        let asked = request.request
+        let outcome: Result<SyncReport, any Error>
+        var keptAs: String?
+        if let restore = asked.restore {
+            let restored = Result {
+                let name = try RecordName(validating: RecordName.nfc(restore.note))
+                let result = try engine.restore(name, version: restore.version)
+                logger.notice("sync.restored", metadata: ["note.path": "\(name)", "server.seq": "\(restore.version)"])
+                return result
+            }
+            keptAs = try? restored.get().keptAs
+            outcome = restored.map(\.report)
+        } else if asked.recover && !asked.dryRun {
+            logger.notice("sync.recover")
+            outcome = syncNow(nil, forgetServer: true, forCommand: true)
+            if case .success(let report) = outcome, !report.offline { pending.removeAll() }
+        } else {
+            outcome = serveSync(asked)
+        }
+        var response = AgentSocket.Response()
+        response.keptAs = keptAs
+        switch outcome {
+        case .success(let report):
+            response.report = report
+        case .failure(let error as NoteSyncError):
+            response.errorKind = error.kind.rawValue
+            response.error = error.description
+        case .failure(let error):
+            response.error = "\(error)"
+        }
+        door.answer(request.fd, response)
+    }
+
+    /// A command's sync or dry run: of the paths the watch saw change when it is current and nothing is held, else
+    /// of the whole folder.
+    private func serveSync(_ asked: AgentSocket.Request) -> Result<SyncReport, any Error> {
+        // Only a sync or a dry run of what changed waits for the watch to catch up.
+        let incremental = !asked.allowMassDelete && !asked.recover && status.heldDeletes == nil && watchIsCurrent()
+        if asked.dryRun {
+            var syncOptions = SyncOptions(
+                dryRun: true, withDiffs: true, colorDiffs: asked.colorDiffs, allowMassDelete: asked.allowMassDelete)
+            syncOptions.forgetServer = asked.recover
+            return Result { try engine.sync(syncOptions, only: incremental ? pending.paths : nil) }
+        }
+        let paths = incremental ? pending.paths : nil
+        let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete, forCommand: true)
+        if case .success(let report) = outcome, !report.offline {
+            if let paths {
+                pending.remove(paths)
+            } else {
+                pending.removeAll()
+                nextFull = clock.now + options.fullScanInterval
+            }
+        }
+        return outcome
+    }
+}
