@@ -97,8 +97,9 @@ enum SimServerOracle {
         }
     }
 
-    /// The same for `device` as it persisted its view of the server (what its engine starts from: a sync keeps
-    /// nothing in memory that it did not store, and a failed one keeps nothing at all).
+    /// The same for `device` as it persisted its view of the server. That is what its engine starts from in the
+    /// simulation: a sync stores each view it fetched (`saveZone`) before it goes on, a failed one leaves the engine
+    /// nothing in memory, and a dry run changes neither.
     static func expected(serverRoot: String, device: SimDevice, quickEnd: Bool) throws -> Expected? {
         let zone = try device.state.zoneState()
         return try expected(
