@@ -427,6 +427,53 @@ final class SimRunner {
         heldEntries = []
     }
 
+    /// What `device` must report if it syncs now (the rule *no device silently stops syncing*,
+    /// ``SimServerOracle``): nil while no server fault is in effect, while the device cannot reach the server (it
+    /// reports itself offline, checked by the offline invariant), or when the fault does not concern it.
+    /// `quickEnd`: a partial sync. `forgetting`: `notesync recover`, which reads the log from its start and accepts
+    /// any server id.
+    private func expectedReport(_ device: SimDevice, quickEnd: Bool, forgetting: Bool = false) throws -> SimServerOracle.Expected? {
+        guard serverHistoryBroken, !device.offline, !serverDown else { return nil }
+        if forgetting {
+            return try SimServerOracle.expected(serverRoot: serverRoot, boundID: nil, token: 0, chain: nil, quickEnd: false)
+        }
+        return try SimServerOracle.expected(serverRoot: serverRoot, device: device, quickEnd: quickEnd)
+    }
+
+    /// Judges a sync (or dry run, or recover) of a device the server fault concerns (`expected`): it must fail with
+    /// the kind of error that names what it finds (docs/server-format.md: `serverMismatch`, `logGap`, exit 1,
+    /// `SYNC STOPPED`; a one-shot sync reports a gap at once). A sync that finishes, or that calls itself offline
+    /// while the server is there, stopped silently. `lenient`: either kind will do, where the device may meet
+    /// another condition first (a device synced in the middle, or a void makes it read the log again from its
+    /// start). A sync a crash ended, or whose server went away midway (`partitioned`, reported as offline), could not
+    /// tell; any other error is the harness invariant's.
+    private func judgeReport(
+        _ device: SimDevice, _ expected: SimServerOracle.Expected?, _ outcome: Result<SyncReport, any Error>, what: String,
+        lenient: Bool, partitioned: Bool = false
+    ) throws {
+        guard let expected else { return }
+        switch outcome {
+        case .success(let report):
+            if report.offline && partitioned { return }
+            let did =
+                report.offline
+                ? "reported itself offline (\(report.offlineReason ?? "no reason"))"
+                : "finished (\(report.changes.isEmpty ? "nothing to do" : "\(report.changes.count) change(s)"))"
+            findings.silentStops.append("\(at): \(device.name)'s \(what) \(did) while \(expected); it must stop with \(expected.named)")
+        case .failure(let error as NoteSyncError) where error.kind == .serverMismatch || error.kind == .logGap:
+            let voids = try SimServerOracle.hasVoids(serverRoot: serverRoot)
+            if expected.kinds.contains(error.kind) || lenient || voids {
+                figures.faultReports += 1
+            } else {
+                findings.silentStops.append(
+                    "\(at): \(device.name)'s \(what) stopped with \(error.kind.rawValue) while \(expected); it must stop with "
+                        + "\(expected.named): \(error.message)")
+            }
+        case .failure:
+            return
+        }
+    }
+
     /// Whether `error` is a device reporting a broken server history, as it must while one is not recovered.
     private func reportsBrokenServer(_ error: any Error) -> Bool {
         guard serverHistoryBroken, let error = error as? NoteSyncError else { return false }
@@ -467,8 +514,13 @@ final class SimRunner {
                     figures.syncs += 1
                     var options = SyncHarness.syncOptions
                     options.forgetServer = recovering
+                    // Before its recovery too, a device the fault concerns says so: a device stopped silently at a gap
+                    // would otherwise go on only because the last fsck seals every gap.
+                    let expected = try expectedReport(device, quickEnd: false, forgetting: recovering)
+                    let outcome = Result { try device.engine.sync(options, only: nil) }
+                    try judgeReport(device, expected, outcome, what: recovering ? "recover" : "sync", lenient: false)
                     do {
-                        let report = try device.engine.sync(options, only: nil)
+                        let report = try outcome.get()
                         trace(
                             "  \(at): "
                                 + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }.joined(
@@ -595,6 +647,7 @@ final class SimRunner {
         let expectOffline = device.offline || serverDown
         let notesBefore = expectOffline || fault != nil ? try notes(device) : [:]
         let scope = device.needFull || full ? nil : device.dirty.sorted()
+        let expected = try expectedReport(device, quickEnd: scope != nil)
         injector.arm(try plan(fault, device), notesRoot: device.folder.root)
         let outcome: Result<SyncReport, any Error>
         let options = approve ? SyncHarness.syncOptions : Self.guardedOptions
@@ -619,6 +672,9 @@ final class SimRunner {
         case .failure(let error):
             trace("  \(who)'s sync ended: \(error) [\(hits) fault points]")
         }
+        // A device that synced in the middle may have changed the server, but never so that the fault concerns this
+        // device no more: it may find another condition first.
+        try judgeReport(device, expected, outcome, what: "sync", lenient: raced, partitioned: fired != nil)
 
         let finished: Bool
         switch outcome {
@@ -685,8 +741,17 @@ final class SimRunner {
         figures.syncs += 1
         figures.races += 1
         let expectOffline = device.offline || serverDown
+        let expected: SimServerOracle.Expected?
+        do { expected = try expectedReport(device, quickEnd: false) } catch {
+            findings.harness.append("\(at): the server could not be read before \(device.name)'s sync in the middle: \(error)")
+            return
+        }
+        let outcome = Result { try device.engine.sync(Self.guardedOptions, only: nil) }
+        do { try judgeReport(device, expected, outcome, what: "sync in the middle of another", lenient: false) } catch {
+            findings.harness.append("\(at): \(error)")
+        }
         do {
-            let report = try device.engine.sync(Self.guardedOptions, only: nil)
+            let report = try outcome.get()
             trace(
                 "  \(device.name) synced in the middle: "
                     + report.changes.map { "\($0.kind.rawValue) \($0.name)" }
@@ -846,7 +911,11 @@ final class SimRunner {
     private func dryRun(_ device: SimDevice) throws {
         let before = try snapshot()
         let options = SyncHarness.dryRunOptions
-        do { _ = try device.engine.sync(options, only: nil) } catch let error as NoteSyncError {
+        let expected = try expectedReport(device, quickEnd: false)
+        let outcome = Result { try device.engine.sync(options, only: nil) }
+        try judgeReport(device, expected, outcome, what: "dry run", lenient: false)
+        if case .failure(let error) = outcome, !(error is NoteSyncError) { throw error }
+        if case .failure(let error as NoteSyncError) = outcome {
             if !device.offline && !serverDown && !reportsBrokenServer(error) {
                 findings.harness.append("\(at): \(device.name)'s dry run threw: \(error)")
             }

@@ -198,9 +198,16 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         }
     }
 
-    /// Schedules for `propertyCheck`: random, shrunk by ``shrinks()`` on failure.
+    /// Schedules for `propertyCheck`: random, with server faults and users' mass deletes and restores as a seed's
+    /// schedule gets them (``forSeed(_:length:serverFaults:userRails:)``), shrunk by ``shrinks()`` on failure.
+    /// Without them the random schedules of the regular suite would never break the server's history, so neither
+    /// the recovery nor the rule that no device silently stops syncing would be checked there, and no failure of
+    /// theirs could come out shrunk.
     static func generator(length: ClosedRange<Int> = 10...40) -> Generator<SimSchedule, [SimSchedule]> {
-        Generator(run: { rng in random(using: &rng, length: length) }, shrink: { $0.shrinks() })
+        Generator(
+            run: { rng in
+                random(using: &rng, length: length).withServerFaults(using: &rng).withUserRails(using: &rng)
+            }, shrink: { $0.shrinks() })
     }
 
     /// The schedule of soak seed `seed`: the same seed gives the same schedule on every machine.
@@ -327,6 +334,7 @@ extension SimSchedule.Action {
             return [.sync(nil, full: full)] + fault.simpler.map { .sync($0, full: full) } + (full ? [.sync(fault, full: false)] : [])
         case .sync(nil, true): return [.sync(nil, full: false)]
         case .edit(let target, let edit, let style) where style != .inPlace: return [.edit(target, edit, .inPlace)]
+        case .serverFault(.loseEntry(let fromEnd)) where fromEnd > 0: return [.serverFault(.loseEntry(fromEnd: 0))]
         default: return []
         }
     }

@@ -308,12 +308,16 @@ struct SimFindings: CustomStringConvertible, Sendable {
     var confinement: [String] = []
     var offline: [String] = []
     var dryRun: [String] = []
+    /// A device a server fault affects that synced (or ran a dry run) without reporting it, or reported another
+    /// condition than the one it finds: the rule *no device silently stops syncing* (SimServerOracle.swift).
+    var silentStops: [String] = []
 
     var all: [(String, [String])] {
         [
             ("harness", harness), ("lost writes", lostWrites), ("unrequested deletes", unrequestedDeletes),
             ("convergence", convergence), ("termination", termination), ("idempotence", idempotence),
-            ("self-echo", selfEcho), ("confinement", confinement), ("offline", offline), ("dry run", dryRun)
+            ("self-echo", selfEcho), ("confinement", confinement), ("offline", offline), ("dry run", dryRun),
+            ("silent stops", silentStops)
         ]
     }
 
@@ -349,6 +353,8 @@ struct SimFigures: Sendable {
     /// followed them (`recover`, `fsck --repair`).
     var serverFaults = 0
     var recoveries = 0
+    /// Syncs and dry runs of devices a server fault affected, each of which reported the fault as it must.
+    var faultReports = 0
     /// Users' mass deletes, the syncs that held them (whole), and restores of an earlier version.
     var massDeletes = 0
     var heldSyncs = 0
@@ -373,6 +379,7 @@ struct SimFigures: Sendable {
         healingRounds += other.healingRounds
         serverFaults += other.serverFaults
         recoveries += other.recoveries
+        faultReports += other.faultReports
         massDeletes += other.massDeletes
         heldSyncs += other.heldSyncs
         restores += other.restores

@@ -43,6 +43,7 @@ import Testing
                 + "syncs=\(figures.syncs) crashes=\(figures.crashes) partitions=\(figures.partitions) "
                 + "mid-sync-partitions=\(figures.midSyncPartitions) mid-sync-edits=\(figures.midSyncEdits) races=\(figures.races) "
                 + "healing-rounds=\(figures.healingRounds) server-faults=\(figures.serverFaults) recoveries=\(figures.recoveries) "
+                + "fault-reports=\(figures.faultReports) "
                 + "mass-deletes=\(figures.massDeletes) held-syncs=\(figures.heldSyncs) restores=\(figures.restores) "
                 + "violations=\(figures.violations) failed-schedules=\(figures.failedSchedules) "
                 + "seconds=\(Int(elapsed)) rate=\(String(format: "%.1f", Double(figures.schedules) / max(elapsed, 0.001)))/s"
