@@ -278,118 +278,140 @@ extension SyncEngine {
         return written
     }
 
+    /// How many pushes one log entry commits at most.
+    static let commitBatchSize = 2000
+
     /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands. Returns
     /// false when another round is needed: a commit lost the race, or won a later slot after folding in other
     /// devices' entries (their records are not applied locally yet).
+    ///
+    /// A batch is prepared (its notes read and its texts written to server temps, on every core) while the one
+    /// before it is flushed, published and committed, and its local state is written on another thread (one write
+    /// at a time, in order) while the next one is committed (``BatchPipeline``): a first sync's disk flushes overlap
+    /// the next batch's work. Not under a simulation's fault hooks (they are task-local): then each batch is
+    /// prepared in turn and its state written in order, here. A failure stops the sync as the first one in order
+    /// would.
     private func commit(
         _ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
         store: ServerStore, report: inout SyncReport
     ) throws -> Bool {
         var foldedOthers = false
-        let batchSize = 2000
-        // A batch is prepared (its notes read and its texts written to server temps, on every core) while the one
-        // before it is flushed, published and committed, and its local state is written on another thread (one
-        // write at a time, in order) while the next one is committed: a first sync's disk flushes overlap the next
-        // batch's work. Not under a simulation's fault hooks (they are task-local): then each batch is prepared in
-        // turn and its state written in order, here. A failure stops the sync as the first one in order would.
         let root = folder.root
-        let allPushes = pushes
-        @Sendable func prepare(_ range: Range<Int>) throws -> PreparedBatch {
-            let reads = Parallel.map(range.count) { offset in
-                Result { try allPushes[range.lowerBound + offset].path.flatMap { try FileIO.readStable(root + "/" + $0) } }
-            }
-            var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
-            var deletes: [Push] = []
-            for (offset, push) in allPushes[range].enumerated() {
-                if push.path != nil {
-                    guard let (data, fingerprint) = try reads[offset]!.get() else { continue }
-                    saves.append((push, data, fingerprint))
-                } else {
-                    deletes.append(push)
-                }
-            }
-            let staged = try store.stageAssets(saves.map(\.data))
-            return PreparedBatch(range: range, saves: saves.map { ($0.push, $0.fingerprint) }, deletes: deletes, staged: staged)
-        }
         let finished = try BatchPipeline.run(
-            total: pushes.count, batchSize: batchSize, overlapped: pushes.count > batchSize && !FaultPoint.isActive,
-            prepare: prepare
-        ) { prepared, range, isLast, writer in
-            let slice = pushes[range]
-            var changes: [RecordChange] = []
-            var newBases: [RecordName: BaseRecord?] = [:]
-            var kinds: [RecordName: PlannedChange.Kind] = [:]
-            for push in prepared.deletes {
-                changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
-                newBases[push.name] = .some(nil)
-                kinds[push.name] = push.kind
-            }
-            let texts = try store.publish(prepared.staged)
-            for (save, text) in zip(prepared.saves, texts) {
-                changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
-                newBases[save.push.name] = BaseRecord(
-                    name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
-                    modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
-                kinds[save.push.name] = save.push.kind
-            }
-            guard !changes.isEmpty else { return true }
-            // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
-            let beforeToken = zone.token
-            switch try store.commit(changes, into: &zone) {
-            case .committed(let entry):
-                let folded = entry.seq != beforeToken + 1
+            total: pushes.count, batchSize: Self.commitBatchSize,
+            overlapped: pushes.count > Self.commitBatchSize && !FaultPoint.isActive,
+            prepare: { [pushes] range in try Self.prepareBatch(pushes[range], root: root, store: store) },
+            process: { prepared, range, isLast, writer in
+                let outcome = try commitBatch(
+                    prepared, pushes[range], isLast: isLast, writer: writer, bases: &bases, zone: &zone, store: store,
+                    report: &report)
+                guard case .committed(let folded) = outcome else { return false }
                 foldedOthers = foldedOthers || folded
-                // Every head folded in since the last save: ours, and those of entries that won a slot first.
-                let changedHeads = zone.takeUnsaved()
-                let token = zone.token
-                let chain = zone.chain
-                let earlier = zone.earlier
-                var rows: [(name: RecordName, base: BaseRecord?)] = []
-                rows.reserveCapacity(newBases.count)
-                for (name, base) in newBases {
-                    if var base {
-                        base.tag = entry.seq
-                        bases[name] = base
-                        rows.append((name, base))
-                    } else {
-                        bases[name] = nil
-                        rows.append((name, nil))
-                    }
-                }
-                let state = state
-                let written = rows
-                // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
-                // task-local).
-                try writer.submit(inBackground: !isLast && !FaultPoint.isActive) {
-                    try state.update { batch in
-                        try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
-                        for (name, base) in written {
-                            if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
-                            try batch.dequeue(name)
-                        }
-                    }
-                }
-                for push in slice {
-                    guard let kind = kinds[push.name] else { continue }
-                    if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
-                        report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
-                    }
-                }
                 return true
-            case .conflicts(let conflicts):
-                try writer.finish()
-                let changedHeads = zone.takeUnsaved()
-                try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changedHeads) }
-                logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
-                return false
+            })
+        return finished && !foldedOthers
+    }
+
+    /// Reads a batch's notes (on every core) and stages their texts on the server.
+    private static func prepareBatch(_ pushes: ArraySlice<Push>, root: String, store: ServerStore) throws -> PreparedBatch {
+        let reads = Parallel.map(pushes.count) { offset in
+            Result { try pushes[pushes.startIndex + offset].path.flatMap { try FileIO.readStable(root + "/" + $0) } }
+        }
+        var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
+        var deletes: [Push] = []
+        for (offset, push) in pushes.enumerated() {
+            if push.path != nil {
+                guard let (data, fingerprint) = try reads[offset]!.get() else { continue }
+                saves.append((push, data, fingerprint))
+            } else {
+                deletes.append(push)
             }
         }
-        return finished && !foldedOthers
+        let staged = try store.stageAssets(saves.map(\.data))
+        return PreparedBatch(saves: saves.map { ($0.push, $0.fingerprint) }, deletes: deletes, staged: staged)
+    }
+
+    /// How a batch's commit ended.
+    private enum BatchOutcome {
+        /// Committed; `foldedOthers` when other devices' entries were folded in first (another round applies them).
+        case committed(foldedOthers: Bool)
+        /// Lost the race for the slot: the winners are folded in, another round plans again.
+        case raced
+    }
+
+    /// Publishes a prepared batch's texts and commits it as one log entry; its bases, the heads and the token are
+    /// then written (on the writer's thread unless it is the last batch).
+    private func commitBatch(
+        _ prepared: PreparedBatch, _ slice: ArraySlice<Push>, isLast: Bool, writer: BatchPipeline.Writer,
+        bases: inout [RecordName: BaseRecord], zone: inout ZoneState, store: ServerStore, report: inout SyncReport
+    ) throws -> BatchOutcome {
+        var changes: [RecordChange] = []
+        var newBases: [RecordName: BaseRecord?] = [:]
+        var kinds: [RecordName: PlannedChange.Kind] = [:]
+        for push in prepared.deletes {
+            changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
+            newBases[push.name] = .some(nil)
+            kinds[push.name] = push.kind
+        }
+        let texts = try store.publish(prepared.staged)
+        for (save, text) in zip(prepared.saves, texts) {
+            changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
+            newBases[save.push.name] = BaseRecord(
+                name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
+                modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
+            kinds[save.push.name] = save.push.kind
+        }
+        guard !changes.isEmpty else { return .committed(foldedOthers: false) }
+        // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
+        let beforeToken = zone.token
+        switch try store.commit(changes, into: &zone) {
+        case .committed(let entry):
+            // Every head folded in since the last save: ours, and those of entries that won a slot first.
+            let changedHeads = zone.takeUnsaved()
+            let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
+            var rows: [(name: RecordName, base: BaseRecord?)] = []
+            rows.reserveCapacity(newBases.count)
+            for (name, base) in newBases {
+                if var base {
+                    base.tag = entry.seq
+                    bases[name] = base
+                    rows.append((name, base))
+                } else {
+                    bases[name] = nil
+                    rows.append((name, nil))
+                }
+            }
+            let state = state
+            let written = rows
+            // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
+            // task-local).
+            try writer.submit(inBackground: !isLast && !FaultPoint.isActive) {
+                try state.update { batch in
+                    try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
+                    for (name, base) in written {
+                        if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                        try batch.dequeue(name)
+                    }
+                }
+            }
+            for push in slice {
+                guard let kind = kinds[push.name] else { continue }
+                if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
+                    report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
+                }
+            }
+            return .committed(foldedOthers: entry.seq != beforeToken + 1)
+        case .conflicts(let conflicts):
+            try writer.finish()
+            let changedHeads = zone.takeUnsaved()
+            try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changedHeads) }
+            logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
+            return .raced
+        }
     }
 
     /// One batch of pushes, its notes read and its texts staged on the server (``ServerStore/stageAssets(_:)``).
     struct PreparedBatch: @unchecked Sendable {
-        var range: Range<Int>
         var saves: [(push: Push, fingerprint: StatFingerprint)]
         var deletes: [Push]
         var staged: StagedAssets
