@@ -192,123 +192,152 @@ public struct ServerFsck {
             return sequences
         }
 
-        /// Folds the log as a device would, checking every entry, link, gap and snapshot; seals old gaps and moves
-        /// another history's entries aside when repairing.
+        /// Folds the log from its first entry (or the snapshot before it) to its end, as a device reads it, reporting
+        /// gaps, damaged entries, broken chains and what folding finds; with `repair`, seals old gaps and moves a log's
+        /// foreign tail to quarantine/.
         func foldLog(_ sequences: [Int64], snapshots: [Int64: Snapshot], gapGraceSeconds: Double) throws {
-            var state = ZoneState()
-            if let first = sequences.first, first > 1 {
-                // Without a snapshot covering them, the slots before the first entry are a gap like any other.
-                if let base = snapshots.keys.filter({ $0 >= first - 1 && $0 < first }).first, let snapshot = snapshots[base] {
-                    state = snapshot.state
-                }
+            var fold = Fold(state: startState(sequences, snapshots: snapshots))
+            while fold.index < sequences.count {
+                let seq = fold.state.token + 1
+                let next = sequences[fold.index]
+                let goesOn =
+                    next > seq
+                    ? try foldGap(before: next, &fold, sequences, gapGraceSeconds: gapGraceSeconds)
+                    : try foldEntry(seq, &fold, sequences, snapshots: snapshots)
+                if !goesOn { break }
             }
+            report.token = fold.state.token
+        }
+
+        /// Where the fold stands: the state folded so far, the next listed entry, and the gap already judged.
+        struct Fold {
+            var state: ZoneState
             var index = 0
             var checkedGap: Int64?
-            folding: while index < sequences.count {
-                let seq = state.token + 1
-                if sequences[index] > seq {
-                    let next = sequences[index]
-                    let age =
-                        FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 }
-                        ?? 0
-                    // A gap is sealed only under an entry that continues the log before it: one that names the last
-                    // entry before the gap (``LogEntry/earlier``). Any other (an entry of a server's earlier life, or
-                    // of a fork, delivered late; or a gap too long to bridge) is moved to quarantine/ with the entries
-                    // after it, like a broken chain: applied, it would replace heads it never saw.
-                    var foreign = false
-                    if checkedGap != next, seq > 1, let known = state.chain, case .entry(let after)? = try? store.readSlot(next),
-                        after.link(to: seq - 1) != known
-                    {
-                        let detail =
-                            after.link(to: seq - 1) == nil
-                            ? "entry \(next) follows a gap of \(next - seq) slots and names no entry before it that this log holds"
-                            : "entry \(next) follows a gap but does not continue entry \(seq - 1): it belongs to another history"
-                                + " (a server's earlier life or a fork, delivered late)"
-                        var moved: String?
-                        if repair && age >= gapGraceSeconds {
-                            let outcomes = sequences[index...].map { moveAside(layout.entryPath($0)) }
-                            if outcomes.allSatisfy({ $0 != nil }) {
-                                moved =
-                                    "entries \(next)–\(sequences.last ?? next) moved to quarantine/: the log ends at \(seq - 1);"
-                                    + " the devices that wrote them push their notes again after `notesync recover`"
-                            }
-                        }
-                        add(.brokenChain, layout.entryPath(next), detail, repaired: moved)
-                        if moved != nil { break folding }
-                        foreign = true
-                    }
-                    checkedGap = foreign ? nil : next
-                    let sealed = repair && !foreign && age >= gapGraceSeconds ? try store.sealGap(seq, after: state, next: next) : nil
-                    let repaired = sealed.map { _ in
-                        "sealed with a void entry; the devices that had read the lost entry push its changes again"
-                    }
-                    add(
-                        .missingEntry, layout.entryPath(seq),
-                        "gap in the log before entry \(next) (\(Int(age)) s old"
-                            + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),
-                        repaired: repaired)
-                    if let sealed {
-                        report.entries += 1
-                        state.apply(sealed)
-                    } else {
-                        state.skip(seq: seq)
-                    }
-                    continue
-                }
-                index += 1
-                let quarantinedBefore = state.quarantined.count
-                let violationsBefore = state.casViolations.count
-                switch try store.readSlot(seq) {
-                case .missing:
-                    add(.missingEntry, layout.entryPath(seq), "vanished while checking")
-                    state.skip(seq: seq)
-                case .damaged(let damage):
-                    add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
-                    state.skip(seq: seq)
-                case .entry(let entry):
-                    report.entries += 1
-                    do { try store.verifyLink(entry, state) } catch let error as NoteSyncError {
-                        // The log is its longest chained prefix: this entry and the ones after it belong to another
-                        // history (an entry of a server's earlier life delivered late, a fork). Repair moves them to
-                        // quarantine/ (nothing is deleted); the devices that wrote them stop with a mismatch, and
-                        // `notesync recover` there pushes their notes again.
-                        var moved: String?
-                        if repair {
-                            let paths = sequences[(index - 1)...].map { layout.entryPath($0) }
-                            let outcomes = paths.map { moveAside($0) }
-                            if outcomes.allSatisfy({ $0 != nil }) {
-                                moved = "entries \(seq)–\(sequences.last ?? seq) moved to quarantine/: the log ends at \(seq - 1)"
-                            }
-                        }
-                        add(.brokenChain, layout.entryPath(seq), error.message, repaired: moved)
-                        if moved != nil {
-                            report.entries -= 1
-                            break folding
-                        }
-                    }
-                    // A void entry's notice tells the devices that had read the lost entry: a seal cut off before it
-                    // wrote the notice is finished here.
-                    if entry.void != nil, FileIO.lstatInfo(layout.voidPath(seq)) == nil {
-                        var repaired: String?
-                        if repair, (try? store.writeVoidNotice(seq)) != nil { repaired = "notice written" }
-                        add(.missingEntry, layout.voidPath(seq), "the notice of the void entry \(seq) is missing", repaired: repaired)
-                    }
-                    state.apply(entry)
-                    for change in entry.changes where change.op == .save {
-                        if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }
+        }
+
+        /// The state the fold starts from: empty, or the snapshot covering the slots before the first entry (without
+        /// one, those slots are a gap like any other).
+        private func startState(_ sequences: [Int64], snapshots: [Int64: Snapshot]) -> ZoneState {
+            guard let first = sequences.first, first > 1,
+                let base = snapshots.keys.filter({ $0 >= first - 1 && $0 < first }).first, let snapshot = snapshots[base]
+            else { return ZoneState() }
+            return snapshot.state
+        }
+
+        /// The slot the fold expects is empty while entry `next` is there. A gap is sealed only under an entry that
+        /// continues the log before it: one that names the last entry before the gap (``LogEntry/earlier``). Any
+        /// other (an entry of a server's earlier life, or of a fork, delivered late; or a gap too long to bridge) is
+        /// moved to quarantine/ with the entries after it, like a broken chain: applied, it would replace heads it
+        /// never saw. Returns false when the log ends here (its tail moved aside).
+        private func foldGap(before next: Int64, _ fold: inout Fold, _ sequences: [Int64], gapGraceSeconds: Double) throws -> Bool {
+            let seq = fold.state.token + 1
+            let age =
+                FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
+            var foreign = false
+            if fold.checkedGap != next, seq > 1, let known = fold.state.chain, case .entry(let after)? = try? store.readSlot(next),
+                after.link(to: seq - 1) != known
+            {
+                let detail =
+                    after.link(to: seq - 1) == nil
+                    ? "entry \(next) follows a gap of \(next - seq) slots and names no entry before it that this log holds"
+                    : "entry \(next) follows a gap but does not continue entry \(seq - 1): it belongs to another history"
+                        + " (a server's earlier life or a fork, delivered late)"
+                var moved: String?
+                if repair && age >= gapGraceSeconds {
+                    let outcomes = sequences[fold.index...].map { moveAside(layout.entryPath($0)) }
+                    if outcomes.allSatisfy({ $0 != nil }) {
+                        moved =
+                            "entries \(next)–\(sequences.last ?? next) moved to quarantine/: the log ends at \(seq - 1);"
+                            + " the devices that wrote them push their notes again after `notesync recover`"
                     }
                 }
-                for item in state.quarantined[quarantinedBefore...] {
-                    add(.quarantinedChange, layout.entryPath(seq), "\(item.name): \(item.reason)")
+                add(.brokenChain, layout.entryPath(next), detail, repaired: moved)
+                if moved != nil { return false }
+                foreign = true
+            }
+            fold.checkedGap = foreign ? nil : next
+            let sealed = repair && !foreign && age >= gapGraceSeconds ? try store.sealGap(seq, after: fold.state, next: next) : nil
+            let repaired = sealed.map { _ in "sealed with a void entry; the devices that had read the lost entry push its changes again" }
+            add(
+                .missingEntry, layout.entryPath(seq),
+                "gap in the log before entry \(next) (\(Int(age)) s old"
+                    + (repair && age < gapGraceSeconds ? ", younger than --gap-age: left for a replicating tool to deliver)" : ")"),
+                repaired: repaired)
+            if let sealed {
+                report.entries += 1
+                fold.state.apply(sealed)
+            } else {
+                fold.state.skip(seq: seq)
+            }
+            return true
+        }
+
+        /// Folds the entry in slot `seq`: damaged or vanished slots are skipped as devices skip them; an entry that
+        /// breaks the chain ends the log (with `repair`, it and the entries after it go to quarantine/); what folding
+        /// an entry quarantines or finds in conflict is reported, and a snapshot at `seq` is compared. Returns false
+        /// when the log ends here.
+        private func foldEntry(_ seq: Int64, _ fold: inout Fold, _ sequences: [Int64], snapshots: [Int64: Snapshot]) throws -> Bool {
+            fold.index += 1
+            let quarantinedBefore = fold.state.quarantined.count
+            let violationsBefore = fold.state.casViolations.count
+            switch try store.readSlot(seq) {
+            case .missing:
+                add(.missingEntry, layout.entryPath(seq), "vanished while checking")
+                fold.state.skip(seq: seq)
+            case .damaged(let damage):
+                add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
+                fold.state.skip(seq: seq)
+            case .entry(let entry):
+                report.entries += 1
+                if try !chainHolds(entry, fold, sequences) {
+                    report.entries -= 1
+                    return false
                 }
-                for item in state.casViolations[violationsBefore...] {
-                    add(.casViolation, layout.entryPath(seq), "\(item.name): \(item.reason)")
+                // A void entry's notice tells the devices that had read the lost entry: a seal cut off before it
+                // wrote the notice is finished here.
+                if entry.void != nil, FileIO.lstatInfo(layout.voidPath(seq)) == nil {
+                    var repaired: String?
+                    if repair, (try? store.writeVoidNotice(seq)) != nil { repaired = "notice written" }
+                    add(.missingEntry, layout.voidPath(seq), "the notice of the void entry \(seq) is missing", repaired: repaired)
                 }
-                if let snapshot = snapshots[seq], snapshot.state.heads != state.heads {
-                    add(.snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)")
+                fold.state.apply(entry)
+                for change in entry.changes where change.op == .save {
+                    if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }
                 }
             }
-            report.token = state.token
+            for item in fold.state.quarantined[quarantinedBefore...] {
+                add(.quarantinedChange, layout.entryPath(seq), "\(item.name): \(item.reason)")
+            }
+            for item in fold.state.casViolations[violationsBefore...] {
+                add(.casViolation, layout.entryPath(seq), "\(item.name): \(item.reason)")
+            }
+            if let snapshot = snapshots[seq], snapshot.state.heads != fold.state.heads {
+                add(.snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)")
+            }
+            return true
+        }
+
+        /// Whether `entry` continues the chain the fold holds. One that does not starts another history (an entry
+        /// of a server's earlier life delivered late, a fork): the log is its longest chained prefix. It is reported;
+        /// with `repair` it and the entries after it move to quarantine/ (nothing is deleted), and the fold ends
+        /// (false): the devices that wrote them stop with a mismatch, and `notesync recover` there pushes their notes
+        /// again.
+        private func chainHolds(_ entry: LogEntry, _ fold: Fold, _ sequences: [Int64]) throws -> Bool {
+            do {
+                try store.verifyLink(entry, fold.state)
+                return true
+            } catch let error as NoteSyncError {
+                var moved: String?
+                if repair {
+                    let outcomes = sequences[(fold.index - 1)...].map { moveAside(layout.entryPath($0)) }
+                    if outcomes.allSatisfy({ $0 != nil }) {
+                        moved = "entries \(entry.seq)–\(sequences.last ?? entry.seq) moved to quarantine/: the log ends at \(entry.seq - 1)"
+                    }
+                }
+                add(.brokenChain, layout.entryPath(entry.seq), error.message, repaired: moved)
+                return moved == nil
+            }
         }
 
         /// Every asset matches its digest, and every text the log refers to is there.
