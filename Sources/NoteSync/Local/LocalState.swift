@@ -162,7 +162,12 @@ public final class LocalState: Sendable {
     // MARK: meta
 
     public func meta(_ key: MetaKey) throws -> String? {
-        try read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key.rawValue]) }
+        try read { db in try Self.meta(db, key) }
+    }
+
+    /// One value of the meta table, through GRDB's cached statement (prepared once per connection).
+    static func meta(_ db: Database, _ key: MetaKey) throws -> String? {
+        try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM meta WHERE key = ?"), arguments: [key.rawValue])
     }
 
     public func setMeta(_ values: [MetaKey: String?]) throws {
@@ -199,18 +204,12 @@ public final class LocalState: Sendable {
     public func zoneState() throws -> ZoneState {
         try read { db in
             var state = ZoneState(
-                token: Int64(
-                    try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.token.rawValue]) ?? "0") ?? 0,
-                chain: try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chain.rawValue]).flatMap(
-                    ContentDigest.init(hex:)))
-            if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainEarlier.rawValue])
-            {
+                token: Int64(try Self.meta(db, .token) ?? "0") ?? 0,
+                chain: try Self.meta(db, .chain).flatMap(ContentDigest.init(hex:)))
+            if let stored = try Self.meta(db, .chainEarlier) {
                 state.earlier = stored.split(separator: ",", omittingEmptySubsequences: false).map { ContentDigest(hex: String($0)) }
             }
-            state.verifiedTail = try String.fetchOne(
-                db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [MetaKey.chainFile.rawValue]
-            )
-            .flatMap(StatFingerprint.init(stored:))
+            state.verifiedTail = try Self.meta(db, .chainFile).flatMap(StatFingerprint.init(stored:))
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
