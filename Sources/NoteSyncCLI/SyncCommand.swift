@@ -161,7 +161,7 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
             guard let code = try askAgent(folder, AgentSocket.Request(allowMassDelete: allowMassDelete), json: json) else {
                 guard allowMassDelete, AgentStatus.read(folder) != nil else { throw error }
                 // An agent that does not answer (an older build): it lets the held deletes through at its next sync.
-                try FileIO.createAndSync(SyncEngine.massDeleteApproval(folder), Data(), mode: 0o600)
+                try FileIO.createAndSync(folder.massDeleteApproval, Data(), mode: 0o600)
                 print("the agent running on this folder makes the held deletes at its next sync (see `notesync status`)")
                 return ExitCodes.ok
             }

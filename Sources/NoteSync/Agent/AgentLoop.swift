@@ -151,7 +151,7 @@ final class AgentLoop {
         syncOptions.forgetServer = forgetServer
         syncOptions.gapGrace = forCommand ? nil : Int64(options.gapGrace.seconds * 1e9)
         // Held deletes approved by `notesync sync --allow-mass-delete` (run while this agent holds the lock).
-        let approval = SyncEngine.massDeleteApproval(folder)
+        let approval = folder.massDeleteApproval
         let approved = FileIO.lstatInfo(approval) != nil || allowMassDelete
         syncOptions.allowMassDelete = approved
         do {

@@ -67,8 +67,6 @@ public enum AgentSocket {
         public var error: String?
     }
 
-    public static func path(_ folder: NotesFolder) -> String { folder.stateDirectory + "/agent.sock" }
-
     /// A `sockaddr_un` for `path`, or nil when the path is too long for one (108 bytes): then there is no socket,
     /// and commands say the folder is busy, as before.
     static func address(_ path: String) -> sockaddr_un? {
@@ -85,7 +83,7 @@ public enum AgentSocket {
     /// Listens on the folder's socket (a stale one from a killed agent is replaced: the caller holds the lock).
     /// Returns the listening descriptor, or nil when there can be none here.
     static func listen(_ folder: NotesFolder) -> Int32? {
-        let path = path(folder)
+        let path = folder.agentSocket
         guard var address = address(path) else { return nil }
         unlink(path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -113,7 +111,7 @@ public enum AgentSocket {
     /// Throws (`locked`) when an agent holds the socket but says nothing for ``silenceLimit``: the command must
     /// not work on its own then, as the agent still holds the folder and may go on with the request.
     public static func requestSync(_ folder: NotesFolder, _ request: Request) throws -> Response? {
-        guard var address = address(path(folder)) else { return nil }
+        guard var address = address(folder.agentSocket) else { return nil }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

@@ -71,7 +71,7 @@ public final class SyncAgent: Service, Sendable {
         }
         defer {
             if let listener {
-                unlink(AgentSocket.path(folder))
+                unlink(folder.agentSocket)
                 shutdown(listener, Int32(SHUT_RDWR))
                 close(listener)
             }

@@ -93,10 +93,6 @@ public final class SyncEngine {
         self.boundServerID = config.serverID
     }
 
-    /// The file `notesync sync --allow-mass-delete` leaves for a running agent: its next sync lets the held
-    /// deletes through, then removes it.
-    public static func massDeleteApproval(_ folder: NotesFolder) -> String { folder.stateDirectory + "/mass-delete.approved" }
-
     /// Runs one sync. With `only`, a partial sync for the agent: just those paths (relative files or folders),
     /// plus every record the server changed since the last sync.
     ///

@@ -1,6 +1,13 @@
 import Foundation
 
 /// A notes folder and the places notesync keeps its own files in it (`.notesync/`, never synced).
+///
+/// Every name notesync makes in a notes folder: `.notesync/` (``stateDirectory``) with the state database
+/// (``database``, and beside it `-wal`, `-shm`, `device-id` and a `.replaced` notice: ``LocalState``), the ``lockFile``,
+/// ``trash`` (and `trash.unchecked/`: ``NoteApplier``), ``staging``, ``statusFile``, ``agentSocket``,
+/// ``massDeleteApproval`` and ``gitignore``; and, anywhere, temp files named `.notesync-tmp-…`
+/// (``IgnoreRules/agentTempPrefix``, ``AgentTempName``) and conflict copies (``ConflictCopyName``). The ignore rules
+/// always leave `.notesync` and the temp prefix out.
 public struct NotesFolder: Sendable, Hashable {
     public let root: String
 
@@ -17,6 +24,11 @@ public struct NotesFolder: Sendable, Hashable {
     /// out of reach of what the user does to their notes.
     public var staging: String { stateDirectory + "/staging" }
     public var statusFile: String { stateDirectory + "/status.json" }
+    /// The running agent's Unix socket: the command line's door to it (``AgentSocket``).
+    public var agentSocket: String { stateDirectory + "/agent.sock" }
+    /// Left by `notesync sync --allow-mass-delete` for a running agent: its next sync lets the held deletes
+    /// through, then removes it.
+    public var massDeleteApproval: String { stateDirectory + "/mass-delete.approved" }
     public var ignoreFile: String { root + "/" + IgnoreRules.fileName }
 
     public var isInitialized: Bool { FileIO.lstatInfo(database) != nil }
