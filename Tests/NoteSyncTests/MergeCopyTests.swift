@@ -40,3 +40,28 @@ import Testing
         #expect(try FileIO.read(path) == Data("one, first device\ntwo\nthree, second device\n".utf8))
     }
 }
+
+/// A conflict is forgotten once its copy is deleted and the delete synced, on the device that deleted it and on the
+/// one that made it: the conflict table keeps only open conflicts.
+@Suite struct ResolvedConflictTests {
+    @Test func deletingTheCopyResolvesTheConflictOnEveryDevice() throws {
+        let harness = try SyncHarness(deviceCount: 2)
+        try harness.write(0, "n.md", Data("one\n".utf8))
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        try harness.write(0, "n.md", Data("one, first\n".utf8))
+        try harness.write(1, "n.md", Data("one, second\n".utf8))
+        _ = try harness.sync(0)
+        let made = try harness.sync(1)
+        let copy = try #require(made.conflictCopies.first, "\(made.changes)")
+        #expect(try harness.devices[1].state.conflicts().map(\.copy.description) == [copy])
+        _ = try harness.sync(0)
+
+        try harness.delete(0, copy)
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        #expect(try harness.read(1, copy) == nil, "the delete reached the device that made the copy")
+        #expect(try harness.devices[1].state.conflicts().isEmpty, "the conflict was resolved")
+        #expect(try harness.devices[0].state.conflicts().isEmpty)
+    }
+}

@@ -198,6 +198,7 @@ extension SyncEngine {
         try state.update { batch in
             for (name, base) in baseUpdates {
                 if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                if base == nil { try batch.resolveConflict(copy: name) }
                 try batch.dequeue(name)
             }
             for conflict in conflicts { try batch.addConflict(conflict) }
@@ -390,6 +391,7 @@ extension SyncEngine {
                     try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
                     for (name, base) in written {
                         if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                        if base == nil { try batch.resolveConflict(copy: name) }
                         try batch.dequeue(name)
                     }
                 }

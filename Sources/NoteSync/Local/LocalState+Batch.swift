@@ -175,6 +175,12 @@ extension LocalState {
                 arguments: [conflict.copy.string, conflict.original.string, conflict.device, conflict.time])
         }
 
+        /// Forgets the conflict a copy recorded, once the copy is deleted (here or on another device, and synced):
+        /// the conflict is resolved, and `notesync conflicts` no longer has a row to filter out.
+        public func resolveConflict(copy: RecordName) throws {
+            try db.execute(sql: "DELETE FROM conflict WHERE copy = ?", arguments: [copy.string])
+        }
+
         /// Forgets everything this device knew of its server (bases, heads, token, chain) and binds the folder to
         /// the server `serverID`: what `notesync recover` starts from. Notes, queued changes and conflicts stay.
         /// Forgets the heads, token and chain: the next fetch reads the whole log again.
