@@ -5,6 +5,20 @@ import Testing
 
 /// The scan's own rules, apart from the sync around it.
 @Suite struct ScannerTests {
+    /// A warning names the path it is about as a value, not only in its text: the command line's JSON and the
+    /// agent's log can say which note without parsing the message.
+    @Test func warningsCarryTheirPath() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
+        try writeFile(root + "/sub/real.md", Data("real\n".utf8))
+        #expect(symlink(root + "/sub/real.md", root + "/sub/link.md") == 0)
+        #expect(mkfifo(root + "/pipe.md", 0o600) == 0)
+        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:], only: nil)
+        let paths = scan.warnings.filter { $0.kind == .notANote }.compactMap(\.path).sorted()
+        #expect(paths == ["pipe.md", "sub/link.md"], "\(scan.warnings)")
+    }
+
     /// Two files whose names differ only in Unicode normalisation (ext4 keeps both) are one record: the first in
     /// byte order (NFD `e` + U+0301 sorts before NFC U+00E9) syncs, the other is skipped with a warning, in the
     /// root, in a subfolder (walked on another thread) and in a partial scan alike. A name without a twin is

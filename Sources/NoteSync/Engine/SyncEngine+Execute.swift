@@ -109,7 +109,9 @@ extension SyncEngine {
                 baseUpdates.append((step.name, nil))
                 note(.downloadDelete, step.name)
             default:
-                report.warnings.append(SyncWarning(.note, "\(step.name): edited during the sync, not deleted; it syncs next round"))
+                report.warnings.append(
+                    SyncWarning(
+                        .note, path: step.name.description, "\(step.name): edited during the sync, not deleted; it syncs next round"))
             }
         }
         func write(_ step: Step, _ head: RecordHead, _ kind: PlannedChange.Kind) throws {

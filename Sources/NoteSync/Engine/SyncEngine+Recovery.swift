@@ -253,7 +253,7 @@ extension SyncEngine {
             try recordKeptCopy(copy, of: original, report: &report)
             report.warnings.append(
                 SyncWarning(
-                    .unicodeTwin,
+                    .unicodeTwin, path: copy.description,
                     "\(Scanner.codePoints(path)) was renamed to \(copy): its name was the same as "
                         + "\(original)'s in another Unicode form; both texts sync now"))
             copies.append(copy.string)

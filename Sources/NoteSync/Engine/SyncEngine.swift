@@ -184,7 +184,8 @@ public final class SyncEngine {
         warnings += scan.warnings
         warnings += scan.foreignConflicts.map {
             SyncWarning(
-                .foreignConflictCopy, "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it")
+                .foreignConflictCopy, path: $0.description,
+                "\($0): a conflict copy made by another sync tool; it syncs as a normal note — compare and delete it")
         }
         return warnings
     }

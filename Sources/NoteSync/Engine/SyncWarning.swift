@@ -31,10 +31,13 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
     }
 
     public var kind: Kind
+    /// The note, folder or server file it is about (relative to the notes folder for notes), when it is about one.
+    public var path: String?
     public var message: String
 
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, path: String? = nil, _ message: String) {
         self.kind = kind
+        self.path = path
         self.message = message
     }
 
@@ -45,6 +48,6 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
     /// server text: left alone and reported, and the sync goes on).
     static func note(_ name: some CustomStringConvertible, _ error: NoteSyncError) -> SyncWarning {
         let refused = error.kind == .io && [EROFS, EACCES, EPERM, ENOSPC, EDQUOT, EIO].contains(error.errno ?? 0)
-        return SyncWarning(refused ? .failed : .note, "\(name): \(error)")
+        return SyncWarning(refused ? .failed : .note, path: name.description, "\(name): \(error)")
     }
 }

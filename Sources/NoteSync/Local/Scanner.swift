@@ -207,7 +207,7 @@ public struct Scanner: Sendable {
                 let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
                 result.warnings.append(
                     SyncWarning(
-                        .unreadable,
+                        .unreadable, path: error.path ?? candidate.path,
                         "\(error.path ?? candidate.path): cannot be read, left alone (not taken as deleted): \(reason)\n"
                             + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again")))
             }
@@ -226,7 +226,7 @@ public struct Scanner: Sendable {
             if (info.st_mode & S_IFMT) == S_IFDIR {
                 result.warnings.append(
                     SyncWarning(
-                        .folderOverNote,
+                        .folderOverNote, path: name.description,
                         "\(name): a folder now has the name of this synced note; the note is left alone, not deleted\n"
                             + "  fix: rename the folder (or delete the note on another device)"))
             }
@@ -320,7 +320,7 @@ public struct Scanner: Sendable {
             let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
             result.warnings.append(
                 SyncWarning(
-                    .unreadable,
+                    .unreadable, path: DisplayName.escape(relative.isEmpty ? "." : relative),
                     "\(DisplayName.escape(relative.isEmpty ? "." : relative)): cannot be listed, its notes are left alone "
                         + "(not taken as deleted): \(reason)\n  fix: let notesync's user read the folder (chmod, chown), then sync again"))
             return
@@ -331,7 +331,9 @@ public struct Scanner: Sendable {
             let path = relative.isEmpty ? item.name : relative + "/" + item.name
             if !item.isValidUTF8 {
                 result.warnings.append(
-                    SyncWarning(.skippedName, "\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it"))
+                    SyncWarning(
+                        .skippedName, path: DisplayName.escape(path),
+                        "\(DisplayName.escape(path)): name is not valid UTF-8, skipped; rename it"))
                 continue
             }
             guard let info = listed.infos[index] else { continue }
@@ -375,7 +377,9 @@ public struct Scanner: Sendable {
         let nfc = isASCII ? path : RecordName.nfc(path)
         let name: RecordName
         do { name = try RecordName(validating: nfc) } catch {
-            result.warnings.append(SyncWarning(.skippedName, "\(DisplayName.escape(path)): skipped: \(error.reason); rename it"))
+            result.warnings.append(
+                SyncWarning(
+                    .skippedName, path: DisplayName.escape(path), "\(DisplayName.escape(path)): skipped: \(error.reason); rename it"))
             return
         }
         switch type {
@@ -386,10 +390,14 @@ public struct Scanner: Sendable {
             candidates.append((name, path, StatFingerprint(info)))
         case S_IFLNK:
             result.warnings.append(
-                SyncWarning(.notANote, "\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)"))
+                SyncWarning(
+                    .notANote, path: DisplayName.escape(path),
+                    "\(DisplayName.escape(path)): symbolic link, skipped (notesync never follows links)"))
         default:
             result.warnings.append(
-                SyncWarning(.notANote, "\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped"))
+                SyncWarning(
+                    .notANote, path: DisplayName.escape(path),
+                    "\(DisplayName.escape(path)): not a regular file (FIFO, socket or device), skipped"))
             result.unreadable.insert(name)
         }
     }
@@ -414,7 +422,7 @@ public struct Scanner: Sendable {
             if other.utf8.elementsEqual(candidate.path.utf8) { return false }
             result.warnings.append(
                 SyncWarning(
-                    .unicodeTwin,
+                    .unicodeTwin, path: DisplayName.escape(candidate.path),
                     "\(codePoints(candidate.path)) and \(codePoints(other)) are the same name in different "
                         + "Unicode forms (as written here); the first is left out of this sync; a sync renames it "
                         + "to a conflict copy so that both texts sync"))
