@@ -66,6 +66,24 @@ struct FakeInstant: InstantProtocol {
         #expect(all == gone.sorted(), "every delete of the burst, in one go")
     }
 
+    @Test func theAgentSleepsUntilDeletesMaySettleAndAChurningPathHoldsThemBackAtMostAMinute() {
+        var settler = settler()
+        settler.noted("a.md", at: at(0), size: nil)
+        settler.noted("b.md", at: at(100), size: nil)
+        #expect(settler.nextDeadline == at(500), "not before the last delete has been quiet for the delete delay")
+        // A path that vanishes every 300 ms for two minutes: the other delete goes after a minute all the same.
+        var settled: [String] = []
+        for step in 1...400 {
+            settler.noted("lock.md", at: at(100 + step * 300), size: nil)
+            settled += settler.takeSettled(at: at(100 + step * 300 + 1)) { _ in nil }.filter { $0 != "lock.md" }
+            if !settled.isEmpty {
+                #expect(100 + step * 300 + 1 >= 60_000, "released at \(100 + step * 300 + 1) ms")
+                break
+            }
+        }
+        #expect(settled == ["a.md", "b.md"])
+    }
+
     @Test func aGrowingFileIsHeldUntilItStopsOrTheLongestWait() {
         var settler = settler()
         settler.noted("big.log", at: at(0), size: 100)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import NoteSync
@@ -89,12 +90,13 @@ import Testing
             Issue.record("merge.md: \(String(describing: action("merge.md")))")
         }
         if case .conflict(let conflict)? = action("conflict-here.md") {
-            #expect(conflict.localWins && !conflict.madeBefore && conflict.serverText == Data("one\nTWO there\nthree\n".utf8))
+            #expect(conflict.localWins && !conflict.madeBefore && conflict.copy.string.hasPrefix("conflict-here"))
+            #expect(conflict.copyDevice != device.config.deviceName, "the copy holds the other device's version")
         } else {
             Issue.record("conflict-here.md: \(String(describing: action("conflict-here.md")))")
         }
         if case .conflict(let conflict)? = action("conflict-there.md") {
-            #expect(!conflict.localWins && conflict.copyDevice == device.config.deviceName && conflict.serverText == nil)
+            #expect(!conflict.localWins && conflict.copyDevice == device.config.deviceName)
         } else {
             Issue.record("conflict-there.md: \(String(describing: action("conflict-there.md")))")
         }
@@ -103,5 +105,44 @@ import Testing
         let described = try plan.compactMap { try engine.describe($0, store: store, options: SyncOptions(dryRun: true)) }
         #expect(described.map(\.name) == plan.map(\.name.description))
         #expect(described.first { $0.name == "restore.md" }?.kind == .restore)
+    }
+}
+
+/// A copy name is chosen when the plan is resolved and written later in the same sync: a file the user saves under
+/// that name in between is neither overwritten nor taken for the copy. The copy takes the next free name.
+@Suite struct PlannedCopyNameTests {
+    @Test func aFileSavedUnderThePlannedCopyNameMeanwhileIsKept() throws {
+        let harness = try SyncHarness(deviceCount: 2)
+        try harness.write(0, "n.md", Data("one\n".utf8))
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        try harness.write(0, "a.md", Data("a\n".utf8))
+        try harness.write(0, "n.md", Data("one, there\n".utf8))
+        _ = try harness.sync(0)
+        // The later edit keeps the name: the server's version becomes a copy.
+        try harness.write(1, "n.md", Data("one, here\n".utf8))
+        var preview = SyncHarness.syncOptions
+        preview.dryRun = true
+        let planned = try #require(try harness.sync(1, preview).conflictCopies.first)
+
+        // While the sync writes a.md (before n.md), the user saves a note under the copy's planned name.
+        let path = harness.path(1, planned)
+        let saved = Mutex(false)
+        let hooks = FaultPoint.Hooks(hit: { point in
+            guard point.description == "apply.tempWritten",
+                saved.withLock({ done in
+                    defer { done = true }
+                    return !done
+                })
+            else { return }
+            try Data("typed meanwhile\n".utf8).write(to: URL(fileURLWithPath: path))
+        })
+        let report = try FaultPoint.with(hooks) { try harness.sync(1) }
+        #expect(try harness.read(1, planned) == Data("typed meanwhile\n".utf8), "the user's file is left as it is")
+        let copy = try #require(report.conflictCopies.first, "\(report.changes)")
+        #expect(copy != planned)
+        #expect(try harness.read(1, copy) == Data("one, there\n".utf8))
+        #expect(try harness.read(1, "n.md") == Data("one, here\n".utf8))
+        #expect(try harness.devices[1].state.conflicts().map(\.copy.description) == [copy])
     }
 }

@@ -25,12 +25,16 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
     let settle: Duration
     let deleteSettle: Duration
     let maxSettle: Duration
+    /// The longest deletes wait for one another: a path that keeps vanishing and coming back (an application's
+    /// lock file, say) never holds the others back for longer.
+    let maxDeleteHold: Duration
     private var items: [String: Item] = [:]
 
-    init(settle: Duration, deleteSettle: Duration, maxSettle: Duration) {
+    init(settle: Duration, deleteSettle: Duration, maxSettle: Duration, maxDeleteHold: Duration = .seconds(60)) {
         self.settle = settle
         self.deleteSettle = deleteSettle
         self.maxSettle = maxSettle
+        self.maxDeleteHold = maxDeleteHold
     }
 
     init(_ options: AgentOptions) {
@@ -63,10 +67,13 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         let found = items.keys.reduce(into: [String: Probe]()) { found, path in found[path] = probe(path) }
         // Missing paths settle together, once none has had an event for `deleteSettle`: the deletes of one
         // `rm -r` reach a sync, and its mass-delete guard, whole, never as they trickle in.
-        let lastDelete = items.lazy.filter { found[$0.key] == nil }.map(\.value.last).max()
+        let missing = items.lazy.filter { found[$0.key] == nil }.map(\.value)
+        let deletesWait =
+            missing.map(\.last).max().map { $0.duration(to: now) < deleteSettle } == true
+            && missing.map(\.first).min().map { $0.duration(to: now) < maxDeleteHold } == true
         for (path, item) in items {
             let found = found[path]
-            if found == nil, let lastDelete, lastDelete.duration(to: now) < deleteSettle { continue }
+            if found == nil && deletesWait { continue }
             if item.last.duration(to: now) < settle { continue }
             if let found, found.isRegularFile, item.size != found.size, item.first.duration(to: now) < maxSettle {
                 // Still growing since it was last looked at: another quiet period.
@@ -87,8 +94,20 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
 
     mutating func removeAll() { items.removeAll() }
 
-    /// When the earliest waiting path may settle: the time to look again (nil when nothing waits).
-    var nextDeadline: Instant? { items.values.map { $0.last.advanced(by: settle) }.min() }
+    /// When the earliest waiting path may settle: the time to look again (nil when nothing waits). A path missing
+    /// at its last event waits for the deletes as a whole (``takeSettled(at:flushing:probe:)``), so the agent sleeps
+    /// through an `rm -r` instead of looking again at every turn.
+    var nextDeadline: Instant? {
+        let missing = items.values.filter { $0.size == nil }
+        let deletesSettle = missing.map(\.last).max().map { $0.advanced(by: deleteSettle) }
+        let deletesHeldUntil = missing.map(\.first).min().map { $0.advanced(by: maxDeleteHold) }
+        let deletes = [deletesSettle, deletesHeldUntil].compactMap { $0 }.min()
+        return items.values.map { item in
+            let quiet = item.last.advanced(by: settle)
+            guard item.size == nil, let deletes else { return quiet }
+            return max(quiet, deletes)
+        }.min()
+    }
 }
 
 /// The agent's retry delay while syncs fail or the server is away: doubles from `minimum` up to `maximum`, back

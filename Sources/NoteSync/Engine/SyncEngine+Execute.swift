@@ -149,10 +149,21 @@ extension SyncEngine {
                 pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
                 keepCopy(conflict.copy, of: step.name, device: conflict.copyDevice, pushed: false)
             } else if conflict.localWins {
-                _ = try applier.write(
-                    conflict.copy, path: conflict.copy.string, data: conflict.serverText ?? Data(),
-                    modified: conflict.server.modified, expected: nil)
-                keepCopy(conflict.copy, of: step.name, device: conflict.copyDevice)
+                guard let text = conflict.server.text else { return }
+                // The planned name, unless a file took it since the plan (then the next free one); a file that
+                // takes it while the copy is written is kept as a copy of its own.
+                var copy = conflict.copy
+                if FileIO.lstatInfo(folder.root + "/" + copy.string) != nil {
+                    copy = try conflictName(
+                        step.name, device: conflict.copyDevice,
+                        date: Date(timeIntervalSince1970: Double(conflict.server.modified) / 1e9)
+                    ) { plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases) }
+                }
+                let outcome = try applier.write(
+                    copy, path: copy.string, data: try store.readAsset(text), modified: conflict.server.modified,
+                    expected: nil)
+                _ = written(outcome, copy)
+                keepCopy(copy, of: step.name, device: conflict.copyDevice)
                 pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
             } else {
                 // The planned name, unless a file took it since the plan (then the next free one).

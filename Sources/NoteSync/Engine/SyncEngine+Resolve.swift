@@ -21,7 +21,7 @@ extension SyncEngine {
         /// A clean merge that is neither side's text: written here, then committed on top of the head's tag.
         case writeMerged(Data, base: Int64)
         /// The edits overlap (or the note is binary): one version keeps the name, the other is kept as a copy.
-        case conflict(Conflict)
+        indirect case conflict(Conflict)
         /// Left alone and reported: `.newerVersion` or `.unreadable`.
         case leave(PlannedChange.Kind, String)
     }
@@ -38,13 +38,12 @@ extension SyncEngine {
         /// The copy exists already: a sync killed after making it (an unsynced note with the server's text and
         /// time), found wherever the user moved it. It is not made again; it syncs as the new note it is.
         var madeBefore: Bool
-        /// The server's text, for a copy of it that is still to be written.
-        var serverText: Data?
         var binary: Bool
     }
 
     /// Works out every step's action, once, in plan order. A step whose action cannot be worked out (a note or a
-    /// server text that cannot be read for a merge) is reported and left out of this sync.
+    /// server text that cannot be read for a merge) is reported and left out of this sync, as is one with nothing
+    /// to do.
     func resolve(
         _ plan: inout [Step], scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, store: ServerStore,
         report: inout SyncReport
@@ -52,28 +51,27 @@ extension SyncEngine {
         let merges = plan.contains { if case .merge = $0.decision { true } else { false } }
         let madeBefore = merges ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone) : [:]
         var copies: Set<RecordName> = []
-        var failed: Set<RecordName> = []
         for index in plan.indices {
             do {
+                // Nil: nothing to do (the planner leaves such records out; a merge needs the note it merges).
                 plan[index].action = try action(plan[index], madeBefore: madeBefore, store: store) { copy in
                     copies.contains(copy) || isConflictNameTaken(copy, zone: zone, bases: bases)
                 }
                 if case .conflict(let conflict) = plan[index].action, !conflict.madeBefore { copies.insert(conflict.copy) }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {
                 report.warnings.append(SyncWarning.note(plan[index].name, error))
-                failed.insert(plan[index].name)
             }
         }
-        if !failed.isEmpty { plan.removeAll { failed.contains($0.name) } }
+        plan.removeAll { $0.action == nil }
     }
 
     /// One step's action.
     private func action(
         _ step: Step, madeBefore: [CopyKey: RecordName], store: ServerStore, isTaken: (RecordName) -> Bool
-    ) throws -> Action {
+    ) throws -> Action? {
         switch step.decision {
         case .nothing:
-            return .adopt(nil)
+            return nil
         case .push(nil, let base):
             return .delete(base: base)
         case .push(_, let base):
@@ -90,7 +88,7 @@ extension SyncEngine {
         case .adopt(let head):
             return .adopt(head)
         case .merge(let ancestor, let server):
-            guard let local = step.local else { return .adopt(nil) }
+            guard let local = step.local else { return nil }
             let merged = try resolveMerge(
                 step.name, local: local, ancestor: ancestor, ancestorSize: step.base?.size, server: server, store: store)
             switch merged.resolution {
@@ -107,7 +105,7 @@ extension SyncEngine {
                     return .conflict(
                         Conflict(
                             server: server, localWins: true, copy: made, copyDevice: deviceName(server.device, store: store),
-                            madeBefore: true, serverText: nil, binary: binary))
+                            madeBefore: true, binary: binary))
                 }
                 let device = localWins ? deviceName(server.device, store: store) : config.deviceName
                 let modified = localWins ? server.modified : local.modified
@@ -116,7 +114,7 @@ extension SyncEngine {
                 return .conflict(
                     Conflict(
                         server: server, localWins: localWins, copy: copy, copyDevice: device, madeBefore: false,
-                        serverText: localWins ? merged.server : nil, binary: binary))
+                        binary: binary))
             }
         case .newerVersion:
             return .leave(.newerVersion, "written by a newer notesync; left alone")

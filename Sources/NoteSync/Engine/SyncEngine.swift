@@ -266,7 +266,11 @@ public final class SyncEngine {
                 historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
             }
             holdMassDelete(&plan, scan: scan, bases: bases, options: options, report: &report)
-            try resolve(&plan, scan: scan, bases: bases, zone: zone, store: store, report: &report)
+            do {
+                try resolve(&plan, scan: scan, bases: bases, zone: zone, store: store, report: &report)
+            } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+                throw ServerAway(error: error, memo: nil)
+            }
             phases.lap("plan")
             if options.dryRun {
                 try describe(plan, zone: zone, store: store, options: options, report: &report)
