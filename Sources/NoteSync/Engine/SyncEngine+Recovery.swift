@@ -33,6 +33,20 @@ extension SyncEngine {
         return recovered
     }
 
+    /// A note found holding the text of one of this device's own commits, but saved again since (a restore of that
+    /// version, the same text saved, a recovery that found the commit on the server): it takes the commit's time, as
+    /// every other device has it, and that is its base's fingerprint. Only the time changes; the text is the record's.
+    func adoptCommittedTimes(_ recovered: inout [RecordName: BaseRecord?], scan: ScanResult) {
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
+        for (name, base) in recovered {
+            guard var base, let file = scan.files[name], file.digest == base.digest, file.modified != base.modified,
+                let adopted = applier.adoptModified(path: file.path, modified: base.modified, expected: file.fingerprint)
+            else { continue }
+            base.fingerprint = adopted
+            recovered[name] = base
+        }
+    }
+
     /// The base of a note that looks changed on both sides although it is exactly a version the record had since
     /// its recorded base (or ever, with no base): `nil` when it is not, or when its decision does not hang on it.
     ///
@@ -191,18 +205,26 @@ extension SyncEngine {
     /// each note whose base is a lost entry gets, as its base, the version the server held before it, so the plan
     /// sees the note changed since and pushes it (merged if another device changed the note meanwhile). Returns
     /// the names to scan again. A lost delete is not made again: the note comes back from the server (nothing is
-    /// deleted for a recovery).
+    /// deleted for a recovery). A note that holds exactly the prior version's text (the lost entry only saved the same
+    /// text again, as a restore of an earlier version can) takes that version's time, as a pull would have given it:
+    /// there is nothing to push, and every device ends with the same bytes and time.
     func requeueLostCommits(
         _ lost: LostEntries, zone: ZoneState, bases: inout [RecordName: BaseRecord], scan: inout ScanResult,
         store: ServerStore
     ) throws -> [RecordName] {
         var requeued: [RecordName] = []
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         try state.update { batch in
             for seq in lost.slots {
                 logger.warning("sync.entry.lost", metadata: ["server.seq": "\(seq)"])
                 let names = bases.values.filter { $0.tag == seq }.map(\.name)
                 for name in names {
-                    let prior = priorVersion(name, before: seq, zone: zone, store: store)
+                    var prior = priorVersion(name, before: seq, zone: zone, store: store)
+                    if let file = scan.files[name], file.digest == prior?.digest, let modified = prior?.modified {
+                        prior?.fingerprint =
+                            applier.adoptModified(path: file.path, modified: modified, expected: file.fingerprint)
+                            ?? file.fingerprint
+                    }
                     // Scanned again by the caller against its prior base.
                     scan.rebase(name, from: bases[name], to: nil)
                     bases[name] = prior

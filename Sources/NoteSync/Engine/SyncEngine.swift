@@ -244,7 +244,8 @@ public final class SyncEngine {
             report.rounds = round
             let tokenBefore = zone.token
             let fetched = try fetch(store, zone: &zone, bases: bases, check: paths == nil && round == 1 ? .full : .quick, options: options)
-            let recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
+            var recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
+            if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
             for (name, base) in recovered {
                 scan.rebase(name, from: bases[name], to: base)
                 bases[name] = base

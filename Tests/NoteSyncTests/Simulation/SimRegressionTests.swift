@@ -221,6 +221,31 @@ import Testing
         Self.expectClean(SimSchedule.forSeed(seed))
     }
 
+    /// Carol restores b/c.md to the version she committed first (the same text, a new mtime) and pushes it; dave
+    /// pulls it; then the server loses its last entries. Carol recovers: the log's first entry is her own commit of
+    /// that text, recovered as her note's base with the note's new fingerprint, and dave's requeue of the lost entry
+    /// took its prior version as the base: both kept the restore's mtime while the record says the first one, so the
+    /// devices disagreed on the note's time for ever. A note holding the text of a recovered own commit or of a
+    /// lost entry's prior version now takes that version's time (soak of 2026-11-24, seed 27186296061304119).
+    @Test(arguments: [27_186_296_061_304_119] as [UInt64])
+    func aRecoveredVersionWithTheSameTextTakesItsTime(seed: UInt64) {
+        Self.expectClean(SimSchedule.forSeed(seed))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .edit(.existing(7), .changeLine(5), .inPlace)),
+                    .init(2, .move(.existing(6), to: 4)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .delete(.pool(4))),
+                    .init(3, .edit(.existing(5), .changeLine(5), .inPlace)),
+                    .init(2, .restore(.pool(4), back: 2)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .serverFault(.loseEntry(fromEnd: 1))),
+                    .init(0, .serverFault(.loseEntry(fromEnd: 1)))
+                ]))
+    }
+
     /// The seed the soak found it with, as generated today (the shrunk schedule above stays if generation changes).
     @Test func seed57111914() {
         Self.expectClean(SimSchedule.forSeed(57_111_914, serverFaults: false))
