@@ -32,7 +32,7 @@ struct NoteSyncCommand: AsyncParsableCommand {
             The same condition gives the same code in every command, run alone
             or served by a running agent.
             """,
-        version: NoteSyncVersion.string,
+        version: NoteSyncVersion.full,
         subcommands: [
             InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self,
             ConflictsCommand.self,
