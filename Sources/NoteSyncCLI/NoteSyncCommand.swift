@@ -36,7 +36,8 @@ struct NoteSyncCommand: AsyncParsableCommand {
         subcommands: [
             InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self,
             ConflictsCommand.self,
-            HistoryCommand.self, RestoreCommand.self, ServerCommand.self, DebugCommand.self
+            HistoryCommand.self, RestoreCommand.self, ServerCommand.self, ServiceCommand.self, DebugCommand.self,
+            GenerateManualCommand.self
         ]
     )
 }
