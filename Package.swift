@@ -6,6 +6,14 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility")
 ]
 
+// The git commit `notesync --version` names: scripts/install and scripts/run set NOTESYNC_COMMIT (`git describe
+// --always --dirty`); a build without it says "unknown commit". Nothing is written into the source tree.
+let buildCommit = Context.environment["NOTESYNC_COMMIT"] ?? ""
+let buildCommitSettings: [CSetting] =
+    !buildCommit.isEmpty && buildCommit.count <= 64
+        && buildCommit.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.+".contains($0)) })
+    ? [.define("NOTESYNC_COMMIT", to: "\"\(buildCommit)\"")] : []
+
 let package = Package(
     name: "notesync",
     platforms: [.macOS(.v14)],
@@ -27,7 +35,7 @@ let package = Package(
             path: "Sources/CInotifyTools",
             providers: [.apt(["libinotifytools0-dev"])]
         ),
-        .target(name: "CSyscalls", path: "Sources/CSyscalls"),
+        .target(name: "CSyscalls", path: "Sources/CSyscalls", cSettings: buildCommitSettings),
         .target(
             name: "NoteSync",
             dependencies: [

@@ -34,3 +34,9 @@ int ns_syncfs(int fd) {
 }
 
 int ns_malloc_top_pad(int bytes) { return mallopt(M_TOP_PAD, bytes); }
+
+#ifndef NOTESYNC_COMMIT
+#define NOTESYNC_COMMIT ""
+#endif
+
+const char *ns_build_commit(void) { return NOTESYNC_COMMIT; }

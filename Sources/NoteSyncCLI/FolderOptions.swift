@@ -36,6 +36,62 @@ struct FolderOptions: ParsableArguments {
     }
 }
 
+/// Shell completion of a note argument (`history`, `restore`): the synced notes of the folder that `--notes` names
+/// on the command line being completed, else of the notes folder enclosing the current directory, read from the
+/// local state without writing anything. Names that start with `prefix`, sorted; none when there is no folder.
+func completeNoteNames(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+    var folder: NotesFolder?
+    if let notes = notesArgument(words) {
+        folder = NotesFolder(root: notes)
+    } else {
+        folder = NotesFolder.enclosing(FileManager.default.currentDirectoryPath)
+    }
+    guard let folder, folder.isInitialized, let state = try? LocalState(path: folder.database, readOnly: true),
+        let bases = try? state.bases()
+    else { return [] }
+    try? state.close()
+    let word = unquotedWord(prefix)
+    return bases.keys.map(\.string).filter { $0.hasPrefix(word) }.sorted()
+}
+
+/// The value of `--notes DIR` or `--notes=DIR` among shell words, unquoted, `~` expanded.
+func notesArgument(_ words: [String]) -> String? {
+    var value: String?
+    for (index, word) in words.enumerated() {
+        if word == "--notes", index + 1 < words.count {
+            value = words[index + 1]
+        } else if word.hasPrefix("--notes=") {
+            value = String(word.dropFirst("--notes=".count))
+        }
+    }
+    guard let value, !value.isEmpty else { return nil }
+    let word = unquotedWord(value)
+    if word == "~" || word.hasPrefix("~/") { return NSHomeDirectory() + word.dropFirst() }
+    return word
+}
+
+/// A shell word as the shell passes it verbatim to a completion: quotes removed, backslash escapes undone.
+func unquotedWord(_ word: String) -> String {
+    var out = ""
+    var quote: Character?
+    var escaped = false
+    for character in word {
+        if escaped {
+            out.append(character)
+            escaped = false
+        } else if character == "\\" && quote != "'" {
+            escaped = true
+        } else if let open = quote, character == open {
+            quote = nil
+        } else if quote == nil && (character == "'" || character == "\"") {
+            quote = character
+        } else {
+            out.append(character)
+        }
+    }
+    return out
+}
+
 /// True when standard output is a terminal (colour only then).
 var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
 

@@ -28,7 +28,7 @@ struct HistoryCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var folderOptions: FolderOptions
-    @Argument(help: "The note, relative to the notes folder.") var note: String
+    @Argument(help: "The note, relative to the notes folder.", completion: .custom(completeNoteNames)) var note: String
 
     func run() throws {
         let logger = global.makeLogger()
@@ -66,7 +66,7 @@ struct RestoreCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var folderOptions: FolderOptions
-    @Argument(help: "The note, relative to the notes folder.") var note: String
+    @Argument(help: "The note, relative to the notes folder.", completion: .custom(completeNoteNames)) var note: String
     @Option(help: "The version number `notesync history` shows.") var version: Int64
 
     func run() throws {

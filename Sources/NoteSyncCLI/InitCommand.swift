@@ -17,6 +17,8 @@ struct InitCommand: ParsableCommand {
     @Option(help: "The server directory.") var server: String
     @Option(help: "This device's name in conflict copies (default: the host name).") var deviceName: String?
     @Flag(help: "Make the server directory a new server if it is not one yet.") var createServer = false
+    @Flag(name: .shortAndLong, help: "Show no progress line (a terminal shows one for work longer than a second).")
+    var quiet = false
 
     func run() throws {
         let logger = global.makeLogger()
@@ -48,7 +50,12 @@ struct InitCommand: ParsableCommand {
                         + "(the inner one would sync into the outer one's server again at every sync)",
                     fix: "use a folder outside \(outer.root), or sync the notes there through \(outer.root)")
             }
-            if let inner = folder.nestedNotesFolder() {
+            // A large folder takes a while to walk: a progress line on a terminal.
+            let line = ProgressLine.start(quiet: quiet)
+            line?.progress.enter(.scanning)
+            let nested = folder.nestedNotesFolder(progress: line?.progress)
+            line?.finish()
+            if let inner = nested {
                 throw NoteSyncError(
                     .usage, path: folder.root, "holds the notes folder \(inner.root): notes folders cannot nest",
                     fix: "use a folder that holds no notes folder, or keep using \(inner.root) as it is")

@@ -32,11 +32,12 @@ struct NoteSyncCommand: AsyncParsableCommand {
             The same condition gives the same code in every command, run alone
             or served by a running agent.
             """,
-        version: NoteSyncVersion.string,
+        version: NoteSyncVersion.full,
         subcommands: [
             InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self,
             ConflictsCommand.self,
-            HistoryCommand.self, RestoreCommand.self, ServerCommand.self, DebugCommand.self
+            HistoryCommand.self, RestoreCommand.self, ServerCommand.self, ServiceCommand.self, DebugCommand.self,
+            GenerateManualCommand.self
         ]
     )
 }

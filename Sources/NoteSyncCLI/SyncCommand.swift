@@ -27,11 +27,13 @@ struct SyncCommand: ParsableCommand {
     @Flag(help: "Show what a sync would do, as diffs; change nothing.") var dryRun = false
     @Flag(help: "Print the result as JSON.") var json = false
     @Flag(help: "Allow a sync that deletes more than half of the notes.") var allowMassDelete = false
+    @Flag(name: .shortAndLong, help: "Show no progress line (a terminal shows one for work longer than a second).")
+    var quiet = false
 
     func run() throws {
         try runSync(
             global: global, folderOptions: folderOptions, dryRun: dryRun, json: json,
-            allowMassDelete: allowMassDelete)
+            allowMassDelete: allowMassDelete, quiet: quiet)
     }
 }
 
@@ -49,9 +51,13 @@ struct DiffCommand: ParsableCommand {
     @Flag(help: "Print the plan as JSON.") var json = false
     @Flag(help: "Show the deletes the mass-delete guard holds as a sync with --allow-mass-delete would make them.")
     var allowMassDelete = false
+    @Flag(name: .shortAndLong, help: "Show no progress line (a terminal shows one for work longer than a second).")
+    var quiet = false
 
     func run() throws {
-        try runSync(global: global, folderOptions: folderOptions, dryRun: true, json: json, allowMassDelete: allowMassDelete)
+        try runSync(
+            global: global, folderOptions: folderOptions, dryRun: true, json: json, allowMassDelete: allowMassDelete,
+            quiet: quiet)
     }
 }
 
@@ -84,6 +90,8 @@ struct RecoverCommand: ParsableCommand {
     @Flag(help: "Show what the recovery would do, as diffs; change nothing.") var dryRun = false
     @Flag(help: "Print the result as JSON.") var json = false
     @Option(help: "Move the notes folder to this server directory (an existing notesync server).") var server: String?
+    @Flag(name: .shortAndLong, help: "Show no progress line (a terminal shows one for work longer than a second).")
+    var quiet = false
 
     func run() throws {
         let logger = global.makeLogger()
@@ -122,7 +130,11 @@ struct RecoverCommand: ParsableCommand {
             let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
             var options = SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json)
             options.forgetServer = true
-            let report = try engine.sync(options)
+            let line = json ? nil : ProgressLine.start(quiet: quiet)
+            options.progress = line?.progress
+            let synced = Result { try engine.sync(options) }
+            line?.finish()
+            let report = try synced.get()
             if json { try printJSON(report) } else { printReport(report) }
             // The server went away after the recovery began: it is not finished (the next sync or recover goes on).
             if report.offline { return ExitCodes.offline }
@@ -137,7 +149,9 @@ struct RecoverCommand: ParsableCommand {
     }
 }
 
-func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, json: Bool, allowMassDelete: Bool) throws {
+func runSync(
+    global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, json: Bool, allowMassDelete: Bool, quiet: Bool
+) throws {
     let logger = global.makeLogger()
     OneShotProcess.growHeapInLargeSteps()
     try reportingErrors {
@@ -170,10 +184,13 @@ func runSync(global: GlobalOptions, folderOptions: FolderOptions, dryRun: Bool, 
         defer { withExtendedLifetime(lock) {} }
         let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
         engine.leavesMemoryToExit = true
-        var report = try engine.sync(
-            SyncOptions(
-                dryRun: dryRun, withDiffs: dryRun, colorDiffs: colorDiffs,
-                allowMassDelete: allowMassDelete))
+        var options = SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: colorDiffs, allowMassDelete: allowMassDelete)
+        // A line on a terminal while a long sync runs; nothing in JSON mode, piped, or with --quiet.
+        let line = json ? nil : ProgressLine.start(quiet: quiet)
+        options.progress = line?.progress
+        let synced = Result { try engine.sync(options) }
+        line?.finish()
+        var report = try synced.get()
         if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
             report.warnings += ServerFsck.conflictCopies(in: store, near: report.token).map { SyncWarning(.foreignConflictCopy, $0) }
         }

@@ -51,6 +51,10 @@ extension SyncEngine {
             plan.lazy.filter { if case .write(_, .download) = $0.action { $0.local == nil } else { false } }
             .prefix(Self.bulkDownloadThreshold).count >= Self.bulkDownloadThreshold
         var newNotes: [(name: RecordName, head: RecordHead)] = []
+        if let progress {
+            let downloads = plan.lazy.filter { if case .write = $0.action { true } else { false } }.count
+            if downloads > 0 { progress.enter(.downloading, total: downloads) }
+        }
 
         func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
             report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
@@ -120,6 +124,7 @@ extension SyncEngine {
                 return
             }
             let fingerprint = try writeHead(step.name, head, path: step.local?.path ?? step.name.string, expected: step.local?.digest)
+            progress?.add(1, bytes: head.text?.size ?? 0)
             setBase(step.name, head, fingerprint)
             note(kind, step.name, kind == .merge ? "the server's version already holds both edits" : nil)
         }
@@ -280,7 +285,9 @@ extension SyncEngine {
                     warnings.append(SyncWarning.note(name, error))
                 }
             }
-            for (index, outcome) in applier.writeNew(batch).enumerated() {
+            let outcomes = applier.writeNew(batch)
+            progress?.add(batch.count, bytes: bytes)
+            for (index, outcome) in outcomes.enumerated() {
                 switch outcome {
                 case .success(let outcome):
                     written.append((batch[index].name, heads[index], outcome))
@@ -311,10 +318,12 @@ extension SyncEngine {
     ) throws -> Bool {
         var foldedOthers = false
         let root = folder.root
+        let progress = progress
+        if let progress, !pushes.isEmpty { progress.enter(.uploading, total: pushes.count) }
         let finished = try BatchPipeline.run(
             total: pushes.count, batchSize: Self.commitBatchSize,
             overlapped: pushes.count > Self.commitBatchSize && !FaultPoint.isActive,
-            prepare: { [pushes] range in try Self.prepareBatch(pushes[range], root: root, store: store) },
+            prepare: { [pushes] range in try Self.prepareBatch(pushes[range], root: root, store: store, progress: progress) },
             process: { prepared, range, isLast, writer in
                 let outcome = try commitBatch(
                     prepared, pushes[range], isLast: isLast, writer: writer, bases: &bases, zone: &zone, store: store,
@@ -327,7 +336,9 @@ extension SyncEngine {
     }
 
     /// Reads a batch's notes (on every core) and stages their texts on the server.
-    private static func prepareBatch(_ pushes: ArraySlice<Push>, root: String, store: ServerStore) throws -> PreparedBatch {
+    private static func prepareBatch(
+        _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?
+    ) throws -> PreparedBatch {
         let reads = Parallel.map(pushes.count) { offset in
             Result { try pushes[pushes.startIndex + offset].path.flatMap { try FileIO.readStable(root + "/" + $0) } }
         }
@@ -342,6 +353,7 @@ extension SyncEngine {
             }
         }
         let staged = try store.stageAssets(saves.map(\.data))
+        progress?.add(pushes.count, bytes: saves.reduce(0) { $0 + Int64($1.data.count) })
         return PreparedBatch(saves: saves.map { ($0.push, $0.fingerprint) }, deletes: deletes, staged: staged)
     }
 
@@ -375,7 +387,10 @@ extension SyncEngine {
                 modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
             kinds[save.push.name] = save.push.kind
         }
-        guard !changes.isEmpty else { return .committed(foldedOthers: false) }
+        guard !changes.isEmpty else {
+            progress?.addCommitted(slice.count)
+            return .committed(foldedOthers: false)
+        }
         // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
         let beforeToken = zone.token
         switch try store.commit(changes, into: &zone) {
@@ -415,6 +430,7 @@ extension SyncEngine {
                     report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
                 }
             }
+            progress?.addCommitted(slice.count)
             return .committed(foldedOthers: entry.seq != beforeToken + 1)
         case .conflicts(let conflicts):
             try writer.finish()

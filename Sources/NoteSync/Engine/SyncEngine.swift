@@ -21,6 +21,9 @@ public struct SyncOptions: Sendable {
     /// Report notes modified in the future and a clock far from the server's (off in harnesses whose logical time
     /// is not the wall clock's).
     public var checksClock = true
+    /// Counters the sync bumps as it goes (scanned, downloaded, uploaded, committed), for a progress line; nil
+    /// costs nothing.
+    public var progress: SyncProgress?
 
     public init(dryRun: Bool = false, withDiffs: Bool = false, colorDiffs: Bool = false, allowMassDelete: Bool = false) {
         self.dryRun = dryRun
@@ -84,6 +87,8 @@ public final class SyncEngine {
     /// For a process that exits after one sync: what a sync held is left to the exit (``OneShotProcess``)
     /// instead of being released record by record (a cost that grows with the notes). Never for the agent.
     public var leavesMemoryToExit = false
+    /// The running sync's ``SyncOptions/progress``.
+    var progress: SyncProgress?
 
     public init(folder: NotesFolder, state: LocalState, config: FolderConfig, logger: Logger) {
         self.folder = folder
@@ -104,7 +109,10 @@ public final class SyncEngine {
         var report = SyncReport(dryRun: options.dryRun)
         var phases = PhaseTimer(measuresMemory: logger.logLevel <= .debug)
         defer { logger.debug("sync.phases", metadata: phases.metadata) }
-        let scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
+        progress = options.progress
+        progress?.enter(.scanning)
+        var scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
+        scanner.progress = options.progress
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
         var (bases, zone, scan) = try loadAndScan(scanner, options: options, only: paths, phases: &phases)
         report.hashed = scan.hashed

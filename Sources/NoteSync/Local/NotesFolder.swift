@@ -44,9 +44,11 @@ public struct NotesFolder: Sendable, Hashable {
 
     /// A notes folder inside this one (its `.notesync/state.sqlite`), if there is one: walks the folder, skipping
     /// what notesync never syncs (other tools' folders such as `.git`).
-    public func nestedNotesFolder() -> NotesFolder? {
+    /// `progress` counts the names walked.
+    public func nestedNotesFolder(progress: SyncProgress? = nil) -> NotesFolder? {
         guard let walker = FileManager.default.enumerator(atPath: root) else { return nil }
         while let relative = walker.nextObject() as? String {
+            progress?.add(1)
             let name = (relative as NSString).lastPathComponent
             if name == IgnoreRules.stateDirectoryName {
                 walker.skipDescendants()

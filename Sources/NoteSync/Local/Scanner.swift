@@ -79,6 +79,8 @@ public struct ScanResult: Sendable {
 public struct Scanner: Sendable {
     public let root: String
     public let rules: IgnoreRules
+    /// Counts the notes a full scan hashes (``SyncOptions/progress``).
+    public var progress: SyncProgress?
 
     public init(root: String, rules: IgnoreRules) {
         self.root = root
@@ -174,6 +176,9 @@ public struct Scanner: Sendable {
         }
         let hashed = Mutex<[(Int, Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>)]>([])
         let rootPath = root
+        // Only a full scan's hashing is counted (the partial scans of a sync's later rounds are short).
+        let progress = result.scope == nil && !toHash.isEmpty ? progress : nil
+        progress?.expect(toHash.count)
         let hashList = toHash
         let paths = toHash.isEmpty ? [] : candidates.map(\.path)
         DispatchQueue.concurrentPerform(iterations: hashList.count) { slot in
@@ -188,6 +193,7 @@ public struct Scanner: Sendable {
             } catch {
                 outcome = .failure(NoteSyncError(.io, path: candidate.path, "\(error)"))
             }
+            if case .success(let value?) = outcome { progress?.add(1, bytes: value.1) }
             hashed.withLock { $0.append((index, outcome)) }
         }
         for (index, outcome) in hashed.withLock({ $0 }) {
