@@ -119,8 +119,9 @@ extension SyncEngine {
     /// - a temp holding a base, a queued change, a server head known here or a text the server holds (the version
     ///   a pull wrote and never swapped in, or the version an apply swapped out after, or before, checking it) is
     ///   removed: the engine has it;
-    /// - so is a temp whose note is still at its base: nothing was swapped in (a swap leaves the note at the new
-    ///   version), and the sync that follows pulls again;
+    /// - so is a temp whose note is still the very file its base recorded (its fingerprint: inode, size, times):
+    ///   nothing was swapped in (a swap puts another file in place), and the sync that follows pulls again. The
+    ///   base's text alone is no proof: a pull that only changes a note's time swaps in that same text;
     /// - any other is kept as a conflict copy of its note (in the note's folder, made again if the user removed
     ///   it meanwhile), scanned now so that this sync uploads it: an edit the user saved while the killed apply was
     ///   swapping the note, which no one else has, or (rarely) a merged text that was never swapped in, which the
@@ -153,7 +154,13 @@ extension SyncEngine {
             let path = leftover.path
             guard let info = FileIO.lstatInfo(path), let (digest, size) = try FileDigest.of(path: path) else { continue }
             let note = leftover.note.flatMap { try? RecordName(validating: RecordName.nfc($0)) }
-            let neverSwappedIn = note.flatMap { scan.files[$0] }.map { $0.digest == bases[$0.name]?.digest } ?? false
+            // Never swapped in: the note is still the very file its base recorded (same inode, size and times). The
+            // same text alone proves nothing: a pull that only gives the note a new time swaps in the same text, and
+            // what it displaced is the user's save.
+            let neverSwappedIn =
+                note.flatMap { scan.files[$0] }.map { file in
+                    bases[file.name].map { $0.digest == file.digest && $0.fingerprint == file.fingerprint } ?? false
+                } ?? false
             if known.contains(digest) || neverSwappedIn || serverHolds(digest, size: size) {
                 unlink(path)
                 continue

@@ -246,6 +246,22 @@ import Testing
                 ]))
     }
 
+    /// Bob saves note.md while his sync pulls carol's version over it, and the sync is killed just after (soak of
+    /// 2026-11-24, seed 236232051865333365).
+    @Test func aSaveMadeWhileAPullIsKilledSurvives() {
+        Self.expectClean(SimSchedule.forSeed(236_232_051_865_333_365))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(1, .edit(.pool(0), .changeLine(3), .inPlace)),
+                    .init(1, .approveDeletes),
+                    .init(2, .edit(.pool(0), .rewrite(lines: 5), .inPlace)),
+                    .init(2, .restore(.existing(6), back: 1)),
+                    .init(1, .sync(.userEditThenCrash(at: 6, .existing(0), crashAt: 9), full: false))
+                ]))
+    }
+
     /// The seed the soak found it with, as generated today (the shrunk schedule above stays if generation changes).
     @Test func seed57111914() {
         Self.expectClean(SimSchedule.forSeed(57_111_914, serverFaults: false))
