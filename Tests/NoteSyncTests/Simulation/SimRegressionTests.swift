@@ -262,6 +262,33 @@ import Testing
                 ]))
     }
 
+    /// Soak of 2026-11-24, seed 26276269397985586: alice's entry 3 is held back by a replicating tool, another entry
+    /// takes slot 3, entries 4 and 5 follow it, then that entry is lost and the held one delivered into its slot.
+    /// The devices past slot 3 pin the log by their last entry and read on; `server fsck --repair` finds the chain
+    /// broken at 4 and moves 4–5 to quarantine/. The simulation ran fsck after the devices' last syncs and wanted
+    /// them clean, but a repair that cuts the log puts every device that read the tail behind the server: each
+    /// now stops, and is recovered as the docs say (fsck, then `recover`), with nothing lost.
+    @Test func aDeviceIsNotLeftBehindAfterTheRecovery() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.pool(1), .changeLine(1), .inPlace)),
+                    .init(0, .move(.existing(3), to: 0)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .delete(.existing(6))),
+                    .init(2, .sync(.userEdit(at: 5, .existing(0)), full: false)),
+                    .init(0, .sync(.crash(at: 11), full: false)),
+                    .init(0, .serverFault(.holdEntry)),
+                    .init(1, .edit(.pool(0), .changeLine(5), .inPlace)),
+                    .init(0, .sync(.userEdit(at: 1, .pool(3)), full: false)),
+                    .init(2, .approveDeletes),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .serverFault(.loseEntry(fromEnd: 2)))
+                ]))
+    }
+
     /// The seed the soak found it with, as generated today (the shrunk schedule above stays if generation changes).
     @Test func seed57111914() {
         Self.expectClean(SimSchedule.forSeed(57_111_914, serverFaults: false))
