@@ -77,13 +77,9 @@ import Testing
         try FileManager.default.removeItem(atPath: t.server)
         #expect(rename(away, t.server) == 0)
 
-        let marker = ServerLayout(root: t.server).marker
-        let intact = try Data(contentsOf: URL(fileURLWithPath: marker))
-        unlink(marker)
-        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: marker))
+        let intact = try t.damageMarker()
         try compare("a damaged marker", 1)
-        unlink(marker)
-        try intact.write(to: URL(fileURLWithPath: marker))
+        try t.restoreMarker(intact)
 
         try t.sync(t.a)
         try FileManager.default.removeItem(atPath: t.server)

@@ -348,15 +348,11 @@ import Testing
         try FileManager.default.removeItem(atPath: t.server)
         #expect(rename(away, t.server) == 0)
 
-        let marker = ServerLayout(root: t.server).marker
-        let intact = try Data(contentsOf: URL(fileURLWithPath: marker))
-        unlink(marker)
-        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: marker))
+        let intact = try t.damageMarker()
         try expectCodes(
             [["sync"], ["diff"], ["status"], ["history", "a.md"], ["restore", "a.md", "--version", "1"], ["recover"]],
             t.a, 1, "a damaged server marker")
-        unlink(marker)
-        try intact.write(to: URL(fileURLWithPath: marker))
+        try t.restoreMarker(intact)
         try expectCodes([["sync"], ["status"]], t.a, 0, "its server back")
     }
 }

@@ -119,9 +119,7 @@ import Testing
         #expect(refused.status == 1 && refused.stderr.contains("has no zone"), "\(refused.stderr)")
         #expect(
             refused.stderr.contains("server fsck \((t.server as NSString).standardizingPath) --repair --server-id ID"), "\(refused.stderr)")
-        let status = try t.run(["status", "--notes", t.a])
-        let idLine = try #require(status.stdout.split(separator: "\n").first { $0.hasPrefix("server id:") })
-        let id = String(idLine.dropFirst("server id:".count).trimmingCharacters(in: .whitespaces))
+        let id = try t.serverIDShown(t.a)
         try t.expectOK(["server", "fsck", t.server, "--repair", "--server-id", id])
         let repaired = try JSONDecoder().decode(ServerMarker.self, from: Data(contentsOf: URL(fileURLWithPath: marker)))
         #expect(repaired.id == original.id && repaired.format == original.format && repaired.zones == ["notes"])

@@ -20,6 +20,31 @@ final class TwoDevices {
         try notesync(arguments, scratch: scratch.path, directory: directory)
     }
 
+    /// The server id `notesync status` shows for `folder`: what the fix of a damaged marker asks the user for.
+    func serverIDShown(_ folder: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        let status = try run(["status", "--notes", folder])
+        let line = try #require(
+            status.stdout.split(separator: "\n").first { $0.hasPrefix("server id:") }, "\(status.stdout)",
+            sourceLocation: sourceLocation)
+        return String(line.dropFirst("server id:".count).trimmingCharacters(in: .whitespaces))
+    }
+
+    /// Puts bytes that are not JSON in place of the server's marker; returns the marker as it was, to put back.
+    func damageMarker() throws -> Data {
+        let marker = ServerLayout(root: server).marker
+        let intact = try Data(contentsOf: URL(fileURLWithPath: marker))
+        unlink(marker)
+        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: marker))
+        return intact
+    }
+
+    /// Puts back the marker ``damageMarker()`` returned.
+    func restoreMarker(_ intact: Data) throws {
+        let marker = ServerLayout(root: server).marker
+        unlink(marker)
+        try intact.write(to: URL(fileURLWithPath: marker))
+    }
+
     @discardableResult
     func expectOK(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> ProcessResult {
         let result = try run(arguments)

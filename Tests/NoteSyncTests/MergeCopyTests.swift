@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import NoteSync
@@ -19,16 +18,9 @@ import Testing
 
         // The second device saves again just after the merged text was staged, before it is swapped in.
         let path = harness.path(1, "n.md")
-        let saved = Mutex(false)
-        let hooks = FaultPoint.Hooks(hit: { point in
-            guard point.description == "apply.tempWritten",
-                saved.withLock({ done in
-                    defer { done = true }
-                    return !done
-                })
-            else { return }
+        let hooks = FaultPoint.Hooks.once(at: "apply.tempWritten") {
             try Data("one\ntwo\nthree, saved during the merge\n".utf8).write(to: URL(fileURLWithPath: path))
-        })
+        }
         let report = try FaultPoint.with(hooks) { try harness.sync(1) }
         let copies = report.changes.filter { $0.kind == .conflict }.compactMap(\.detail)
         #expect(copies.count == 1, "\(report.changes)")

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import NoteSync
@@ -127,16 +126,9 @@ import Testing
 
         // While the sync writes a.md (before n.md), the user saves a note under the copy's planned name.
         let path = harness.path(1, planned)
-        let saved = Mutex(false)
-        let hooks = FaultPoint.Hooks(hit: { point in
-            guard point.description == "apply.tempWritten",
-                saved.withLock({ done in
-                    defer { done = true }
-                    return !done
-                })
-            else { return }
+        let hooks = FaultPoint.Hooks.once(at: "apply.tempWritten") {
             try Data("typed meanwhile\n".utf8).write(to: URL(fileURLWithPath: path))
-        })
+        }
         let report = try FaultPoint.with(hooks) { try harness.sync(1) }
         #expect(try harness.read(1, planned) == Data("typed meanwhile\n".utf8), "the user's file is left as it is")
         let copy = try #require(report.conflictCopies.first, "\(report.changes)")

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 @testable import NoteSync
 
@@ -54,4 +55,20 @@ func name(_ text: String) throws -> RecordName { try RecordName(validating: text
 
 func writeFile(_ path: String, _ data: Data) throws {
     try data.write(to: URL(fileURLWithPath: path))
+}
+
+extension FaultPoint.Hooks {
+    /// Hooks that run `action` at the first time `point` is hit, and do nothing at every other point or hit: what
+    /// a user does once in the middle of a sync (saves a note just as the sync writes it).
+    static func once(at point: String, _ action: @escaping @Sendable () throws -> Void) -> FaultPoint.Hooks {
+        let done = Mutex(false)
+        return FaultPoint.Hooks(hit: { hit in
+            guard hit.description == point else { return }
+            let first = done.withLock { done in
+                defer { done = true }
+                return !done
+            }
+            if first { try action() }
+        })
+    }
 }

@@ -39,12 +39,19 @@ extension SyncEngine {
     func adoptCommittedTimes(_ recovered: inout [RecordName: BaseRecord?], scan: ScanResult) {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         for (name, base) in recovered {
-            guard var base, let file = scan.files[name], file.digest == base.digest, file.modified != base.modified,
-                let adopted = applier.adoptModified(path: file.path, modified: base.modified, expected: file.fingerprint)
-            else { continue }
-            base.fingerprint = adopted
-            recovered[name] = base
+            guard let base, let file = scan.files[name], let adopted = Self.adoptingTime(base, of: file, applier) else { continue }
+            recovered[name] = adopted
         }
+    }
+
+    /// `base` as the base of `file` when the note holds exactly its text: the note takes the base's time (as a pull
+    /// gives it), and the base the note's fingerprint. Nil when the note holds another text.
+    static func adoptingTime(_ base: BaseRecord, of file: LocalFile, _ applier: NoteApplier) -> BaseRecord? {
+        guard file.digest == base.digest else { return nil }
+        var base = base
+        base.fingerprint =
+            applier.adoptModified(path: file.path, modified: base.modified, expected: file.fingerprint) ?? file.fingerprint
+        return base
     }
 
     /// The base of a note that looks changed on both sides although it is exactly a version the record had since
@@ -227,10 +234,8 @@ extension SyncEngine {
                 let names = bases.values.filter { $0.tag == seq }.map(\.name)
                 for name in names {
                     var prior = priorVersion(name, before: seq, zone: zone, store: store)
-                    if let file = scan.files[name], file.digest == prior?.digest, let modified = prior?.modified {
-                        prior?.fingerprint =
-                            applier.adoptModified(path: file.path, modified: modified, expected: file.fingerprint)
-                            ?? file.fingerprint
+                    if let version = prior, let file = scan.files[name], let adopted = Self.adoptingTime(version, of: file, applier) {
+                        prior = adopted
                     }
                     // Scanned again by the caller against its prior base.
                     scan.rebase(name, from: bases[name], to: nil)
