@@ -99,7 +99,12 @@ import Testing
         } else {
             Issue.record("conflict-there.md: \(String(describing: action("conflict-there.md")))")
         }
-        #expect(plan.allSatisfy { $0.action != nil }, "every step is resolved")
+        #expect(
+            plan.map(\.name.string)
+                == [
+                    "conflict-here.md", "conflict-there.md", "deleted-here.md", "deleted-there.md", "merge.md", "new-here.md",
+                    "pull.md", "restore.md", "resurrect.md"
+                ], "every record with something to do is in the list, once, in order")
         // Described from the list alone: the same names and kinds the dry run reports.
         let described = try plan.compactMap { try engine.describe($0, store: store, options: SyncOptions(dryRun: true)) }
         #expect(described.map(\.name) == plan.map(\.name.description))
