@@ -3,23 +3,6 @@ import Foundation
 import Logging
 import NoteSync
 
-/// Every save and delete of a note still in the server's log, oldest first.
-func noteHistory(_ name: RecordName, store: ServerStore) throws -> [(seq: Int64, entry: LogEntry, change: RecordChange)] {
-    var versions: [(Int64, LogEntry, RecordChange)] = []
-    var seq: Int64 = 1
-    while true {
-        switch try store.readSlot(seq) {
-        case .missing:
-            return versions
-        case .damaged:
-            break
-        case .entry(let entry):
-            for change in entry.changes where change.name == name.string { versions.append((seq, entry, change)) }
-        }
-        seq += 1
-    }
-}
-
 struct HistoryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
@@ -38,12 +21,18 @@ struct HistoryCommand: ParsableCommand {
             let store = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
             // Another server at the path is not this folder's history.
             if let bound = config.serverID { try store.requireID(bound) }
-            let versions = try noteHistory(name, store: store)
+            let versions = try store.history(of: name)
             if versions.isEmpty { print("no versions of \(name) on the server") }
             let current = try state.bases()[name]?.tag
-            for (seq, entry, change) in versions {
-                let device = store.deviceName(entry.device)
-                let what = change.op == .delete ? "deleted" : "saved \(change.text?.size ?? 0) bytes"
+            for version in versions {
+                let (seq, change) = (version.seq, version.change)
+                let device = store.deviceName(version.entry.device)
+                var what = change.op == .delete ? "deleted" : "saved \(change.text?.size ?? 0) bytes"
+                if let from = change.movedFrom {
+                    what = "renamed from \(DisplayName.escape(from)), " + what
+                } else if change.name != name.string {
+                    what += " as \(DisplayName.escape(change.name))"
+                }
                 let mark = seq == current ? "  <- synced here" : ""
                 print("version \(seq)  \(formatTime(change.modified))  \(device)  \(what)\(mark)")
             }

@@ -231,14 +231,23 @@ func printReport(_ report: SyncReport) {
         print("\(report.pending) local change(s) queued; they are pushed by the next sync that reaches the server")
         return
     }
-    for change in report.changes where change.kind != .adopt {
-        var line = "\(change.kind.rawValue.padding(toLength: 16, withPad: " ", startingAt: 0)) \(change.name)"
-        if let detail = change.detail { line += "  (\(detail))" }
-        print(line)
-        if let diff = change.diff, !diff.isEmpty { print(diff, terminator: diff.hasSuffix("\n") ? "" : "\n") }
+    func label(_ kind: PlannedChange.Kind) -> String { kind == .move ? "renamed" : kind.rawValue }
+    for line in ReportLine.lines(report.changes.filter { $0.kind != .adopt }) {
+        switch line {
+        case .change(let change):
+            let name = change.from.map { "\($0) → \(change.name)" } ?? change.name
+            var text = "\(label(change.kind).padding(toLength: 16, withPad: " ", startingAt: 0)) \(name)"
+            if let detail = change.detail { text += "  (\(detail))" }
+            print(text)
+            if let diff = change.diff, !diff.isEmpty { print(diff, terminator: diff.hasSuffix("\n") ? "" : "\n") }
+        case .folderMove(let from, let to, let count, let detail):
+            var text = "\(label(.move).padding(toLength: 16, withPad: " ", startingAt: 0)) \(from)/ → \(to)/  (\(count) notes"
+            if let detail { text += ", \(detail)" }
+            print(text + ")")
+        }
     }
     let counts = Dictionary(grouping: report.changes.filter { $0.kind != .adopt }, by: \.kind).mapValues(\.count)
-    let summary = counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
+    let summary = counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \(label($0.key))" }
     let prefix = report.dryRun ? "dry run, nothing changed — a sync would do: " : "synced: "
     print(prefix + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")) + " (server at \(report.token))")
     if !report.conflictCopies.isEmpty {

@@ -1,6 +1,44 @@
 import Foundation
 
 extension SyncEngine {
+    /// Describes one resolved step for a dry run: a move is said as `renamed a → b`, followed by the change of its
+    /// text where the text changes too.
+    func describeAll(_ step: Step, store: ServerStore, options: SyncOptions) throws -> [PlannedChange] {
+        guard let move = step.move, step.action != nil else {
+            return try describe(step, store: store, options: options).map { [$0] } ?? []
+        }
+        var changes = [
+            PlannedChange(
+                kind: .move, name: step.name.description, detail: moveDetail(move, to: step.name, store: store),
+                from: move.shownFrom.description)
+        ]
+        let renameOnly: Bool
+        switch step.action {
+        case .adopt: renameOnly = true
+        case .save: renameOnly = step.local?.digest == step.base?.digest
+        default: renameOnly = false
+        }
+        if !renameOnly, let change = try describe(step, store: store, options: options) { changes.append(change) }
+        return changes
+    }
+
+    /// What a move is, in words: where it was made, and which name kept the note when both sides renamed it.
+    func moveDetail(_ move: MovePlan, to name: RecordName, store: ServerStore) -> String {
+        let device = move.serverDevice.map { deviceName($0, store: store) } ?? "the server"
+        switch (move.pushFrom, move.renameFrom, move.lostName) {
+        case (_?, _, let lost?):
+            return "renamed here, and to \(lost) on \(device): the later rename, this one, keeps the note"
+        case (_?, _, nil):
+            return "renamed here"
+        case (nil, _?, let lost?):
+            return "renamed here to \(lost), and to \(name) on \(device): the later rename, \(device)'s, keeps the note"
+        case (nil, _?, nil):
+            return "renamed on \(device)"
+        case (nil, nil, _):
+            return "renamed here and on \(device) alike"
+        }
+    }
+
     /// Describes one resolved step for a dry run, reading (never writing) what it needs for the diff.
     func describe(_ step: Step, store: ServerStore, options: SyncOptions) throws -> PlannedChange? {
         guard let action = step.action else { return nil }
@@ -37,10 +75,11 @@ extension SyncEngine {
         case .save(.merge, _):
             return change(.merge, merged, try diff(try localData(), try localData(), local, "merged/" + name.string))
         case .save(let kind, _):
-            let detail = kind == .resurrect ? "edited here, deleted on the server: the edit wins" : nil
-            let diff = try diff(
-                step.base == nil ? Data() : baseData(), try localData(), step.base == nil ? "/dev/null" : server, local)
-            return change(kind, detail, diff)
+            var detail = kind == .resurrect ? "edited here, deleted on the server: the edit wins" : nil
+            if step.move != nil { detail = "renamed and edited here" }
+            let old = step.move.map { "server/" + $0.source.string } ?? server
+            let diff = try diff(step.base == nil ? Data() : baseData(), try localData(), step.base == nil ? "/dev/null" : old, local)
+            return change(kind == .move ? .upload : kind, detail, diff)
         case .delete:
             return change(.uploadDelete, "deleted here: delete on the server", diff(baseData(), Data(), server, "/dev/null"))
         case .trash(let head):

@@ -21,6 +21,12 @@ extension SyncEngine {
         var path: String?
         var base: Int64
         var kind: PlannedChange.Kind
+        /// A move's save: the record moves from this name (its delete, based on ``moveFromBase``, is committed in the
+        /// same entry).
+        var moveFrom: RecordName? = nil
+        var moveFromBase: Int64 = 0
+        /// The name this device last synced the moved note under, whose base goes once the move is committed.
+        var forget: RecordName? = nil
     }
 
     /// Does the plan's resolved steps locally and commits the pushes. Returns false when the commit lost a race and
@@ -181,10 +187,54 @@ extension SyncEngine {
             }
         }
 
+        /// A move's rename here (the note follows a rename made on the server, or the later of two renames): done
+        /// before anything else of the step, never over a file. False when the note could not be renamed.
+        func renameForMove(_ step: inout Step) throws {
+            guard let move = step.move, let from = move.renameFrom, var local = step.local else { return }
+            try applier.follow(rename: step.name, from: local.path, to: step.name.string)
+            local.path = step.name.string
+            step.local = local
+        }
+        /// A move's end. One this device commits: whatever the step's action left at the new name (the note as
+        /// renamed here, the server's edit written into it, a merge, the version that kept the name in a conflict) is
+        /// committed as the move's save, with the delete of the old name, in one entry; the action's own push or base
+        /// of the name gives way to it (its conflict copies stay). One the server made: the old name's base goes.
+        func finishMove(_ step: Step, _ move: MovePlan, pushesBefore: Int, basesBefore: Int) {
+            if let lost = move.lostName {
+                report.warnings.append(
+                    SyncWarning(
+                        .moveConflict, path: step.name.description,
+                        "\(move.source) was renamed on two devices: \(moveDetail(move, to: step.name, store: store))"
+                            + "; nothing is lost\n  fix: if \(lost) is the name you want, rename \(step.name) to it"))
+            }
+            guard let from = move.pushFrom else {
+                baseUpdates.append((move.source, nil))
+                // The name the note was renamed to here, which lost to the server's rename: nothing to push for it.
+                if let renamed = move.renameFrom, renamed != move.source { baseUpdates.append((renamed, nil)) }
+                report.changes.append(
+                    PlannedChange(
+                        kind: .move, name: step.name.description, detail: moveDetail(move, to: step.name, store: store),
+                        from: move.shownFrom.description))
+                return
+            }
+            for index in (pushesBefore..<pushes.count).reversed() where pushes[index].name == step.name {
+                pushes.remove(at: index)
+            }
+            for index in (basesBefore..<baseUpdates.count).reversed() where baseUpdates[index].name == step.name {
+                baseUpdates.remove(at: index)
+            }
+            pushes.append(
+                Push(
+                    name: step.name, path: step.name.string, base: move.toBase, kind: .move, moveFrom: from,
+                    moveFromBase: move.pushFromBase, forget: move.source))
+        }
+
         for index in plan.indices {
-            let step = plan[index]
+            var step = plan[index]
             guard let action = step.action else { continue }
             do {
+                try renameForMove(&step)
+                let (pushesBefore, basesBefore) = (pushes.count, baseUpdates.count)
                 switch action {
                 case .save(let kind, let base): save(step, kind, base: base)
                 case .delete(let base): delete(step, base: base)
@@ -193,8 +243,11 @@ extension SyncEngine {
                 case .adopt(let head): adopt(step, head)
                 case .writeMerged(let text, let base): try writeMerged(step, text, base: base)
                 case .conflict(let resolved): try conflict(step, resolved)
-                case .leave(let kind, let detail): note(kind, step.name, detail)
+                case .leave(let kind, let detail):
+                    note(kind, step.name, detail)
+                    continue
                 }
+                if let move = step.move { finishMove(step, move, pushesBefore: pushesBefore, basesBefore: basesBefore) }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {
                 report.warnings.append(SyncWarning.note(step.name, error))
             }
@@ -301,6 +354,9 @@ extension SyncEngine {
 
     /// How many pushes one log entry commits at most.
     static let commitBatchSize = 2000
+    /// How many moves one log entry may commit (a folder of that many notes renamed is one entry): about 300 bytes
+    /// each, well under the 64 MiB an entry may have.
+    static let maxMovesPerEntry = 100_000
 
     /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands. Returns
     /// false when another round is needed: a commit lost the race, or won a later slot after folding in other
@@ -318,11 +374,16 @@ extension SyncEngine {
     ) throws -> Bool {
         var foldedOthers = false
         let root = folder.root
+        // The moves first, all in the first entry (up to ``maxMovesPerEntry``): a folder renamed is one entry, seen
+        // whole by every device. A move adds two small changes and no text the server lacks.
+        let moves = pushes.lazy.filter { $0.moveFrom != nil }.count
+        let pushes = moves == 0 ? pushes : pushes.filter { $0.moveFrom != nil } + pushes.filter { $0.moveFrom == nil }
+        let batchSize = max(Self.commitBatchSize, min(moves, Self.maxMovesPerEntry))
         let progress = progress
         if let progress, !pushes.isEmpty { progress.enter(.uploading, total: pushes.count) }
         let finished = try BatchPipeline.run(
-            total: pushes.count, batchSize: Self.commitBatchSize,
-            overlapped: pushes.count > Self.commitBatchSize && !FaultPoint.isActive,
+            total: pushes.count, batchSize: batchSize,
+            overlapped: pushes.count > batchSize && !FaultPoint.isActive,
             prepare: { [pushes] range in try Self.prepareBatch(pushes[range], root: root, store: store, progress: progress) },
             process: { prepared, range, isLast, writer in
                 let outcome = try commitBatch(
@@ -381,7 +442,15 @@ extension SyncEngine {
         }
         let texts = try store.publish(prepared.staged)
         for (save, text) in zip(prepared.saves, texts) {
-            changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
+            if let from = save.push.moveFrom {
+                changes += RecordChange.move(
+                    from: from, fromBase: save.push.moveFromBase, to: save.push.name, toBase: save.push.base, text: text,
+                    modified: save.fingerprint.mtime, time: save.fingerprint.ctime)
+                newBases[from] = .some(nil)
+                if let forget = save.push.forget { newBases[forget] = .some(nil) }
+            } else {
+                changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
+            }
             newBases[save.push.name] = BaseRecord(
                 name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
                 modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
@@ -428,6 +497,8 @@ extension SyncEngine {
                 guard let kind = kinds[push.name] else { continue }
                 if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
                     report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
+                } else if kind == .move, let from = push.forget {
+                    report.changes.append(PlannedChange(kind: .move, name: push.name.description, from: from.description))
                 }
             }
             progress?.addCommitted(slice.count)

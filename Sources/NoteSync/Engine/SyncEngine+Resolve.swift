@@ -71,7 +71,11 @@ extension SyncEngine {
     ) throws -> Action? {
         switch step.decision {
         case .nothing:
-            return nil
+            // A note renamed here and unchanged on both sides: only the rename is committed.
+            return step.move?.pushFrom != nil ? .save(.move, base: 0) : nil
+        case .pull(let head) where step.move != nil && head.text?.sha256 == step.local?.digest:
+            // Renamed on the server, the same text on both sides: the rename is all there is.
+            return .adopt(head)
         case .push(nil, let base):
             return .delete(base: base)
         case .push(_, let base):

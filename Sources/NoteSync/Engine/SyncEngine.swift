@@ -271,7 +271,9 @@ public final class SyncEngine {
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
             }
             zone.unplanned = []
-            var plan = Self.plan(scan: scan, bases: bases, zone: zone) { name, local, head, base in
+            var plan = Self.plan(
+                scan: scan, bases: bases, zone: zone, deviceID: config.deviceID, similarity: similarity(store)
+            ) { name, local, head, base in
                 historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
             }
             holdMassDelete(&plan, scan: scan, bases: bases, options: options, report: &report)
@@ -361,7 +363,7 @@ public final class SyncEngine {
     ) throws {
         for step in plan {
             do {
-                if let change = try describe(step, store: store, options: options) { report.changes.append(change) }
+                report.changes += try describeAll(step, store: store, options: options)
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 throw ServerAway(error: error, memo: nil)
             } catch let error as NoteSyncError {
@@ -479,7 +481,12 @@ public final class SyncEngine {
         func isLocalDelete(_ step: Step) -> Bool { if case .push(nil, _) = step.decision { true } else { false } }
         let deletes = plan.filter(isLocalDelete).count
         guard deletes > 0 else { return }
-        let gone = scan.scope == nil ? deletes : bases.keys.filter { FileIO.lstatInfo(folder.root + "/" + $0.string) == nil }.count
+        // A renamed note is not deleted: a folder renamed is no mass delete.
+        let moved = Set(plan.lazy.compactMap(\.move?.source))
+        let gone =
+            scan.scope == nil
+            ? deletes
+            : bases.keys.filter { !moved.contains($0) && FileIO.lstatInfo(folder.root + "/" + $0.string) == nil }.count
         let total = max(bases.count, scan.files.count)
         guard gone >= 3 && gone * 2 > total, !options.allowMassDelete else { return }
         plan.removeAll(where: isLocalDelete)
@@ -493,6 +500,19 @@ public final class SyncEngine {
             + "(an unmounted or emptied folder looks like this); every other change syncs\n"
             + "  fix: if the notes should be there, put them back (they sync as before); if the deletes are wanted, "
             + "preview them with `notesync diff --allow-mass-delete`, then run `notesync sync --allow-mass-delete`"
+    }
+
+    /// How alike a gone note's text (its base, read from the server) and a new note's are, for a rename with an
+    /// edit (``MoveMatcher``); nil when either cannot be read or is over 1 MiB.
+    private func similarity(_ store: ServerStore) -> (BaseRecord, LocalFile) -> Double? {
+        let root = folder.root
+        return { base, file in
+            guard base.size <= 1 << 20, file.size <= 1 << 20,
+                let old = try? store.readAsset(AssetRef(sha256: base.digest, size: base.size)),
+                let new = try? FileIO.read(root + "/" + file.path)
+            else { return nil }
+            return MoveMatcher.similarity(old, new)
+        }
     }
 
     // MARK: local bookkeeping

@@ -21,6 +21,9 @@ public struct PlannedChange: Codable, Sendable, Hashable {
         case restore
         /// Both sides already agree; only the base moves.
         case adopt
+        /// The note was renamed (here: the rename goes to the server; there: the note is renamed here). `from` is
+        /// its old name; a change of its text is a change of its own at the new name.
+        case move
         /// The server record is newer than this build understands: left alone.
         case newerVersion = "newer-version"
         /// The local note cannot be read: left alone.
@@ -33,6 +36,16 @@ public struct PlannedChange: Codable, Sendable, Hashable {
     public var detail: String?
     /// The unified diff of the change (dry runs and `diff`).
     public var diff: String?
+    /// A move's old name, escaped for display.
+    public var from: String?
+
+    public init(kind: Kind, name: String, detail: String? = nil, diff: String? = nil, from: String? = nil) {
+        self.kind = kind
+        self.name = name
+        self.detail = detail
+        self.diff = diff
+        self.from = from
+    }
 }
 
 /// What a sync did (or, in a dry run, would do).
@@ -62,4 +75,46 @@ public struct SyncReport: Codable, Sendable {
     }
 
     public func count(_ kind: PlannedChange.Kind) -> Int { changes.filter { $0.kind == kind }.count }
+}
+
+/// One line of a report as the command line prints it: a change, or the moves of a folder renamed, as one.
+public enum ReportLine: Hashable, Sendable {
+    case change(PlannedChange)
+    /// Two or more notes moved from under `from` to under `to`, each keeping its path below the folder.
+    case folderMove(from: String, to: String, count: Int, detail: String?)
+
+    /// The changes in order, the moves of each folder renamed (same old and new folder, same detail) said once, where
+    /// the first of them was.
+    public static func lines(_ changes: [PlannedChange]) -> [ReportLine] {
+        func folders(_ change: PlannedChange) -> (from: String, to: String)? {
+            guard change.kind == .move, let from = change.from else { return nil }
+            let old = from.split(separator: "/", omittingEmptySubsequences: false)
+            let new = change.name.split(separator: "/", omittingEmptySubsequences: false)
+            let common = zip(old.reversed(), new.reversed()).prefix { $0 == $1 }.count
+            guard common >= 1, common < old.count, common < new.count else { return nil }
+            return (old.dropLast(common).joined(separator: "/"), new.dropLast(common).joined(separator: "/"))
+        }
+        struct Key: Hashable {
+            var from: String
+            var to: String
+            var detail: String?
+        }
+        var counts: [Key: Int] = [:]
+        for change in changes {
+            if let (from, to) = folders(change) { counts[Key(from: from, to: to, detail: change.detail), default: 0] += 1 }
+        }
+        var said = Set<Key>()
+        var lines: [ReportLine] = []
+        for change in changes {
+            if let (from, to) = folders(change) {
+                let key = Key(from: from, to: to, detail: change.detail)
+                if let count = counts[key], count >= 2 {
+                    if said.insert(key).inserted { lines.append(.folderMove(from: from, to: to, count: count, detail: change.detail)) }
+                    continue
+                }
+            }
+            lines.append(.change(change))
+        }
+        return lines
+    }
 }

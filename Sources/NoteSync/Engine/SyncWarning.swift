@@ -23,6 +23,8 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
         case server
         /// Local deletes held by the mass-delete guard.
         case deletesHeld = "deletes-held"
+        /// A note renamed on two devices to different names: the later rename keeps it, the other name is said.
+        case moveConflict = "move-conflict"
         /// A note edited during the sync: left for the next round.
         case note
         /// A note whose change could not be made (it could not be read, written or deleted: a read-only folder, a

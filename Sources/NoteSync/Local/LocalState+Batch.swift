@@ -57,8 +57,8 @@ extension LocalState {
             let statement = try statements.get(
                 .setHead,
                 """
-                INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device, unverified)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device, unverified, moved)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             for (name, head) in heads {
                 statement.bind(1, name.string)
@@ -75,6 +75,7 @@ extension LocalState {
                 statement.bind(7, Int64(head.version))
                 statement.bind(8, head.device)
                 statement.bind(9, head.unverifiedSince)
+                if let moved = head.moved { statement.bind(10, moved.string) } else { statement.bindNull(10) }
                 try statement.run()
             }
             try setMeta(.token, String(token))

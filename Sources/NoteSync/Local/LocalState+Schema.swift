@@ -49,6 +49,10 @@ extension LocalState {
             // RecordHead.unverifiedSince: where the record's line has an unchecked link (0: none).
             try db.alter(table: "head") { t in t.add(column: "unverified", .integer).notNull().defaults(to: 0) }
         }
+        migrator.registerMigration("v3") { db in
+            // RecordHead.moved: the other name of a move (a tombstone's new name, a save's old one).
+            try db.alter(table: "head") { t in t.add(column: "moved", .text) }
+        }
         return migrator
     }
 }

@@ -213,7 +213,7 @@ public final class LocalState: Sendable {
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
-            try Self.eachRow(db, "SELECT name, tag, deleted, digest, size, modified, version, device, unverified FROM head") { row in
+            try Self.eachRow(db, "SELECT name, tag, deleted, digest, size, modified, version, device, unverified, moved FROM head") { row in
                 guard let name = RecordName(trusted: row.text(0)) else { return }
                 var text: AssetRef?
                 if !row.isNull(3), !row.isNull(4), let digest = row.digest(3) {
@@ -222,7 +222,7 @@ public final class LocalState: Sendable {
                 state.heads[name] = RecordHead(
                     tag: row.int(1), deleted: row.int(2) != 0, text: text, modified: row.int(5),
                     version: Int(row.int(6)), device: row.text(7, reusing: &devices),
-                    unverifiedSince: row.int(8))
+                    unverifiedSince: row.int(8), moved: row.isNull(9) ? nil : RecordName(trusted: row.text(9)))
             }
             return state
         }

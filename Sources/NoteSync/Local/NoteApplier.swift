@@ -481,6 +481,33 @@ public struct NoteApplier: Sendable {
         }
     }
 
+    /// Renames the note at `from` to `to` (relative paths), as a rename made on another device: never over a file
+    /// (`renameat2(RENAME_NOREPLACE)`, or `link` then `unlink` where the filesystem lacks it), the new name's folders
+    /// made, the old name's emptied folders removed, both folders flushed. Only a regular file is renamed.
+    public func follow(rename name: RecordName, from: String, to: String) throws {
+        let source = root + "/" + from
+        let target = root + "/" + to
+        if let what = notANote(source) { throw Self.notANoteError(source, what) }
+        try makeParents(of: to)
+        if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) != 0 {
+            let error = errno
+            guard AtomicPublish.isUnsupported(renameErrno: error), Glibc.link(source, target) == 0 else {
+                if error == EEXIST || errno == EEXIST {
+                    throw NoteSyncError(
+                        .conflict, path: target,
+                        "was renamed from \(DisplayName.escape(from)) on another device, but a file has this name here now: "
+                            + "left as it is", fix: "sync again: the two are then reconciled as two notes")
+                }
+                throw NoteSyncError.posix("rename a note", path: target, errno: error)
+            }
+            unlink(source)
+        }
+        try FaultPoint.hit("apply.followedRename")
+        try FileIO.syncDirectory(FileIO.parent(of: target))
+        try FileIO.syncDirectory(FileIO.parent(of: source))
+        removeEmptyParents(of: from)
+    }
+
     /// What is at `path` when it is something other than a regular file ("a folder", "a symbolic link" …);
     /// `nil` for a regular file or nothing.
     private func notANote(_ path: String) -> String? {

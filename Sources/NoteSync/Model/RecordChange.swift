@@ -36,13 +36,18 @@ public struct RecordChange: Codable, Hashable, Sendable {
     public var modified: Int64
     /// The record schema version.
     public var version: Int
+    /// On the save half of a move: the name the record had before (the entry also deletes that name, with
+    /// ``movedTo`` naming this one). A build that does not know moves reads the pair as a delete and a new note.
+    public var movedFrom: String?
+    /// On the delete half of a move: the name the record moved to (saved in the same entry).
+    public var movedTo: String?
 
     /// The record schema version this build writes and understands.
     public static let currentVersion = 1
 
     public init(
         name: String, base: Int64, op: RecordOp, text: AssetRef?, modified: Int64,
-        version: Int = RecordChange.currentVersion
+        version: Int = RecordChange.currentVersion, movedFrom: String? = nil, movedTo: String? = nil
     ) {
         self.name = name
         self.base = base
@@ -50,6 +55,8 @@ public struct RecordChange: Codable, Hashable, Sendable {
         self.text = text
         self.modified = modified
         self.version = version
+        self.movedFrom = movedFrom
+        self.movedTo = movedTo
     }
 
     public static func save(_ name: RecordName, base: Int64, text: AssetRef, modified: Int64) -> RecordChange {
@@ -58,6 +65,22 @@ public struct RecordChange: Codable, Hashable, Sendable {
 
     public static func delete(_ name: RecordName, base: Int64, modified: Int64) -> RecordChange {
         RecordChange(name: name.string, base: base, op: .delete, text: nil, modified: modified)
+    }
+
+    /// A move of the record at `from` (based on `fromBase`) to `to` (based on `toBase`: 0, or a tombstone's tag),
+    /// with the text it has at its new name: two changes of one entry, the delete of the old name and the save of
+    /// the new one, linked both ways, so the record keeps its line (its history) across the rename. The delete's
+    /// `modified` is `time`, when the note was renamed (the file's ctime): when two devices rename a note to
+    /// different names, the later rename keeps it.
+    public static func move(
+        from: RecordName, fromBase: Int64, to: RecordName, toBase: Int64, text: AssetRef, modified: Int64, time: Int64
+    ) -> [RecordChange] {
+        [
+            RecordChange(
+                name: from.string, base: fromBase, op: .delete, text: nil, modified: time, movedTo: to.string),
+            RecordChange(
+                name: to.string, base: toBase, op: .save, text: text, modified: modified, movedFrom: from.string)
+        ]
     }
 }
 

@@ -15,10 +15,13 @@ public struct RecordHead: Codable, Hashable, Sendable {
     /// head as a plain successor of its version (see ``Reconciler``). What this device could check, so not part
     /// of equality: a device that read the lost entry before it went missing holds 0.
     public var unverifiedSince: Int64
+    /// Set when the change at ``tag`` was a move: on a tombstone, the name the record moved to; on a live head, the
+    /// name it moved from. A later change of the name clears it.
+    public var moved: RecordName?
 
     public init(
         tag: Int64, deleted: Bool, text: AssetRef?, modified: Int64, version: Int, device: String,
-        unverifiedSince: Int64 = 0
+        unverifiedSince: Int64 = 0, moved: RecordName? = nil
     ) {
         self.tag = tag
         self.deleted = deleted
@@ -27,10 +30,16 @@ public struct RecordHead: Codable, Hashable, Sendable {
         self.version = version
         self.device = device
         self.unverifiedSince = unverifiedSince
+        self.moved = moved
     }
 
+    /// The name the record moved to, when this head is the tombstone a move left.
+    public var movedTo: RecordName? { deleted ? moved : nil }
+    /// The name the record moved from, when this head is the save of a move.
+    public var movedFrom: RecordName? { deleted ? nil : moved }
+
     enum CodingKeys: String, CodingKey {
-        case tag, deleted, text, modified, version, device, unverifiedSince
+        case tag, deleted, text, modified, version, device, unverifiedSince, moved
     }
 
     public init(from decoder: any Decoder) throws {
@@ -40,12 +49,13 @@ public struct RecordHead: Codable, Hashable, Sendable {
             text: try container.decodeIfPresent(AssetRef.self, forKey: .text),
             modified: try container.decode(Int64.self, forKey: .modified),
             version: try container.decode(Int.self, forKey: .version), device: try container.decode(String.self, forKey: .device),
-            unverifiedSince: try container.decodeIfPresent(Int64.self, forKey: .unverifiedSince) ?? 0)
+            unverifiedSince: try container.decodeIfPresent(Int64.self, forKey: .unverifiedSince) ?? 0,
+            moved: try container.decodeIfPresent(RecordName.self, forKey: .moved))
     }
 
     public static func == (a: RecordHead, b: RecordHead) -> Bool {
         a.tag == b.tag && a.deleted == b.deleted && a.text == b.text && a.modified == b.modified && a.version == b.version
-            && a.device == b.device
+            && a.device == b.device && a.moved == b.moved
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -170,6 +180,7 @@ public struct ZoneState: Sendable, Hashable {
         precondition(entry.seq == token + 1, "entries are folded in order")
         advance(to: entry.seq, chain: entry.chainDigest)
         if entry.void != nil { unreadableSlots.insert(entry.seq) }
+        let moves = Self.moves(in: entry)
         for change in entry.changes {
             let name: RecordName
             do { name = try RecordName(validating: change.name) } catch {
@@ -206,8 +217,45 @@ public struct ZoneState: Sendable, Hashable {
                 tag: entry.seq, deleted: change.op == .delete,
                 text: change.op == .delete ? nil : change.text,
                 modified: change.modified, version: change.version, device: entry.device,
-                unverifiedSince: unverifiedSince)
+                unverifiedSince: unverifiedSince, moved: moves[name])
         }
+    }
+
+    /// The moves of an entry, both ways: for the delete's name, the name moved to, and for the save's, the name moved
+    /// from. A link counts only when both halves are in the entry and name each other (a save that names a delete
+    /// it does not come with is a plain save).
+    static func moves(in entry: LogEntry) -> [RecordName: RecordName] {
+        guard entry.changes.contains(where: { $0.movedFrom != nil }) else { return [:] }
+        var deletes: [String: String] = [:]
+        for change in entry.changes where change.op == .delete {
+            if let to = change.movedTo { deletes[change.name] = to }
+        }
+        var moves: [RecordName: RecordName] = [:]
+        for change in entry.changes where change.op == .save {
+            guard let from = change.movedFrom, from != change.name, deletes[from] == change.name,
+                let fromName = try? RecordName(validating: from), let toName = try? RecordName(validating: change.name)
+            else { continue }
+            moves[toName] = fromName
+            moves[fromName] = toName
+        }
+        return moves
+    }
+
+    /// Where the record that had `name` is now, following its moves: the live head's name at the end of the line of
+    /// moves that starts at `name`'s tombstone. `nil` when `name`'s head is not a move's tombstone, or the line ends
+    /// in a delete, or loops.
+    public func destination(of name: RecordName) -> RecordName? {
+        var current = name
+        var seen: Set<RecordName> = [name]
+        while let head = heads[current], let next = head.movedTo {
+            guard let nextHead = heads[next], seen.insert(next).inserted else { return nil }
+            if !nextHead.deleted {
+                // The save of the move, or a later save of that name in the same line (it was based on the move).
+                return next
+            }
+            current = next
+        }
+        return nil
     }
 
     /// Passes over a slot whose entry is damaged: the token moves, nothing is applied, and the chain is not bound

@@ -8,6 +8,9 @@ extension SyncEngine {
         public var local: LocalFile?
         public var base: BaseRecord?
         public var decision: Decision
+        /// Set when the step's record was renamed (here, on the server, or both): the note is decided at its new
+        /// name, against the base it had under its old one.
+        public var move: MovePlan? = nil
         /// Worked out from the decision once, by ``SyncEngine/resolve(_:scan:bases:zone:store:report:)``; the dry
         /// run and the sync both consume it.
         var action: Action?
@@ -22,8 +25,14 @@ extension SyncEngine {
     /// `historyBase` gives the base a note found exactly as a version of the record's history has, where a killed
     /// process left it without its base (``SyncEngine/historyBase(_:local:head:base:knownBefore:store:)``): each record is
     /// decided once, against the base it really has.
+    ///
+    /// Renames are found first (``planMoves(names:scan:bases:zone:deviceID:similarity:covered:)``): each is one step
+    /// for the record at its new name, and the names it speaks for are not decided again. `deviceID` breaks the tie
+    /// when both sides renamed a note at the same time; `similarity` measures a gone note's text against a new one
+    /// for a rename with an edit (nil: renames are found by identical text only).
     public static func plan(
-        scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState,
+        scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, deviceID: String = "",
+        similarity: ((BaseRecord, LocalFile) -> Double?)? = nil,
         historyBase: (RecordName, LocalFile, RecordHead, BaseRecord?) -> BaseRecord? = { _, _, _, _ in nil }
     ) -> [Step] {
         var names: Set<RecordName>
@@ -56,8 +65,10 @@ extension SyncEngine {
                 for name in bases.keys where scan.files[name] == nil || zone.heads[name] == nil { names.insert(name) }
             }
         }
-        var steps: [Step] = []
-        for name in names.sorted() {
+        var covered = Set<RecordName>()
+        var steps = planMoves(
+            names: names, scan: scan, bases: bases, zone: zone, deviceID: deviceID, similarity: similarity, covered: &covered)
+        for name in names.sorted() where !covered.contains(name) {
             let file = scan.files[name]
             let local: LocalSide
             if scan.isUnreadable(name) {
@@ -74,6 +85,7 @@ extension SyncEngine {
             let decision = Reconciler.decide(local: local, base: base, server: zone.heads[name])
             if decision != .nothing { steps.append(Step(name: name, local: file, base: base, decision: decision)) }
         }
+        if !covered.isEmpty { steps.sort { $0.name < $1.name } }
         return steps
     }
 }

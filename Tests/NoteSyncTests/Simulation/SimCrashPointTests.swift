@@ -36,7 +36,7 @@ import Testing
                 at(0, .edit(.pool(0), .rewrite(lines: 3), .inPlace)), at(0, .edit(.pool(1), .append, .inPlace)),
                 at(0, .edit(.pool(5), .append, .inPlace)), at(0, sync), at(1, sync),
                 at(0, .edit(.pool(0), .changeLine(1), .vim)), at(0, .delete(.pool(1))), at(0, .move(.pool(5), to: 4)), at(0, sync)
-            ], device: 1, points: state.union(["apply.exchanged", "apply.checked", "delete.trashed", "apply.renamedIn"])),
+            ], device: 1, points: state.union(["apply.exchanged", "apply.checked", "delete.trashed", "apply.followedRename"])),
         Scenario(
             name: "bob merges, wins a conflict, uploads a new note",
             before: [

@@ -1,0 +1,196 @@
+import Foundation
+
+/// Which vanished notes became which new ones: the local half of rename detection, a pure and deterministic
+/// function of the names, digests, inodes and (for a rename with an edit) a similarity the caller measures.
+///
+/// A *source* is a synced note gone from its name; a *target* a note with no base at a name the server does not hold
+/// live. The rules, in order, each taking only what the ones before left:
+/// 1. **Same text and same inode**: the file itself was renamed.
+/// 2. **Same text**: paired by the longest common ending of their paths (a folder renamed keeps every note's path
+///    below it: `work/x/a.md` goes with `job/x/a.md`, not `job/y/a.md`), then by byte order of the source's and the
+///    target's names. In a group of more than 4,096 candidate pairs (thousands of empty notes), by file name, then
+///    byte order.
+/// 3. **Similar text** (a rename and an edit within one sync): a similarity of at least
+///    ``minimumSimilarity``, highest first, then the same inode first, then byte order. Only for a few notes
+///    (``maxSimilarityCandidates`` on each side), as it reads both texts.
+///
+/// The same inode alone proves nothing: ext4 gives a deleted file's inode to the next file made.
+public enum MoveMatcher {
+    public struct Source: Hashable, Sendable {
+        public var name: RecordName
+        public var digest: ContentDigest
+        public var size: Int64
+        public var inode: UInt64?
+
+        public init(name: RecordName, digest: ContentDigest, size: Int64, inode: UInt64?) {
+            self.name = name
+            self.digest = digest
+            self.size = size
+            self.inode = inode
+        }
+    }
+
+    public struct Target: Hashable, Sendable {
+        public var name: RecordName
+        public var digest: ContentDigest
+        public var size: Int64
+        public var inode: UInt64
+
+        public init(name: RecordName, digest: ContentDigest, size: Int64, inode: UInt64) {
+            self.name = name
+            self.digest = digest
+            self.size = size
+            self.inode = inode
+        }
+    }
+
+    public struct Pair: Hashable, Sendable, CustomStringConvertible {
+        public var from: RecordName
+        public var to: RecordName
+        public var description: String { "\(from) → \(to)" }
+    }
+
+    /// The least similarity (``similarity(_:_:)``) at which a note gone and a new one are taken for a rename with an
+    /// edit.
+    public static let minimumSimilarity = 0.5
+    /// At most this many unpaired sources, and as many targets, are compared by similarity.
+    public static let maxSimilarityCandidates = 64
+    /// Sizes further apart than this factor are never compared.
+    static let maxSizeRatio: Int64 = 2
+
+    /// The pairs, sorted by source name. `similarity` measures a source's text against a target's (0…1), or nil
+    /// when it cannot; nil skips rule 3.
+    public static func match(
+        sources: [Source], targets: [Target], similarity: ((Source, Target) -> Double?)? = nil
+    ) -> [Pair] {
+        var sources = sources.sorted { $0.name < $1.name }
+        var targets = targets.sorted { $0.name < $1.name }
+        var pairs: [Pair] = []
+        func take(_ taken: [Pair]) {
+            pairs += taken
+            let from = Set(taken.map(\.from))
+            let to = Set(taken.map(\.to))
+            sources.removeAll { from.contains($0.name) }
+            targets.removeAll { to.contains($0.name) }
+        }
+
+        // 1. The same file: same text, same inode.
+        var byKey: [Pair] = []
+        let targetsByInode = Dictionary(grouping: targets, by: \.inode)
+        var used = Set<RecordName>()
+        for source in sources {
+            guard let inode = source.inode,
+                let target = targetsByInode[inode]?.first(where: { $0.digest == source.digest && !used.contains($0.name) })
+            else { continue }
+            used.insert(target.name)
+            byKey.append(Pair(from: source.name, to: target.name))
+        }
+        take(byKey)
+
+        // 2. The same text.
+        let targetsByDigest = Dictionary(grouping: targets, by: \.digest)
+        var byText: [Pair] = []
+        for (digest, group) in Dictionary(grouping: sources, by: \.digest).sorted(by: { $0.key.hex < $1.key.hex }) {
+            guard let candidates = targetsByDigest[digest] else { continue }
+            byText += pairByPath(group.map(\.name), candidates.map(\.name))
+        }
+        take(byText)
+
+        // 3. Similar text: a rename and an edit.
+        if let similarity, !sources.isEmpty, !targets.isEmpty, sources.count <= maxSimilarityCandidates,
+            targets.count <= maxSimilarityCandidates
+        {
+            var scored: [(score: Double, sameInode: Bool, pair: Pair)] = []
+            for source in sources {
+                for target in targets where comparableSizes(source.size, target.size) {
+                    guard let score = similarity(source, target), score >= minimumSimilarity else { continue }
+                    scored.append((score, source.inode == target.inode, Pair(from: source.name, to: target.name)))
+                }
+            }
+            scored.sort { a, b in
+                if a.score != b.score { return a.score > b.score }
+                if a.sameInode != b.sameInode { return a.sameInode }
+                if a.pair.from != b.pair.from { return a.pair.from < b.pair.from }
+                return a.pair.to < b.pair.to
+            }
+            var from = Set<RecordName>()
+            var to = Set<RecordName>()
+            var bySimilarity: [Pair] = []
+            for candidate in scored where !from.contains(candidate.pair.from) && !to.contains(candidate.pair.to) {
+                from.insert(candidate.pair.from)
+                to.insert(candidate.pair.to)
+                bySimilarity.append(candidate.pair)
+            }
+            take(bySimilarity)
+        }
+        return pairs.sorted { $0.from < $1.from }
+    }
+
+    /// Notes of the same text paired by the longest common ending of their paths, then byte order (both lists
+    /// sorted).
+    static func pairByPath(_ sources: [RecordName], _ targets: [RecordName]) -> [Pair] {
+        if sources.count == 1 && targets.count == 1 { return [Pair(from: sources[0], to: targets[0])] }
+        var pairs: [Pair] = []
+        if sources.count * targets.count > 4096 {
+            // Thousands of notes of one text (empty ones): by file name, then in order.
+            var left = Dictionary(grouping: targets) { $0.components.last.map(String.init) ?? "" }
+            var rest: [RecordName] = []
+            for source in sources {
+                let key = source.components.last.map(String.init) ?? ""
+                if var bucket = left[key], !bucket.isEmpty {
+                    pairs.append(Pair(from: source, to: bucket.removeFirst()))
+                    left[key] = bucket
+                } else {
+                    rest.append(source)
+                }
+            }
+            let remaining = left.values.joined().sorted()
+            for (source, target) in zip(rest, remaining) { pairs.append(Pair(from: source, to: target)) }
+            return pairs
+        }
+        var scored: [(common: Int, pair: Pair)] = []
+        for source in sources {
+            let sourceParts = source.components
+            for target in targets {
+                let common = zip(sourceParts.reversed(), target.components.reversed()).prefix { $0 == $1 }.count
+                scored.append((common, Pair(from: source, to: target)))
+            }
+        }
+        scored.sort { a, b in
+            if a.common != b.common { return a.common > b.common }
+            if a.pair.from != b.pair.from { return a.pair.from < b.pair.from }
+            return a.pair.to < b.pair.to
+        }
+        var from = Set<RecordName>()
+        var to = Set<RecordName>()
+        for candidate in scored where !from.contains(candidate.pair.from) && !to.contains(candidate.pair.to) {
+            from.insert(candidate.pair.from)
+            to.insert(candidate.pair.to)
+            pairs.append(candidate.pair)
+        }
+        return pairs
+    }
+
+    static func comparableSizes(_ a: Int64, _ b: Int64) -> Bool {
+        let (small, large) = (min(a, b), max(a, b))
+        return large <= max(small, 64) * maxSizeRatio
+    }
+
+    /// How alike two texts are, by lines: twice the lines they share (as multisets) over the lines of both; 1 for
+    /// two empty texts.
+    public static func similarity(_ a: Data, _ b: Data) -> Double {
+        let left = LineText(a)
+        let right = LineText(b)
+        guard left.count + right.count > 0 else { return 1 }
+        var counts: [ArraySlice<UInt8>: Int] = [:]
+        for index in 0..<left.count { counts[left[index], default: 0] += 1 }
+        var shared = 0
+        for index in 0..<right.count {
+            if let count = counts[right[index]], count > 0 {
+                shared += 1
+                counts[right[index]] = count - 1
+            }
+        }
+        return Double(2 * shared) / Double(left.count + right.count)
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+
+/// A rename in a step: how the step's record came to its name, here, on the server, or on both.
+///
+/// A move step joins two names into one record: the name this device last synced the note under (``source``, whose
+/// base is the step's base) and the name it ends at (the step's name). The step's decision is the reconciler's for
+/// (the note wherever it is now, the base it had under its old name, the server's head of the same record): an edit
+/// made on one side and a rename on the other meet in the note at its new name.
+public struct MovePlan: Sendable, Hashable {
+    /// The name this device last synced the note under: its base is forgotten once the step is done.
+    public var source: RecordName
+    /// Where the note's file is now, when that is not the step's name: renamed to it first (never over a file).
+    public var renameFrom: RecordName?
+    /// The commit moves the server's record from this name (the delete based on ``pushFromBase``) to the step's name
+    /// (the save based on ``toBase``). Nil when the server holds the record at the step's name already.
+    public var pushFrom: RecordName?
+    public var pushFromBase: Int64 = 0
+    public var toBase: Int64 = 0
+    /// Both sides renamed the note, to different names: the name that did not keep it.
+    public var lostName: RecordName?
+    /// The device that renamed it on the server (its id), when the server renamed it.
+    public var serverDevice: String?
+
+    /// The rename the user sees: from the name the note had to the name it ends at.
+    public var shownFrom: RecordName { renameFrom ?? source }
+}
+
+extension SyncEngine {
+    /// The moves of a plan: local renames (a synced note gone from its name, a new note with its text or a similar
+    /// one: ``MoveMatcher``), renames the server made (a tombstone that names where its record went), and both. Each
+    /// becomes one step for the record at its new name; `covered` gets every name those steps speak for, which the
+    /// planner does not decide again one by one.
+    ///
+    /// A pair is made only where the record's line is known on both sides; elsewhere the names go through the
+    /// reconciler one by one, as before renames were detected (a delete and a new note: nothing lost, at worst a
+    /// note in the trash and its text at the new name).
+    static func planMoves(
+        names: Set<RecordName>, scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, deviceID: String,
+        similarity: ((BaseRecord, LocalFile) -> Double?)?, covered: inout Set<RecordName>
+    ) -> [Step] {
+        // Cheap test first: nothing is gone here and nothing moved on the server (nearly every sync).
+        let gone = names.filter { bases[$0] != nil && scan.files[$0] == nil && !scan.isUnreadable($0) }
+        let movedThere = names.filter { name in
+            guard let base = bases[name], let head = zone.heads[name] else { return false }
+            return head.movedTo != nil && head.tag != base.tag && scan.files[name] != nil && !scan.isUnreadable(name)
+        }
+        guard !gone.isEmpty || !movedThere.isEmpty else { return [] }
+
+        /// Whether this sync knows that no note is at `name` here (it is in the scan's view, and absent).
+        func knownAbsent(_ name: RecordName) -> Bool {
+            scan.files[name] == nil && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true)
+        }
+        func isFree(_ name: RecordName) -> Bool { !covered.contains(name) && bases[name] == nil }
+        var steps: [Step] = []
+        func add(_ step: Step, covering: [RecordName]) {
+            steps.append(step)
+            covered.formUnion(covering)
+        }
+        func decide(_ file: LocalFile, _ base: BaseRecord, _ head: RecordHead?) -> Decision {
+            Reconciler.decide(
+                local: .present(digest: file.digest, size: file.size, modified: file.modified), base: base, server: head)
+        }
+
+        // Where the server moved each gone note's record (a move not seen here yet).
+        var destinations: [RecordName: RecordName] = [:]
+        for name in gone.union(movedThere) {
+            guard let base = bases[name], let head = zone.heads[name], head.tag != base.tag, head.movedTo != nil,
+                let destination = zone.destination(of: name)
+            else { continue }
+            destinations[name] = destination
+        }
+
+        // Renamed on both sides to the same name: the record is at that name on both; decided there.
+        for source in gone.sorted() {
+            guard let destination = destinations[source], let file = scan.files[destination], isFree(destination),
+                !scan.isUnreadable(destination), let base = bases[source]
+            else { continue }
+            add(
+                Step(
+                    name: destination, local: file, base: base, decision: decide(file, base, zone.heads[destination]),
+                    move: MovePlan(source: source, serverDevice: zone.heads[source]?.device)),
+                covering: [source, destination])
+        }
+
+        // Renamed here.
+        var sources: [MoveMatcher.Source] = []
+        for name in gone.sorted() where !covered.contains(name) {
+            guard let base = bases[name], let head = zone.heads[name] else { continue }
+            // Deleted on the server (not moved): the note's new name is a new note, the delete is adopted.
+            if head.deleted && destinations[name] == nil { continue }
+            sources.append(MoveMatcher.Source(name: name, digest: base.digest, size: base.size, inode: base.fingerprint?.inode))
+        }
+        var targets: [MoveMatcher.Target] = []
+        if !sources.isEmpty {
+            // A conflict copy is never a renamed note: a sync killed after moving a note aside as its conflict copy
+            // leaves the note gone and the copy new, with a text like the base's.
+            for name in names.sorted()
+            where isFree(name) && !scan.isUnreadable(name) && !ConflictCopyName.isNotesyncConflictCopy(name.string) {
+                guard let file = scan.files[name], zone.heads[name]?.deleted ?? true else { continue }
+                targets.append(
+                    MoveMatcher.Target(name: name, digest: file.digest, size: file.size, inode: file.fingerprint.inode))
+            }
+        }
+        let measure = similarity.map { similarity in
+            { (source: MoveMatcher.Source, target: MoveMatcher.Target) -> Double? in
+                guard let base = bases[source.name], let file = scan.files[target.name] else { return nil }
+                return similarity(base, file)
+            }
+        }
+        for pair in MoveMatcher.match(sources: sources, targets: targets, similarity: measure) {
+            guard let base = bases[pair.from], let file = scan.files[pair.to], let head = zone.heads[pair.from] else {
+                continue
+            }
+            let toBase = zone.heads[pair.to]?.tag ?? 0
+            guard let destination = destinations[pair.from] else {
+                // The server still has the record at the old name (edited there or not): the move is committed, the
+                // server's edit merged into the note at its new name.
+                add(
+                    Step(
+                        name: pair.to, local: file, base: base, decision: decide(file, base, head),
+                        move: MovePlan(source: pair.from, pushFrom: pair.from, pushFromBase: head.tag, toBase: toBase)),
+                    covering: [pair.from, pair.to])
+                continue
+            }
+            // Renamed here and on the server, to different names: the later rename keeps the note (its time here is
+            // the file's ctime, which a rename sets; on the server the time of the move's delete), ties to the larger
+            // device id, as conflicts go.
+            guard isFree(destination), knownAbsent(destination), let moved = zone.heads[destination] else { continue }
+            let localWins = (file.fingerprint.ctime, deviceID) > (head.modified, head.device)
+            if localWins {
+                add(
+                    Step(
+                        name: pair.to, local: file, base: base, decision: decide(file, base, moved),
+                        move: MovePlan(
+                            source: pair.from, pushFrom: destination, pushFromBase: moved.tag, toBase: toBase,
+                            lostName: destination, serverDevice: head.device)),
+                    covering: [pair.from, pair.to, destination])
+            } else {
+                add(
+                    Step(
+                        name: destination, local: file, base: base, decision: decide(file, base, moved),
+                        move: MovePlan(
+                            source: pair.from, renameFrom: pair.to, lostName: pair.to, serverDevice: head.device)),
+                    covering: [pair.from, pair.to, destination])
+            }
+        }
+
+        // Renamed on the server: the note is renamed here to follow it.
+        for source in movedThere.sorted() where !covered.contains(source) {
+            guard let destination = destinations[source], isFree(destination), knownAbsent(destination),
+                let file = scan.files[source], let base = bases[source]
+            else { continue }
+            add(
+                Step(
+                    name: destination, local: file, base: base, decision: decide(file, base, zone.heads[destination]),
+                    move: MovePlan(source: source, renameFrom: source, serverDevice: zone.heads[source]?.device)),
+                covering: [source, destination])
+        }
+        return steps
+    }
+}

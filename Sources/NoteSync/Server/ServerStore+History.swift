@@ -1,0 +1,58 @@
+import Foundation
+
+extension ServerStore {
+    /// One version of a note in the log: the entry and the change, whose name is the one the note had then.
+    public struct NoteVersion: Sendable {
+        public var seq: Int64
+        public var entry: LogEntry
+        public var change: RecordChange
+    }
+
+    /// Every save and delete of the note `name` still in the log, oldest first, following its renames back: before
+    /// a move to a name, the note's versions are those of the name it moved from. The delete half of a move is not
+    /// a version of its own (the save half says where the note came from). Two reads of the log: the moves first,
+    /// then the versions.
+    public func history(of name: RecordName) throws -> [NoteVersion] {
+        var moves: [(seq: Int64, from: String, to: String)] = []
+        try eachEntry { seq, entry in
+            for change in entry.changes where change.op == .save {
+                if let from = change.movedFrom { moves.append((seq, from, change.name)) }
+            }
+        }
+        // The name the note had in each stretch of the log, newest first: (from this slot on, the name).
+        var names: [(since: Int64, name: String)] = []
+        var current = name.string
+        var upper = Int64.max
+        var seen: Set<String> = []
+        while let move = moves.last(where: { $0.to == current && $0.seq < upper }), seen.insert("\(move.seq)").inserted {
+            names.append((move.seq, current))
+            current = move.from
+            upper = move.seq
+        }
+        names.append((0, current))
+        func nameAt(_ seq: Int64) -> String { names.first { seq >= $0.since }?.name ?? current }
+        var versions: [NoteVersion] = []
+        try eachEntry { seq, entry in
+            let expected = nameAt(seq)
+            for change in entry.changes where change.name == expected {
+                // The old name's delete in the move that took the note away from it.
+                if change.movedTo != nil, nameAt(seq + 1) != expected { continue }
+                versions.append(NoteVersion(seq: seq, entry: entry, change: change))
+            }
+        }
+        return versions
+    }
+
+    /// Each readable entry of the log in order, from slot 1 to the first missing slot (damaged ones are passed over).
+    private func eachEntry(_ body: (Int64, LogEntry) throws -> Void) throws {
+        var seq: Int64 = 1
+        while true {
+            switch try readSlot(seq) {
+            case .missing: return
+            case .damaged: break
+            case .entry(let entry): try body(seq, entry)
+            }
+            seq += 1
+        }
+    }
+}
