@@ -1,0 +1,222 @@
+import Foundation
+import Testing
+
+@testable import NoteSync
+
+/// Renames, row by row (docs/reconciliation.md, "Moves"): a note keeps its record across a rename, an edit made on
+/// one side meets the rename made on the other, and nothing is deleted for the sake of a rename.
+@Suite struct MoveTests {
+    private static func text(_ lines: String...) -> Data { Data(lines.map { $0 + "\n" }.joined().utf8) }
+
+    /// Renames a note (or a folder) as `mv` does: one rename(2), the file keeps its inode and mtime.
+    private static func rename(_ harness: SyncHarness, _ device: Int, _ from: String, _ to: String) throws {
+        let target = harness.path(device, to)
+        try FileIO.makeDirectories(FileIO.parent(of: target))
+        guard Glibc.rename(harness.path(device, from), target) == 0 else {
+            throw NoteSyncError.posix("rename", path: target, errno: errno)
+        }
+    }
+
+    /// Two devices with the same notes, synced.
+    private static func synced(_ notes: [String: Data], devices: Int = 2) throws -> SyncHarness {
+        let harness = try SyncHarness(deviceCount: devices)
+        for (name, data) in notes { try harness.write(0, name, data) }
+        for device in 0..<devices { _ = try harness.sync(device) }
+        return harness
+    }
+
+    private static func trash(_ harness: SyncHarness, _ device: Int) -> [String] {
+        (try? FileIO.listEntries(harness.devices[device].folder.root + "/.notesync/trash"))??.map(\.name) ?? []
+    }
+
+    private static func moves(_ report: SyncReport) -> [String] {
+        report.changes.filter { $0.kind == .move }.map { "\($0.from ?? "?") → \($0.name)" }
+    }
+
+    @Test func aRenameReachesTheOtherDeviceAsARename() throws {
+        let harness = try Self.synced(["x.md": Self.text("one", "two")])
+        try Self.rename(harness, 0, "x.md", "y.md")
+        let pushed = try harness.sync(0)
+        #expect(Self.moves(pushed) == ["x.md → y.md"])
+        let pulled = try harness.sync(1)
+        #expect(Self.moves(pulled) == ["x.md → y.md"])
+        #expect(try harness.notes(1) == ["y.md": Self.text("one", "two")])
+        #expect(Self.trash(harness, 1).isEmpty)
+        // One entry: the old name's delete and the new name's save, linked.
+        let server = try harness.serverState()
+        #expect(server.heads[try RecordName(validating: "x.md")]?.movedTo?.string == "y.md")
+        #expect(server.heads[try RecordName(validating: "y.md")]?.movedFrom?.string == "x.md")
+    }
+
+    /// The issue's second case: A renames, B edits the old name; B syncs after A.
+    @Test func anEditMadeBeforeTheRenameWasPulledEndsAtTheNewName() throws {
+        let harness = try Self.synced(["x.md": Self.text("one", "two", "three")])
+        try Self.rename(harness, 0, "x.md", "y.md")
+        try harness.write(1, "x.md", Self.text("one", "two by bob", "three"))
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        _ = try harness.sync(0)
+        for device in 0..<2 { #expect(try harness.notes(device) == ["y.md": Self.text("one", "two by bob", "three")]) }
+    }
+
+    /// The same, B first: A's rename meets B's edit already on the server, and merges it into the renamed note.
+    @Test func anEditOnTheServerIsMergedIntoTheNoteRenamedHere() throws {
+        let harness = try Self.synced(["x.md": Self.text("one", "two", "three")])
+        try harness.write(1, "x.md", Self.text("one", "two by bob", "three"))
+        _ = try harness.sync(1)
+        try Self.rename(harness, 0, "x.md", "y.md")
+        try harness.write(0, "y.md", Self.text("one", "two", "three", "four by alice"))
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        let both = Self.text("one", "two by bob", "three", "four by alice")
+        for device in 0..<2 { #expect(try harness.notes(device) == ["y.md": both]) }
+    }
+
+    @Test func bothRenamingToTheSameNameGiveOneNote() throws {
+        let harness = try Self.synced(["x.md": Self.text("one")])
+        try Self.rename(harness, 0, "x.md", "y.md")
+        try Self.rename(harness, 1, "x.md", "y.md")
+        _ = try harness.sync(0)
+        let report = try harness.sync(1)
+        #expect(report.conflictCopies.isEmpty)
+        for device in 0..<2 { #expect(try harness.notes(device) == ["y.md": Self.text("one")]) }
+    }
+
+    /// Both rename, to different names: one note, at the later rename's name; the other is reported.
+    @Test func theLaterOfTwoRenamesKeepsTheNote() throws {
+        let harness = try Self.synced(["x.md": Self.text("one")])
+        try Self.rename(harness, 0, "x.md", "by-alice.md")
+        _ = try harness.sync(0)
+        // Bob's rename is later (a rename sets the file's ctime).
+        usleep(20_000)
+        try Self.rename(harness, 1, "x.md", "by-bob.md")
+        let report = try harness.sync(1)
+        #expect(report.warnings.contains { $0.kind == .moveConflict })
+        _ = try harness.sync(0)
+        for device in 0..<2 { #expect(try harness.notes(device) == ["by-bob.md": Self.text("one")]) }
+        #expect(try harness.serverState().heads[try RecordName(validating: "by-bob.md")]?.movedFrom?.string == "by-alice.md")
+    }
+
+    /// ... and the earlier rename, synced last, gives way: the note is renamed to the other name here.
+    @Test func anEarlierRenameSyncedLastFollowsTheLaterOne() throws {
+        let harness = try Self.synced(["x.md": Self.text("one")])
+        try Self.rename(harness, 0, "x.md", "by-alice.md")
+        usleep(20_000)
+        try Self.rename(harness, 1, "x.md", "by-bob.md")
+        _ = try harness.sync(1)
+        let report = try harness.sync(0)
+        #expect(report.warnings.contains { $0.kind == .moveConflict })
+        #expect(report.pending == 0)
+        for device in 0..<2 { #expect(try harness.notes(device) == ["by-bob.md": Self.text("one")]) }
+    }
+
+    /// Renamed on one side, deleted on the other: the rename wins, as an edit does.
+    @Test func aRenameBeatsADelete() throws {
+        for renamerFirst in [true, false] {
+            let harness = try Self.synced(["x.md": Self.text("one")])
+            try Self.rename(harness, 0, "x.md", "y.md")
+            try harness.delete(1, "x.md")
+            if renamerFirst {
+                _ = try harness.sync(0)
+                _ = try harness.sync(1)
+            } else {
+                _ = try harness.sync(1)
+                _ = try harness.sync(0)
+            }
+            _ = try harness.sync(1)
+            for device in 0..<2 { #expect(try harness.notes(device) == ["y.md": Self.text("one")], "renamer first: \(renamerFirst)") }
+        }
+    }
+
+    /// Renamed onto a name another device created meanwhile: no move, the normal rules: both texts kept.
+    @Test func aRenameOntoANameCreatedElsewhereKeepsBothTexts() throws {
+        let harness = try Self.synced(["x.md": Self.text("mine")])
+        try harness.write(1, "y.md", Self.text("theirs"))
+        _ = try harness.sync(1)
+        try Self.rename(harness, 0, "x.md", "y.md")
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        _ = try harness.sync(0)
+        let notes = try harness.notes(0)
+        #expect(try harness.notes(1) == notes)
+        let all = notes.values.map { String(decoding: $0, as: UTF8.self) }.joined()
+        #expect(all.contains("mine") && all.contains("theirs"))
+    }
+
+    @Test(arguments: [("Note.md", "note.md"), ("a/x.md", "b/c/x.md"), ("a/x.md", "top.md")])
+    func renamesOfCaseAndAcrossFolders(from: String, to: String) throws {
+        let harness = try Self.synced([from: Self.text("text")])
+        try Self.rename(harness, 0, from, to)
+        #expect(Self.moves(try harness.sync(0)) == ["\(from) → \(to)"])
+        #expect(Self.moves(try harness.sync(1)) == ["\(from) → \(to)"])
+        #expect(try harness.notes(1) == [to: Self.text("text")])
+        #expect(Self.trash(harness, 1).isEmpty)
+    }
+
+    /// The issue's first case: a folder of most notes renamed is no mass delete, and fills no trash.
+    @Test func aFolderRenamedIsNoMassDelete() throws {
+        var notes: [String: Data] = ["top.md": Self.text("top")]
+        for index in 0..<20 { notes["work/n\(index).md"] = Self.text("note \(index)") }
+        notes["work/sub/deep.md"] = Self.text("deep")
+        let harness = try Self.synced(notes)
+        try Self.rename(harness, 0, "work", "job")
+        var guarded = SyncHarness.syncOptions
+        guarded.allowMassDelete = false
+        let dry = try harness.sync(0, { var options = SyncHarness.dryRunOptions; options.allowMassDelete = false; return options }())
+        #expect(dry.count(.move) == 21 && dry.heldDeletes == 0)
+        let token = try harness.serverState().token
+        let pushed = try harness.sync(0, guarded)
+        #expect(pushed.heldDeletes == 0 && pushed.count(.move) == 21)
+        #expect(try harness.serverState().token == token + 1, "one entry")
+        let pulled = try harness.sync(1, guarded)
+        #expect(pulled.count(.move) == 21 && pulled.count(.downloadDelete) == 0)
+        #expect(try harness.notes(1).keys.sorted() == notes.keys.map { $0.replacingOccurrences(of: "work/", with: "job/") }.sorted())
+        #expect(Self.trash(harness, 1).isEmpty)
+        #expect(FileIO.lstatInfo(harness.path(1, "work")) == nil, "the emptied folder goes")
+    }
+
+    /// A rename with an edit in the same sync is still a rename (similar text).
+    @Test func aRenameWithAnEditIsARename() throws {
+        let lines = (0..<10).map { "line \($0)" }
+        let harness = try Self.synced(["x.md": Data(lines.map { $0 + "\n" }.joined().utf8)])
+        try Self.rename(harness, 0, "x.md", "y.md")
+        try harness.write(0, "y.md", Data((lines + ["one more"]).map { $0 + "\n" }.joined().utf8))
+        #expect(Self.moves(try harness.sync(0)) == ["x.md → y.md"])
+        _ = try harness.sync(1)
+        #expect(try harness.notes(1).keys.sorted() == ["y.md"])
+    }
+
+    /// Two notes of one text renamed with their folder: each goes with the note of the same path below it.
+    @Test func notesOfOneTextFollowTheirPaths() throws {
+        let harness = try Self.synced(["a/x/n.md": Self.text("same"), "a/y/n.md": Self.text("same"), "a/z.md": Self.text("same")])
+        try Self.rename(harness, 0, "a", "b")
+        let report = try harness.sync(0)
+        #expect(Self.moves(report).sorted() == ["a/x/n.md → b/x/n.md", "a/y/n.md → b/y/n.md", "a/z.md → b/z.md"])
+    }
+
+    /// A dry run of a rename says it and changes nothing.
+    @Test func aDryRunShowsTheRenameAndChangesNothing() throws {
+        let harness = try Self.synced(["x.md": Self.text("one")])
+        try Self.rename(harness, 0, "x.md", "y.md")
+        let before = try harness.snapshot()
+        let token = try harness.serverState().token
+        let dry = try harness.sync(0, SyncHarness.dryRunOptions)
+        #expect(Self.moves(dry) == ["x.md → y.md"])
+        #expect(dry.changes.count == 1, "no diff for a rename alone: \(dry.changes)")
+        #expect(try harness.snapshot() == before)
+        #expect(try harness.serverState().token == token)
+    }
+
+    /// A chain of renames on the server (x → y → z) reaches a device that saw none of them as one rename.
+    @Test func aChainOfRenamesIsFollowed() throws {
+        let harness = try Self.synced(["x.md": Self.text("one")])
+        try Self.rename(harness, 0, "x.md", "y.md")
+        _ = try harness.sync(0)
+        try Self.rename(harness, 0, "y.md", "z.md")
+        _ = try harness.sync(0)
+        try harness.write(1, "x.md", Self.text("one", "two by bob"))
+        _ = try harness.sync(1)
+        _ = try harness.sync(0)
+        for device in 0..<2 { #expect(try harness.notes(device) == ["z.md": Self.text("one", "two by bob")]) }
+    }
+}
