@@ -19,12 +19,14 @@ import Testing
     @Test func theSameInodeGoesFirstThenTheLongestCommonPath() {
         let sources = [Self.source("a/x/n.md", "t", inode: 7), Self.source("a/y/n.md", "t", inode: 8), Self.source("q.md", "t")]
         let targets = [Self.target("b/y/n.md", "t", inode: 7), Self.target("b/x/n.md", "t"), Self.target("r.md", "t")]
-        #expect(Self.pairs(MoveMatcher.match(sources: sources, targets: targets)) == ["a/x/n.md>b/y/n.md", "a/y/n.md>b/x/n.md", "q.md>r.md"])
+        #expect(
+            Self.pairs(MoveMatcher.match(sources: sources, targets: targets)) == ["a/x/n.md>b/y/n.md", "a/y/n.md>b/x/n.md", "q.md>r.md"])
     }
 
     @Test func textDecidesNotTheInodeAlone() {
         // ext4 gives a deleted file's inode to the next file made: a new note with another text is not the old one.
-        let pairs = MoveMatcher.match(sources: [Self.source("old.md", "old", inode: 5)], targets: [Self.target("new.md", "other", inode: 5)])
+        let pairs = MoveMatcher.match(
+            sources: [Self.source("old.md", "old", inode: 5)], targets: [Self.target("new.md", "other", inode: 5)])
         #expect(pairs.isEmpty)
     }
 

@@ -162,7 +162,13 @@ import Testing
         try Self.rename(harness, 0, "work", "job")
         var guarded = SyncHarness.syncOptions
         guarded.allowMassDelete = false
-        let dry = try harness.sync(0, { var options = SyncHarness.dryRunOptions; options.allowMassDelete = false; return options }())
+        let dry = try harness.sync(
+            0,
+            {
+                var options = SyncHarness.dryRunOptions
+                options.allowMassDelete = false
+                return options
+            }())
         #expect(dry.count(.move) == 21 && dry.heldDeletes == 0)
         let token = try harness.serverState().token
         let pushed = try harness.sync(0, guarded)
