@@ -145,6 +145,27 @@ extension SyncEngine {
             }
         }
 
+        // A note renamed over a synced note (`mv todo.txt deep.txt`): the file at deep.txt is not the file its base
+        // recorded but the one todo.txt's base did. Its text may equal deep.txt's base text (the note moved away and
+        // back), yet it is not that record's version: decided without a base, so a text the server holds at that
+        // name meanwhile is merged with it or kept beside it, never taken for its successor.
+        var goneFiles: [UInt64: ContentDigest] = [:]
+        for name in gone.sorted().reversed() {
+            if let base = bases[name], let recorded = base.fingerprint { goneFiles[recorded.inode] = base.digest }
+        }
+        if !goneFiles.isEmpty {
+            for name in names.sorted() where !covered.contains(name) && !scan.isUnreadable(name) {
+                guard let file = scan.files[name], let recorded = bases[name]?.fingerprint,
+                    recorded.inode != file.fingerprint.inode, goneFiles[file.fingerprint.inode] == file.digest
+                else { continue }
+                let decision = Reconciler.decide(
+                    local: .present(digest: file.digest, size: file.size, modified: file.modified), base: nil,
+                    server: zone.heads[name])
+                covered.insert(name)
+                if decision != .nothing { steps.append(Step(name: name, local: file, base: nil, decision: decision)) }
+            }
+        }
+
         // Renamed on the server: the note is renamed here to follow it.
         for source in movedThere.sorted() where !covered.contains(source) {
             guard let destination = destinations[source], isFree(destination), knownAbsent(destination),
