@@ -188,11 +188,13 @@ extension SyncEngine {
         }
 
         /// A move's rename here (the note follows a rename made on the server, or the later of two renames): done
-        /// before anything else of the step, never over a file. False when the note could not be renamed.
+        /// before anything else of the step, never over a file; it throws when the note cannot be renamed.
         func renameForMove(_ step: inout Step) throws {
-            guard let move = step.move, let from = move.renameFrom, var local = step.local else { return }
+            guard step.move?.renameFrom != nil, var local = step.local else { return }
             try applier.follow(rename: step.name, from: local.path, to: step.name.string)
             local.path = step.name.string
+            // A rename sets the ctime: the fingerprint the note has now, so it is not hashed again.
+            if let info = FileIO.lstatInfo(folder.root + "/" + local.path) { local.fingerprint = StatFingerprint(info) }
             step.local = local
         }
         /// A move's end. One this device commits: whatever the step's action left at the new name (the note as
