@@ -201,7 +201,7 @@ extension SyncEngine {
         /// renamed here, the server's edit written into it, a merge, the version that kept the name in a conflict) is
         /// committed as the move's save, with the delete of the old name, in one entry; the action's own push or base
         /// of the name gives way to it (its conflict copies stay). One the server made: the old name's base goes.
-        func finishMove(_ step: Step, _ move: MovePlan, pushesBefore: Int, basesBefore: Int) {
+        func finishMove(_ step: Step, _ move: MovePlan, pushesBefore: Int, basesBefore: Int, reportedBefore: Int) {
             if let lost = move.lostName {
                 report.warnings.append(
                     SyncWarning(
@@ -218,6 +218,12 @@ extension SyncEngine {
                         kind: .move, name: step.name.description, detail: moveDetail(move, to: step.name, store: store),
                         from: move.shownFrom.description))
                 return
+            }
+            // The server's edit written into the note renamed here is no download of a record: it merges into the move.
+            for index in reportedBefore..<report.changes.count
+            where report.changes[index].kind == .download && report.changes[index].name == step.name.description {
+                report.changes[index].kind = .merge
+                report.changes[index].detail = "edited on the server, renamed here: the edit is in the renamed note"
             }
             for index in (pushesBefore..<pushes.count).reversed() where pushes[index].name == step.name {
                 pushes.remove(at: index)
@@ -236,7 +242,7 @@ extension SyncEngine {
             guard let action = step.action else { continue }
             do {
                 try renameForMove(&step)
-                let (pushesBefore, basesBefore) = (pushes.count, baseUpdates.count)
+                let (pushesBefore, basesBefore, reportedBefore) = (pushes.count, baseUpdates.count, report.changes.count)
                 switch action {
                 case .save(let kind, let base): save(step, kind, base: base)
                 case .delete(let base): delete(step, base: base)
@@ -249,7 +255,9 @@ extension SyncEngine {
                     note(kind, step.name, detail)
                     continue
                 }
-                if let move = step.move { finishMove(step, move, pushesBefore: pushesBefore, basesBefore: basesBefore) }
+                if let move = step.move {
+                    finishMove(step, move, pushesBefore: pushesBefore, basesBefore: basesBefore, reportedBefore: reportedBefore)
+                }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {
                 report.warnings.append(SyncWarning.note(step.name, error))
             }

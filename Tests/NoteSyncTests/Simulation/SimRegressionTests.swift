@@ -26,6 +26,22 @@ import Testing
                 ]))
     }
 
+    /// Carol renames note.md to todo.txt while bob's edit of note.md (a conflict he resolved, keeping carol's text as
+    /// a copy) is on the server: her sync writes bob's text into todo.txt and commits the move. That write was
+    /// reported as a download of todo.txt, whose record she had just written herself (a self-echo): it is the merge of
+    /// the server's edit into the move.
+    @Test func theServersEditWrittenIntoANoteRenamedHereIsNoDownload() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .edit(.existing(6), .changeLine(4), .inPlace)),
+                    .init(1, .sync(.userEdit(at: 4, .existing(6)), full: false)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .move(.pool(0), to: 5))
+                ]))
+    }
+
     /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
     /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
     /// A queued note that is gone and was never synced is dequeued: there is nothing to push.

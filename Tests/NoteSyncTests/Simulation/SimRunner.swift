@@ -50,6 +50,13 @@ final class SimRunner {
     /// is not decided by the history; their lines are still checked.
     private var undecided: Set<String> = []
     private var textsSaved: [String: Set<[String]>] = [:]
+    /// Every rename a user made: the model's event for it (the old name's delete) and the names. An edit of the old
+    /// name that the rename never heard of (nor it of the rename) must reach the note wherever its record is at the
+    /// end (``checkEditsFollowRenames``).
+    private var userMoves: [(event: Int, source: String, destination: String)] = []
+    /// Names a user moved a note to: the note may leave such a name again when another device's later rename of it
+    /// wins; its lines are still checked.
+    private var movedTo: Set<String> = []
     private var at = "setup"
     /// `NOTESYNC_SIM_TRACE=1` prints every step and what each sync did.
     private static let tracing = ProcessInfo.processInfo.environment["NOTESYNC_SIM_TRACE"] != nil
@@ -186,14 +193,25 @@ final class SimRunner {
             noteActedOn(device, source)
             try FileIO.makeDirectories(parent(device.folder.root + "/" + destination))
             try check(rename(device.folder.root + "/" + source, device.folder.root + "/" + destination) == 0, "mv \(source)")
-            // The text moves: its lines are not removed; what the move replaced is.
-            model.deleted(device: device.index, note: source, before: [])
-            model.wrote(
-                device: device.index, note: destination, before: replaced.map(SyncHarness.lines) ?? [],
-                after: SyncHarness.lines(moved))
-            userDeleted.insert(source)
-            everSeen.insert(destination)
+            userMoved(device, source, to: destination, text: moved, replaced: replaced)
             device.dirty.formUnion([source, destination])
+        case .moveFolder(let target, let destinationIndex):
+            figures.operations += 1
+            let note = try resolve(target, device)
+            let components = note.split(separator: "/")
+            let top = String(components[0])
+            guard components.count > 1, FileIO.lstatInfo(device.folder.root + "/" + top) != nil else { return }
+            // The pool's other top folder, or the folder's name with a digit: never over a folder that exists.
+            let other = SimSchedule.pool[destinationIndex % SimSchedule.pool.count].split(separator: "/").first.map(String.init)
+            let candidates = [other, top + "2", top + "3"].compactMap { $0 }.filter { $0 != top && !$0.contains(".") }
+            guard let newTop = candidates.first(where: { FileIO.lstatInfo(device.folder.root + "/" + $0) == nil }) else { return }
+            let moved = try notes(device).filter { $0.key.hasPrefix(top + "/") }
+            for name in moved.keys { noteActedOn(device, name) }
+            try check(rename(device.folder.root + "/" + top, device.folder.root + "/" + newTop) == 0, "mv \(top)")
+            for (name, data) in moved.sorted(by: { $0.key < $1.key }) {
+                userMoved(device, name, to: newTop + name.dropFirst(top.count), text: data, replaced: nil)
+            }
+            device.dirty.formUnion([top, newTop])
         case .deleteFolder(let target):
             figures.operations += 1
             let note = try resolve(target, device)
@@ -571,6 +589,23 @@ final class SimRunner {
         serverDown = false
     }
 
+    /// A user's rename of `source` to `destination` (the note's text `text`; `replaced`, what the destination held).
+    /// The text moves: its lines are not removed; what the move replaced is. Where both names end is not decided by
+    /// the history alone (an edit elsewhere follows the rename, the later of two renames keeps the note): their
+    /// lines are checked, and the edits made concurrently with the rename must reach the note's final name.
+    private func userMoved(_ device: SimDevice, _ source: String, to destination: String, text: Data, replaced: Data?) {
+        let event = model.nextID
+        model.deleted(device: device.index, note: source, before: [])
+        model.wrote(
+            device: device.index, note: destination, before: replaced.map(SyncHarness.lines) ?? [],
+            after: SyncHarness.lines(text))
+        userDeleted.insert(source)
+        everSeen.insert(destination)
+        undecided.formUnion([source, destination])
+        movedTo.insert(destination)
+        if replaced == nil { userMoves.append((event, source, destination)) }
+    }
+
     private func noteActedOn(_ device: SimDevice, _ note: String) {
         if unconfirmed[device.index].contains(note) { undecided.insert(note) }
     }
@@ -825,7 +860,7 @@ final class SimRunner {
             if !committed.isEmpty {
                 findings.harness.append("\(at): \(who)'s sync held \(report.heldDeletes) deletes but committed \(committed)")
             }
-            let others = report.warnings.filter { $0.kind != .deletesHeld }
+            let others = report.warnings.filter { $0.kind != .deletesHeld && $0.kind != .moveConflict }
             if !others.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(others)") }
             model.partlySynced(device.index)
             device.needFull = true
@@ -833,7 +868,9 @@ final class SimRunner {
         }
         if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
         if report.pending != 0 { findings.harness.append("\(at): \(who)'s sync left \(report.pending) change(s) pending") }
-        if !report.warnings.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(report.warnings)") }
+        // Two devices renaming one note to different names is said, not a fault.
+        let warnings = report.warnings.filter { $0.kind != .moveConflict }
+        if !warnings.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(warnings)") }
         guard !report.offline else {
             device.needFull = true
             return
@@ -1033,13 +1070,44 @@ final class SimRunner {
                             + "the history decides \(expected.map { "\($0)" } ?? "absent")")
                 }
             }
-            // No unrequested delete: a name that was ever a note and that no user deleted is still a note.
-            for name in everSeen.subtracting(userDeleted).sorted() where local[name] == nil {
+            checkEditsFollowRenames(local: local, who: who)
+            // No unrequested delete: a name that was ever a note and that no user deleted is still a note (a name a
+            // note was renamed to may lose it to another device's later rename of the same note).
+            for name in everSeen.subtracting(userDeleted).subtracting(movedTo).sorted() where local[name] == nil {
                 findings.unrequestedDeletes.append("\(at): \(name) is gone from \(who), but no user deleted it")
             }
         }
         for name in server.keys.sorted() where isIgnoredPath(name) {
             findings.confinement.append("\(at): editor litter \(name) reached the server")
+        }
+    }
+
+    /// Edits follow renames: an edit of a note that a user renamed, made without knowing of the rename (before it
+    /// reached that device) and not known to the rename either, ends in the note wherever the server's heads say its
+    /// record is now (following its moves: ``ZoneState/destination(of:)``), or in a conflict copy, or at a name a
+    /// user moved a note to since; never left behind at the old name. Only lines no user removed since, and only
+    /// where the model is sure of who knew what (no sync that did not finish in between).
+    private func checkEditsFollowRenames(local: [String: Data], who: String) {
+        guard !userMoves.isEmpty, let heads = try? serverState().heads else { return }
+        let mustSurvive = model.linesThatMustSurvive(known: Set(model.events.map(\.id)))
+        let elsewhere = Set(
+            local.filter { ConflictCopyName.isNotesyncConflictCopy($0.key) || movedTo.contains($0.key) }.values.flatMap(
+                SyncHarness.lines))
+        for move in userMoves {
+            let renamed = model.event(move.event)
+            guard let source = RecordName(trusted: move.source), let head = heads[source] else { continue }
+            // Deleted at the end (by a user, or never moved): nothing to follow.
+            guard let final = head.deleted ? ZoneState(heads: heads).destination(of: source) : source else { continue }
+            let accepted = elsewhere.union(local[final.string].map(SyncHarness.lines) ?? [])
+            for edit in model.events where edit.note == move.source && edit.lines != nil && edit.id != move.event {
+                guard !edit.mayKnow.contains(move.event), !renamed.mayKnow.contains(edit.id) else { continue }
+                for line in edit.lines ?? [] where mustSurvive[line] != nil && !accepted.contains(line) {
+                    findings.lostWrites.append(
+                        "\(at): \(who): \"\(line)\" of \(edit), made to \(move.source) while "
+                            + "\(SyncHarness.deviceNames[renamed.device]) renamed it to \(move.destination), is not in "
+                            + "\(final), where the note is now")
+                }
+            }
         }
     }
 

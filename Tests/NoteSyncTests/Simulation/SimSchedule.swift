@@ -77,6 +77,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case move(Target, to: Int)
         /// `rm -r` of the top-level folder the note is in (nothing for a note at the top).
         case deleteFolder(Target)
+        /// `mv` of the top-level folder the note is in to the pool's other top folder (or the name with a digit), never
+        /// over a folder that exists (nothing for a note at the top).
+        case moveFolder(Target, to: Int)
         /// Changes only the mtime.
         case touch(Target)
         /// A sync. `full` scans everything; otherwise only the paths the user touched since the device's last
@@ -186,7 +189,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
             let style = SaveStyle.allCases.randomElement(using: &rng) ?? .inPlace
             return .edit(target(), edit, style)
         case ..<700: return .delete(target())
-        case ..<770: return .move(target(), to: Int.random(in: 0..<pool.count, using: &rng))
+        // The same draws for a folder renamed as for a note moved: seeds of schedules without either are unchanged.
+        case ..<760: return .move(target(), to: Int.random(in: 0..<pool.count, using: &rng))
+        case ..<770: return .moveFolder(target(), to: Int.random(in: 0..<pool.count, using: &rng))
         case ..<785: return .deleteFolder(target())
         case ..<815: return .touch(target())
         case ..<835: return .dryRun
@@ -345,6 +350,7 @@ extension SimSchedule.Action {
         case .delete(let target): ".delete(\(target.code))"
         case .move(let target, let to): ".move(\(target.code), to: \(to))"
         case .deleteFolder(let target): ".deleteFolder(\(target.code))"
+        case .moveFolder(let target, let to): ".moveFolder(\(target.code), to: \(to))"
         case .touch(let target): ".touch(\(target.code))"
         case .sync(let fault, let full): ".sync(\(fault.map(\.code) ?? "nil"), full: \(full))"
         case .dryRun: ".dryRun"
