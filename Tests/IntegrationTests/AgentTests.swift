@@ -68,6 +68,30 @@ import Testing
         #expect(zone.heads.keys.map(\.string) == ["note.md"], "only the note is a record: \(zone.heads.keys)")
     }
 
+    /// `mv` of a note and of a folder of most notes while both agents run: one move each in the log (the two names
+    /// of a rename settle together), no mass delete held, the other device renames its files, and its trash stays
+    /// empty.
+    @Test func renamesMadeWhileTheAgentsRunArriveAsRenames() throws {
+        let agents = try TwoAgents("agent-moves")
+        defer { agents.stop() }
+        let t = agents.devices
+        for index in 0..<12 { try t.write(t.a, "work/n\(index).md", "note \(index)\n") }
+        try t.write(t.a, "x.md", "x\n")
+        #expect(eventually { (try? t.notes(t.b).count) == 13 }, "the notes did not arrive")
+
+        #expect(rename(t.a + "/x.md", t.a + "/y.md") == 0)
+        #expect(eventually { t.read(t.b, "y.md") == "x\n" && t.read(t.b, "x.md") == nil }, "the rename did not arrive")
+        #expect(rename(t.a + "/work", t.a + "/job") == 0)
+        #expect(eventually { (try? t.notes(t.b).keys.filter { $0.hasPrefix("job/") }.count) == 12 }, "the folder did not arrive")
+        #expect(eventually { FileIO.lstatInfo(t.b + "/work") == nil })
+        let saves = try agents.serverChanges("y.md")
+        #expect(saves.count == 1 && saves[0].movedFrom == "x.md", "\(saves)")
+        #expect(try agents.serverChanges("job/n3.md").first?.movedFrom == "work/n3.md")
+        #expect(FileIO.lstatInfo(t.b + "/.notesync/trash") == nil, "nothing went to the trash")
+        let status = try t.expectOK(["status", "--notes", t.a]).stdout
+        #expect(!status.contains("HELD"), "\(status)")
+    }
+
     @Test func aDeepTreeMadeFasterThanWatchesAreAddedArrivesWhole() throws {
         let agents = try TwoAgents("deep-tree")
         defer { agents.stop() }

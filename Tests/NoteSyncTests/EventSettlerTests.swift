@@ -47,6 +47,47 @@ struct FakeInstant: InstantProtocol {
         #expect(settler.takeSettled(at: at(600)) { _ in nil } == ["really-gone.md"])
     }
 
+    /// `mv a.md b.md`: the old name does not wait as a vanished note does; both names settle together, once the new
+    /// one is quiet, so that one sync sees the rename.
+    @Test func theTwoNamesOfARenameSettleTogether() {
+        var settler = settler()
+        let file = Probe(isRegularFile: true, size: 4)
+        settler.noted("a.md", at: at(0), size: nil)
+        settler.noted("b.md", at: at(0), size: 4)
+        settler.linked("a.md", to: "b.md")
+        #expect(settler.nextDeadline == at(30), "no delete delay")
+        #expect(settler.takeSettled(at: at(20)) { $0 == "b.md" ? file : nil }.isEmpty)
+        #expect(settler.takeSettled(at: at(30)) { $0 == "b.md" ? file : nil } == ["a.md", "b.md"])
+        #expect(settler.isEmpty)
+    }
+
+    /// A chain of renames (a → b → c) goes whole; a vanished note beside it still waits for the deletes.
+    @Test func aChainOfRenamesGoesWholeAndDeletesStillWait() {
+        var settler = settler()
+        let file = Probe(isRegularFile: true, size: 4)
+        settler.noted("a.md", at: at(0), size: nil)
+        settler.noted("b.md", at: at(0), size: 4)
+        settler.linked("a.md", to: "b.md")
+        settler.noted("b.md", at: at(5), size: nil)
+        settler.noted("c.md", at: at(5), size: 4)
+        settler.linked("b.md", to: "c.md")
+        settler.noted("gone.md", at: at(5), size: nil)
+        let probe: (String) -> Probe? = { $0 == "c.md" ? file : nil }
+        #expect(settler.takeSettled(at: at(35), probe: probe) == ["a.md", "b.md", "c.md"])
+        #expect(settler.takeSettled(at: at(100), probe: probe).isEmpty, "a vanished note waits")
+        #expect(settler.takeSettled(at: at(405), probe: probe) == ["gone.md"])
+    }
+
+    /// A rename to an ignored name (vim's `a.md` → `a.md~`) is no rename for the settler: the watch reports only the
+    /// removal, which waits for the note to come back.
+    @Test func aNoteMovedAsideWaitsAsBefore() {
+        var settler = settler()
+        settler.noted("a.md", at: at(0), size: nil)
+        #expect(settler.takeSettled(at: at(100)) { _ in nil }.isEmpty)
+        #expect(settler.takeSettled(at: at(120)) { _ in Probe(isRegularFile: true, size: 2) }.isEmpty)
+        #expect(settler.takeSettled(at: at(150)) { _ in Probe(isRegularFile: true, size: 2) } == ["a.md"])
+    }
+
     @Test func deletesThatTrickleInSettleTogetherOnceTheyStop() {
         var settler = settler()
         let file = Probe(isRegularFile: true, size: 1)

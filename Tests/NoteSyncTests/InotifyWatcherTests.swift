@@ -142,6 +142,26 @@ struct InotifyWatcherTests {
             let removed = try #require(events.firstIndex(of: .removed(root: root, path: "a.md")))
             let changed = try #require(events.firstIndex(of: .changed(root: root, path: "sub/b.md")))
             #expect(removed < changed)
+            #expect(await watch.wait { $0.contains(.renamed(root: root, from: "a.md", to: "sub/b.md")) })
+        }
+    }
+
+    /// A folder renamed is reported as its two names, then as a rename; a note moved to an ignored name (vim's
+    /// backup) is only removed.
+    @Test func renamesAreReportedAsSuch() async throws {
+        let dir = try TempDirectory()
+        try makeDirectories(dir.sub("work/deep"))
+        try writeFile(dir.sub("work/deep/n.md"), Data("n".utf8))
+        try writeFile(dir.sub("note.md"), Data("old".utf8))
+        try await withWatcher(roots: [(dir.path, builtInIgnore)]) { watch, ids in
+            let root = ids[0]
+            #expect(rename(dir.sub("work"), dir.sub("job")) == 0)
+            #expect(await watch.wait { $0.contains(.renamed(root: root, from: "work", to: "job")) })
+            #expect(watch.events.contains(.directoryRemoved(root: root, path: "work")))
+            #expect(rename(dir.sub("note.md"), dir.sub("note.md~")) == 0)
+            _ = try await watch.barrier(root: root, directory: dir.path)
+            #expect(watch.events.contains(.removed(root: root, path: "note.md")))
+            #expect(!watch.events.contains { if case .renamed(_, "note.md", _) = $0 { true } else { false } })
         }
     }
 

@@ -242,6 +242,10 @@ final class AgentLoop {
                     }
                     pending.noted(path, at: arrived, size: FileIO.lstatInfo(folder.root + "/" + path).map { Int64($0.st_size) })
                 }
+            case .renamed(let root, let from, let to):
+                // The two names of a rename settle together, the old one without waiting as a vanished note does:
+                // one sync sees the note gone and the new one, and commits a move.
+                if root == notesRoot { pending.linked(from, to: to) }
             case .overflow:
                 logger.warning("watch.overflow")
                 needFull = true

@@ -29,6 +29,9 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
     /// lock file, say) never holds the others back for longer.
     let maxDeleteHold: Duration
     private var items: [String: Item] = [:]
+    /// Renames the watch saw: the old name → the new one. A missing old name is no vanished note: it does not wait
+    /// for the deletes, and settles with its new name, so that one sync sees both and commits a move.
+    private var links: [String: String] = [:]
 
     init(settle: Duration, deleteSettle: Duration, maxSettle: Duration, maxDeleteHold: Duration = .seconds(60)) {
         self.settle = settle
@@ -56,23 +59,38 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         }
     }
 
+    /// `from` was renamed to `to` (both already noted).
+    mutating func linked(_ from: String, to: String) {
+        guard from != to else { return }
+        links[from] = to
+    }
+
+    /// Whether `path` is the old name of a rename still waiting, missing when last looked at.
+    private func isRenamedAway(_ path: String, _ item: Item) -> Bool { item.size == nil && links[path] != nil }
+
     /// The paths that have settled at `now`, taken out of the machine. `probe` looks at a path as it is now.
     /// With `flushing` (the agent is stopping) every path is taken, settled or not.
     mutating func takeSettled(at now: Instant, flushing: Bool = false, probe: (String) -> Probe?) -> [String] {
         if flushing {
-            defer { items.removeAll() }
+            defer {
+                items.removeAll()
+                links.removeAll()
+            }
             return items.keys.sorted()
         }
         var ready: [String] = []
         let found = items.keys.reduce(into: [String: Probe]()) { found, path in found[path] = probe(path) }
         // Missing paths settle together, once none has had an event for `deleteSettle`: the deletes of one
         // `rm -r` reach a sync, and its mass-delete guard, whole, never as they trickle in.
-        let missing = items.lazy.filter { found[$0.key] == nil }.map(\.value)
+        let renamedAway = links
+        let missing = items.filter { found[$0.key] == nil && renamedAway[$0.key] == nil }.map(\.value)
         let deletesWait =
             missing.map(\.last).max().map { $0.duration(to: now) < deleteSettle } == true
             && missing.map(\.first).min().map { $0.duration(to: now) < maxDeleteHold } == true
         for (path, item) in items {
             let found = found[path]
+            // The old name of a rename goes with its new name (below).
+            if found == nil && links[path] != nil { continue }
             if found == nil && deletesWait { continue }
             if item.last.duration(to: now) < settle { continue }
             if let found, found.isRegularFile, item.size != found.size, item.first.duration(to: now) < maxSettle {
@@ -83,28 +101,51 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
             }
             ready.append(path)
         }
-        for path in ready { items[path] = nil }
+        // The old names of renames whose new name settled now, or left earlier (its sync took it), once quiet; a chain
+        // of renames (a → b → c) goes whole.
+        var taken = Set(ready)
+        var grew = true
+        while grew {
+            grew = false
+            for (from, to) in links where !taken.contains(from) && found[from] == nil {
+                guard let item = items[from], taken.contains(to) || (items[to] == nil && item.last.duration(to: now) >= settle)
+                else { continue }
+                taken.insert(from)
+                ready.append(from)
+                grew = true
+            }
+        }
+        for path in ready {
+            items[path] = nil
+            links[path] = nil
+        }
         return ready.sorted()
     }
 
     /// Takes `paths` out (a command's sync took them, settled or not).
     mutating func remove(_ paths: some Sequence<String>) {
-        for path in paths { items[path] = nil }
+        for path in paths {
+            items[path] = nil
+            links[path] = nil
+        }
     }
 
-    mutating func removeAll() { items.removeAll() }
+    mutating func removeAll() {
+        items.removeAll()
+        links.removeAll()
+    }
 
     /// When the earliest waiting path may settle: the time to look again (nil when nothing waits). A path missing
     /// at its last event waits for the deletes as a whole (``takeSettled(at:flushing:probe:)``), so the agent sleeps
     /// through an `rm -r` instead of looking again at every turn.
     var nextDeadline: Instant? {
-        let missing = items.values.filter { $0.size == nil }
+        let missing = items.filter { $0.value.size == nil && !isRenamedAway($0.key, $0.value) }.map(\.value)
         let deletesSettle = missing.map(\.last).max().map { $0.advanced(by: deleteSettle) }
         let deletesHeldUntil = missing.map(\.first).min().map { $0.advanced(by: maxDeleteHold) }
         let deletes = [deletesSettle, deletesHeldUntil].compactMap { $0 }.min()
-        return items.values.map { item in
+        return items.map { path, item in
             let quiet = item.last.advanced(by: settle)
-            guard item.size == nil, let deletes else { return quiet }
+            guard item.size == nil, !isRenamedAway(path, item), let deletes else { return quiet }
             return max(quiet, deletes)
         }.min()
     }

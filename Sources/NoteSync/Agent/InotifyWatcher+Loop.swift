@@ -19,6 +19,8 @@ extension InotifyWatcher {
         var descriptors: [Location: Int32] = [:]
         /// A directory's `IN_MOVED_FROM`, held until the next event shows whether its `IN_MOVED_TO` follows.
         var pendingMove: PendingMove?
+        /// A file's `IN_MOVED_FROM` (not ignored), until the next event: its `IN_MOVED_TO` makes it a rename.
+        var fileMoveFrom: PendingMove?
         var limitReported = false
         /// errno of the last failed `inotify_add_watch`.
         var lastWatchError: Int32 = 0
@@ -319,6 +321,9 @@ extension InotifyWatcher {
             if let pending = pendingMove, !(mask & UInt32(IN_MOVED_TO) != 0 && event.cookie == pending.cookie) {
                 settlePendingMove()
             }
+            // The kernel queues a rename's two events together: anything else between them means no rename here.
+            let movedFrom = fileMoveFrom
+            fileMoveFrom = nil
             if mask & UInt32(IN_IGNORED) != 0 {
                 kernelDropped(event.wd)
                 return
@@ -347,8 +352,16 @@ extension InotifyWatcher {
             } else if !ignored {
                 if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
                     emit(.removed(root: root.id, path: path))
+                    if mask & UInt32(IN_MOVED_FROM) != 0 {
+                        fileMoveFrom = PendingMove(cookie: event.cookie, location: Location(root: root.id, path: path))
+                    }
                 } else if mask & UInt32(IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_MOVED_TO) != 0 {
                     emit(.changed(root: root.id, path: path))
+                    if mask & UInt32(IN_MOVED_TO) != 0, let from = movedFrom, from.cookie == event.cookie,
+                        from.location.root == root.id
+                    {
+                        emit(.renamed(root: root.id, from: from.location.path, to: path))
+                    }
                 }
             }
         }
@@ -363,6 +376,9 @@ extension InotifyWatcher {
                     if !ignored && pending.location.root == root.id {
                         renameSubtree(from: pending.location, to: location)
                         emit(.directoryRemoved(root: root.id, path: pending.location.path))
+                        arrived(root, path)
+                        emit(.renamed(root: root.id, from: pending.location.path, to: path))
+                        return
                     } else {
                         movedOut(pending)
                     }

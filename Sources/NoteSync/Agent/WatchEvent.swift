@@ -15,6 +15,10 @@ public enum WatchEvent: Sendable, Hashable {
     /// A directory was deleted, moved out of the tree or renamed away: everything under `path` may be gone.
     /// `path == ""` means the root itself went away; that root reports nothing more.
     case directoryRemoved(root: Int, path: String)
+    /// A file or directory was renamed within one root (an `IN_MOVED_FROM` and an `IN_MOVED_TO` with one cookie,
+    /// neither name ignored). Comes after the events of both names (`removed`/`changed`, or `directoryRemoved`/
+    /// `directoryAppeared`): a consumer that does not care about renames may skip it.
+    case renamed(root: Int, from: String, to: String)
     /// The kernel queue overflowed (or the consumer fell too far behind) and events were lost. The watches
     /// have been repaired by the time this arrives; the consumer must rescan every root.
     case overflow
