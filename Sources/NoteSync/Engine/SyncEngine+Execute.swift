@@ -193,8 +193,16 @@ extension SyncEngine {
             guard step.move?.renameFrom != nil, var local = step.local else { return }
             try applier.follow(rename: step.name, from: local.path, to: step.name.string)
             local.path = step.name.string
-            // A rename sets the ctime: the fingerprint the note has now, so it is not hashed again.
-            if let info = FileIO.lstatInfo(folder.root + "/" + local.path) { local.fingerprint = StatFingerprint(info) }
+            // A rename sets the ctime: the note keeps the scanned fingerprint with its new ctime, so it is not hashed
+            // again; unless anything else changed since the scan (a save during the sync), then it is hashed.
+            if let info = FileIO.lstatInfo(folder.root + "/" + local.path) {
+                let now = StatFingerprint(info)
+                if now.size == local.fingerprint.size && now.mtime == local.fingerprint.mtime
+                    && now.inode == local.fingerprint.inode
+                {
+                    local.fingerprint = now
+                }
+            }
             step.local = local
         }
         /// A move's end. One this device commits: whatever the step's action left at the new name (the note as

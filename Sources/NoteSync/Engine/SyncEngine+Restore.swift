@@ -18,8 +18,13 @@ extension SyncEngine {
     /// could not be pushed (the note changed on both sides) is displaced by the applier and kept as a conflict copy.
     public func restore(_ name: RecordName, version: Int64, options: SyncOptions = SyncOptions()) throws -> RestoreResult {
         let store = try openStore()
-        // A version of the note under a name it had before a rename is one of its versions too.
-        guard let change = try store.history(of: name).first(where: { $0.seq == version })?.change else {
+        // A version of the note under a name it had before a rename is one of its versions too; so is any version
+        // of this name, of whichever note had it then.
+        var change = try store.history(of: name).first(where: { $0.seq == version })?.change
+        if change == nil, case .entry(let entry) = try store.readSlot(version) {
+            change = entry.changes.first { $0.name == name.string }
+        }
+        guard let change else {
             throw NoteSyncError(
                 .usage, path: name.string, "has no version \(version)",
                 fix: "pick one from `notesync history \(name.string)`")

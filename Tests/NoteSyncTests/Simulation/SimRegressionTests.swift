@@ -42,6 +42,27 @@ import Testing
                 ]))
     }
 
+    /// Alice pulls bob's rename of todo.txt to b/c.md and appends a line to todo.txt during that sync, just before it
+    /// renames the file. The rename gave the note the fingerprint it had after it, her save included, over the base
+    /// of the unchanged text: her line was never pushed (soak seed 1832362173639941514, shrunk). A note renamed here
+    /// keeps its new fingerprint only when nothing but the ctime changed since the scan.
+    @Test func aSaveDuringTheSyncThatFollowsARenameIsPushed() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.existing(5), .changeLine(0), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .edit(.pool(1), .rewriteShared(0), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .edit(.pool(0), .append, .inPlace)),
+                    .init(0, .sync(.crash(at: 1), full: false)),
+                    .init(1, .move(.existing(2), to: 4)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .sync(.userEdit(at: 2, .existing(4)), full: false))
+                ]))
+    }
+
     /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
     /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
     /// A queued note that is gone and was never synced is dequeued: there is nothing to push.
