@@ -101,6 +101,8 @@ extension ServerStore {
         guard token > 0 else { return }
         let path = layout.entryPath(token)
         guard let file = FileIO.lstatInfo(path).map(StatFingerprint.init) else {
+            // A share unmounted (or a server folder taken away) since it was opened is away, not behind.
+            try requireStillThere()
             throw NoteSyncError(
                 .serverMismatch, path: path,
                 "is missing, and this device has read the log up to it: the server is behind this "
@@ -133,6 +135,7 @@ extension ServerStore {
     /// turns out to be there after all (claimed meanwhile: read it again), unless `retried`.
     func checkEnd(_ state: inout ZoneState, _ check: EndCheck, retried: Bool = false) throws -> Bool {
         if check == .none { return false }
+        try requireStillThere()
         let token = state.token
         try checkTip(&state)
         if let later = laterEntry(after: token + 1, thorough: check == .full) {
@@ -148,6 +151,17 @@ extension ServerStore {
                     + "changes again")
         }
         return false
+    }
+
+    /// The server's marker is still where it was opened: a slot or entry found missing means what it says, not that
+    /// the whole server went away (a share unmounted, its folder renamed) after it was opened, which is
+    /// `serverUnreachable`, as when it is opened.
+    func requireStillThere() throws {
+        guard FileIO.lstatInfo(layout.marker) == nil else { return }
+        throw NoteSyncError(
+            .serverUnreachable, path: layout.root, "the server folder went away during the sync",
+            fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then",
+            errno: ENOENT)
     }
 
     /// The sequence of an entry file after the empty slot `missing`, if there is one: the next slot (one `lstat`),

@@ -63,6 +63,26 @@ import Testing
                 ]))
     }
 
+    /// Entry 1 is lost (a gap), and the server goes away right at the start of bob's first sync. His fetch found
+    /// slot 1 missing and nothing after it (the whole server was gone): the sync finished with nothing to do. A
+    /// device that had read further judged its last entry missing, "the server is behind this device" (exit 1),
+    /// for a share that was only unmounted (soak seeds 1832362173639951724, 1832362173639969430, on the code before
+    /// the moves too). A slot or entry found missing now counts only while the server's marker is there; otherwise
+    /// the server is away (exit 3, changes queued).
+    @Test func aServerThatGoesAwayMidSyncIsAwayNotBehind() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.existing(3), .changeLine(0), .inPlace)),
+                    .init(3, .edit(.pool(3), .rewriteShared(0), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .serverFault(.loseEntry(fromEnd: 1))),
+                    .init(1, .sync(.partition(at: 0), full: false))
+                ]))
+    }
+
     /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
     /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
     /// A queued note that is gone and was never synced is dequeued: there is nothing to push.
