@@ -49,8 +49,12 @@ SCENARIOS = [
     ("noop", "3 no-op sync A"),
     ("edit1", "4 1 edit: sync A, then B"),
     ("edit100", "5 100 edits: sync A, then B"),
+    ("rename", "6 folders of half the notes renamed: sync A, then B"),
 ]
 METRICS = [("wall", "wall s"), ("cpu", "CPU s"), ("rss", "peak RSS MB")]
+# Measured for the rename only: what the rename added to the shared folder (bytes, files), and the time of each side.
+RENAME_METRICS = [("wall_a", "sync A s"), ("wall_b", "sync B s"), ("shared_mb", "shared +MB"),
+                  ("shared_files", "shared +files")]
 
 
 class BenchFailure(Exception):
@@ -293,6 +297,43 @@ def write_in_place(path, data):
         f.truncate()
 
 
+def rename_half(ctx, expected):
+    """Renames top-level folders of A, the largest first, until they hold half of the notes (each one `mv`); the
+    expected tree follows. Returns how many notes and folders moved."""
+    counts = {}
+    for rel in expected:
+        if "/" in rel:
+            counts[rel.split("/", 1)[0]] = counts.get(rel.split("/", 1)[0], 0) + 1
+    chosen, moved = [], 0
+    for top, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        if moved * 2 >= len(expected):
+            break
+        chosen.append(top)
+        moved += count
+    for top in chosen:
+        os.rename(os.path.join(ctx.a, top), os.path.join(ctx.a, "renamed " + top))
+    renamed = {}
+    for rel, data in expected.items():
+        top = rel.split("/", 1)[0]
+        renamed["renamed " + rel if "/" in rel and top in chosen else rel] = data
+    expected.clear()
+    expected.update(renamed)
+    return moved, len(chosen)
+
+
+def tree_size(root):
+    """Apparent bytes and files under root."""
+    size = files = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            try:
+                size += os.lstat(os.path.join(folder, name)).st_size
+                files += 1
+            except FileNotFoundError:
+                pass
+    return size, files
+
+
 def edit_notes(ctx, expected, count, rng, tag):
     for rel in rng.sample(sorted(expected), count):
         expected[rel] = edited_bytes(expected[rel], rng, tag)
@@ -328,6 +369,20 @@ def one_shot_run(tool, ctx, corpus, seed, run):
     edit_notes(ctx, expected, 100, rng, f"run{run}-hundred")
     results["edit100"] = run_step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b), ctx.log)
     check("100 edits", with_shared=True)
+    before_size, before_files = tree_size(ctx.shared)
+    moved, folders = rename_half(ctx, expected)
+    side_a = run_step(tool.sync(ctx, ctx.a), ctx.log)
+    side_b = run_step(tool.sync(ctx, ctx.b), ctx.log)
+    after_size, after_files = tree_size(ctx.shared)
+    results["rename"] = {"wall": side_a["wall"] + side_b["wall"], "cpu": side_a["cpu"] + side_b["cpu"],
+                         "rss": max(side_a["rss"], side_b["rss"]), "wall_a": side_a["wall"],
+                         "wall_b": side_b["wall"], "shared_mb": (after_size - before_size) / 1e6,
+                         "shared_files": after_files - before_files, "moved": moved, "folders": folders}
+    check(f"renaming {folders} folders of {moved} notes", with_shared=True)
+    if tool.name == "notesync":
+        trash = os.path.join(ctx.b, ".notesync", "trash")
+        if os.path.exists(trash) and any(os.scandir(trash)):
+            raise BenchFailure("notesync: the rename filled B's trash")
     return results
 
 
@@ -723,14 +778,15 @@ def summarize_samples(samples):
         out[tool] = {}
         for scenario, runs in scenarios.items():
             if runs:
-                out[tool][scenario] = {m: summarize([r[m] for r in runs]) for m, _ in METRICS}
+                metrics = METRICS + (RENAME_METRICS if scenario == "rename" else [])
+                out[tool][scenario] = {m: summarize([r[m] for r in runs]) for m, _ in metrics}
     return out
 
 
 def fmt(stat, metric):
     if stat is None:
         return "—"
-    digits = 0 if metric == "rss" else (3 if stat["median"] < 10 else 1)
+    digits = 0 if metric in ("rss", "shared_files") else (3 if abs(stat["median"]) < 10 else 1)
     return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}–{stat['max']:.{digits}f})"
 
 
@@ -742,7 +798,7 @@ def one_shot_rows(summary, tools, others, prefix, targets):
     """Rows (scenario, metric, per-tool cells…, ratios, target) for one corpus size."""
     rows = []
     for scenario, title in SCENARIOS:
-        for metric, metric_title in METRICS:
+        for metric, metric_title in METRICS + (RENAME_METRICS if scenario == "rename" else []):
             cells = [fmt(summary.get(t, {}).get(scenario, {}).get(metric), metric) for t in tools]
             ratios = []
             med = {t: summary.get(t, {}).get(scenario, {}).get(metric, {}).get("median") for t in tools}

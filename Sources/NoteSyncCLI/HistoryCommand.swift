@@ -6,7 +6,9 @@ import NoteSync
 struct HistoryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history",
-        abstract: "List every version of a note still in the server's log (restore one with `notesync restore`)."
+        abstract:
+            "List every version of a note still in the server's log, following its renames back (restore one with "
+            + "`notesync restore`)."
     )
 
     @OptionGroup var global: GlobalOptions
