@@ -230,6 +230,16 @@ import Testing
         #expect(notes.values.contains(Self.text("B by bob")), "\(notes.keys)")
     }
 
+    /// `mv a.md b.md` over a synced b.md of another text replaces b, as the user meant: no conflict copy.
+    @Test func aNoteRenamedOverAnotherReplacesIt() throws {
+        let harness = try Self.synced(["a.md": Self.text("a"), "b.md": Self.text("b")])
+        try Self.rename(harness, 0, "a.md", "b.md")
+        let report = try harness.sync(0)
+        #expect(report.conflictCopies.isEmpty)
+        _ = try harness.sync(1)
+        for device in 0..<2 { #expect(try harness.notes(device) == ["b.md": Self.text("a")]) }
+    }
+
     /// A chain of renames on the server (x → y → z) reaches a device that saw none of them as one rename.
     @Test func aChainOfRenamesIsFollowed() throws {
         let harness = try Self.synced(["x.md": Self.text("one")])

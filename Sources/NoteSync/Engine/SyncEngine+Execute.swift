@@ -187,11 +187,14 @@ extension SyncEngine {
             }
         }
 
+        /// The old and new paths of the notes renamed here, flushed together before their bases are recorded.
+        var renamedHere: [String] = []
         /// A move's rename here (the note follows a rename made on the server, or the later of two renames): done
         /// before anything else of the step, never over a file; it throws when the note cannot be renamed.
         func renameForMove(_ step: inout Step) throws {
             guard step.move?.renameFrom != nil, var local = step.local else { return }
-            try applier.follow(rename: step.name, from: local.path, to: step.name.string)
+            try applier.follow(rename: step.name, from: local.path, to: step.name.string, flush: false)
+            renamedHere += [local.path, step.name.string]
             local.path = step.name.string
             // A rename sets the ctime: the note keeps the scanned fingerprint with its new ctime, so it is not hashed
             // again; unless anything else changed since the scan (a save during the sync), then it is hashed.
@@ -284,6 +287,9 @@ extension SyncEngine {
         }
         report.warnings += bulkWarnings
 
+        // The renames are durable before any base records them: after a power cut the note is at one of its names
+        // with the base that matches it.
+        if !renamedHere.isEmpty { try applier.flushRenames(renamedHere) }
         try state.update { batch in
             for (name, base) in baseUpdates {
                 if let base { try batch.setBase(base) } else { try batch.removeBase(name) }

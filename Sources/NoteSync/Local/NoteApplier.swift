@@ -483,8 +483,9 @@ public struct NoteApplier: Sendable {
 
     /// Renames the note at `from` to `to` (relative paths), as a rename made on another device: never over a file
     /// (`renameat2(RENAME_NOREPLACE)`, or `link` then `unlink` where the filesystem lacks it), the new name's folders
-    /// made, the old name's emptied folders removed, both folders flushed. Only a regular file is renamed.
-    public func follow(rename name: RecordName, from: String, to: String) throws {
+    /// made, the old name's emptied folders removed. Only a regular file is renamed. With `flush`, both folders are
+    /// flushed; otherwise the caller flushes them (``flushRenames(_:)``) before it records the rename.
+    public func follow(rename name: RecordName, from: String, to: String, flush: Bool = true) throws {
         let source = root + "/" + from
         let target = root + "/" + to
         if let what = notANote(source) { throw Self.notANoteError(source, what) }
@@ -503,9 +504,29 @@ public struct NoteApplier: Sendable {
             unlink(source)
         }
         try FaultPoint.hit("apply.followedRename")
-        try FileIO.syncDirectory(FileIO.parent(of: target))
-        try FileIO.syncDirectory(FileIO.parent(of: source))
+        if flush { try flushRenames([from, to]) }
         removeEmptyParents(of: from)
+    }
+
+    /// Makes renames durable: the folders of `paths` (relative) flushed, one `syncfs` when there are many (a folder
+    /// renamed elsewhere). A folder emptied and removed since is flushed through the nearest one still there.
+    public func flushRenames(_ paths: some Collection<String>) throws {
+        var folders = Set<String>()
+        for path in paths {
+            var folder = FileIO.parent(of: root + "/" + path)
+            while folder.count > root.count && FileIO.lstatInfo(folder) == nil { folder = FileIO.parent(of: folder) }
+            folders.insert(folder)
+        }
+        if folders.count > 16 {
+            // One syncfs per filesystem the folders are on (a folder of notes may be another mount).
+            var byDevice: [UInt64: String] = [:]
+            for folder in folders.sorted() {
+                if let info = FileIO.lstatInfo(folder), byDevice[UInt64(info.st_dev)] == nil { byDevice[UInt64(info.st_dev)] = folder }
+            }
+            for folder in byDevice.values.sorted() { try FileIO.syncFilesystem(folder) }
+        } else {
+            for folder in folders.sorted() { try FileIO.syncDirectory(folder) }
+        }
     }
 
     /// What is at `path` when it is something other than a regular file ("a folder", "a symbolic link" …);

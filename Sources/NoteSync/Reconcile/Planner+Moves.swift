@@ -155,8 +155,11 @@ extension SyncEngine {
         }
         if !goneFiles.isEmpty {
             for name in names.sorted() where !covered.contains(name) && !scan.isUnreadable(name) {
-                guard let file = scan.files[name], let recorded = bases[name]?.fingerprint,
-                    recorded.inode != file.fingerprint.inode, goneFiles[file.fingerprint.inode] == file.digest
+                // Only where the text is the base's (it looks unchanged): a note moved over another with a new text
+                // (`mv a b` meaning to replace b) is a change of b, pushed over it as any edit.
+                guard let file = scan.files[name], let base = bases[name], let recorded = base.fingerprint,
+                    file.digest == base.digest, recorded.inode != file.fingerprint.inode,
+                    goneFiles[file.fingerprint.inode] == file.digest
                 else { continue }
                 let decision = Reconciler.decide(
                     local: .present(digest: file.digest, size: file.size, modified: file.modified), base: nil,
