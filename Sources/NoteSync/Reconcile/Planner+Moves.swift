@@ -70,10 +70,20 @@ extension SyncEngine {
             destinations[name] = destination
         }
 
-        // Renamed on both sides to the same name: the record is at that name on both; decided there.
+        /// Whether `file` is the note whose base is `base`, renamed (and maybe edited): the same file, the same text, or
+        /// a similar one. A note made anew at that name is not.
+        func isRenamed(_ base: BaseRecord, _ file: LocalFile) -> Bool {
+            if base.fingerprint?.inode == file.fingerprint.inode || base.digest == file.digest { return true }
+            guard MoveMatcher.comparableSizes(base.size, file.size), let score = similarity?(base, file) else { return false }
+            return score >= MoveMatcher.minimumSimilarity
+        }
+
+        // Renamed on both sides to the same name: the record is at that name on both; decided there. Only where the
+        // note there is the one renamed: a note made there anew (while the server's rename was on its way) is not the
+        // old one's successor; it is reconciled as a new note, beside the renamed one.
         for source in gone.sorted() {
             guard let destination = destinations[source], let file = scan.files[destination], isFree(destination),
-                !scan.isUnreadable(destination), let base = bases[source]
+                !scan.isUnreadable(destination), let base = bases[source], isRenamed(base, file)
             else { continue }
             add(
                 Step(

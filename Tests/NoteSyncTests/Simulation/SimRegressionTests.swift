@@ -83,6 +83,24 @@ import Testing
                 ]))
     }
 
+    /// Dave renames b/c.md to todo.txt while bob pulls b/c.md (a race); bob then makes a todo.txt of his own during
+    /// the sync that should follow the rename, and is killed after b/c.md went to his trash. His next sync found b/c.md
+    /// gone and a todo.txt here and on the server, took it for the note renamed on both sides alike, and merged his
+    /// new text over dave's as its successor: dave's lines were lost (soak seed 3022895214370227568, shrunk). Renamed
+    /// on both sides now needs the note there to be the renamed one (its file, its text, or a similar text).
+    @Test func aNoteMadeAtTheNameARenameTakesIsNotTheRenamedNote() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000,
+                steps: [
+                    .init(3, .edit(.existing(4), .append, .inPlace)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(3, .move(.existing(3), to: 5)),
+                    .init(3, .sync(.race(at: 2, device: 1), full: false)),
+                    .init(1, .sync(.userEditThenCrash(at: 1, .pool(5), crashAt: 5), full: false))
+                ]))
+    }
+
     /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
     /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
     /// A queued note that is gone and was never synced is dequeued: there is nothing to push.
