@@ -98,12 +98,14 @@ struct ServerFsckCommand: ParsableCommand {
 struct ServerUpgrade: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upgrade",
-        abstract: "Move a format-1 server to format \(ServerMarker.currentFormat): its log is hash-chained from then on.",
+        abstract: "Move a server of format 1 or 2 to format \(ServerMarker.currentFormat).",
         discussion: """
-            This build reads and writes format-1 servers as they are (its entries carry the chain link, which \
-            format-1 builds ignore), but a format-1 build may still write unchained entries there. After the \
-            upgrade, builds that know only format 1 read the server and write nothing (they say to update). \
-            Nothing in the log is rewritten: no history is lost. Update notesync on every device first.
+            Format 2 hash-chains the log; format 3 adds compressed assets, the retention policy, `server gc` and \
+            compaction (docs/retention.md). This build reads and writes format-1 and format-2 servers as they are \
+            (a format-1 server's entries carry the chain link, which format-1 builds ignore; nothing is \
+            compressed and gc refuses to run). After the upgrade, builds that know only an older format read the \
+            server and write nothing (they say to update). Only the marker is rewritten: no history is lost. \
+            Update notesync on every device first.
             """
     )
 

@@ -17,7 +17,11 @@ public struct ServerMarker: Codable, Sendable, Hashable {
     /// entry names the digest of the one before it), so builds that write unchained entries must not write to it.
     /// Format 1 servers are read and written as they are (their entries gain the `prev` link, which format-1 builds
     /// ignore) until `notesync server upgrade` moves them to format 2.
-    public static let currentFormat = 2
+    /// Format 3 (docs/retention.md): assets may be stored compressed, the log may start after a snapshot (gc
+    /// compacted what was before it), and the server holds a retention policy (`retention/`) and gc's marks (`gc/`).
+    /// A format 2 build cannot read those, so it finds a newer format and only reads. Formats 1 and 2 are read and
+    /// written as they are (nothing compressed, no gc) until `notesync server upgrade`.
+    public static let currentFormat = 3
 }
 
 /// A server directory: content-addressed assets, a dense change log claimed slot by slot, snapshots.
@@ -31,6 +35,8 @@ public final class ServerStore: Sendable {
     public let device: String
     /// True when the server's format is newer than this build: reading is allowed, writing is not.
     public let isReadOnly: Bool
+    /// Format 3 and later: assets are stored compressed where that pays, and gc may compact the log.
+    public var hasRetention: Bool { marker.format >= 3 }
     let logger: Logger
     /// The server is on NFS, SMB or FUSE: flush file by file, poll for changes.
     public let isNetwork: Bool
