@@ -167,10 +167,17 @@ extension SyncEngine {
             for name in names.sorted() where !covered.contains(name) && !scan.isUnreadable(name) {
                 // Only where the text is the base's (it looks unchanged): a note moved over another with a new text
                 // (`mv a b` meaning to replace b) is a change of b, pushed over it as any edit.
-                guard let file = scan.files[name], let base = bases[name], let recorded = base.fingerprint,
-                    file.digest == base.digest, recorded.inode != file.fingerprint.inode,
-                    goneFiles[file.fingerprint.inode] == file.digest
-                else { continue }
+                guard let file = scan.files[name], goneFiles[file.fingerprint.inode] == file.digest else { continue }
+                if let base = bases[name] {
+                    guard let recorded = base.fingerprint, file.digest == base.digest, recorded.inode != file.fingerprint.inode
+                    else { continue }
+                } else if zone.heads[name].map({ $0.deleted }) ?? true {
+                    continue
+                }
+                // A synced note renamed onto a name the server holds and this device has no base for (`mv` of a
+                // conflict copy over the name another device made again): its text may be one the server once had
+                // there, but it is not an old version of that record (no history base): the rules for a new note
+                // at a taken name apply, and both texts are kept.
                 let decision = Reconciler.decide(
                     local: .present(digest: file.digest, size: file.size, modified: file.modified), base: nil,
                     server: zone.heads[name])

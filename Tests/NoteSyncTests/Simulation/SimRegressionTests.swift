@@ -101,6 +101,25 @@ import Testing
                 ]))
     }
 
+    /// Soak seed 1082860725750076172 (shrunk): alice's rewrite of note.md was lost after she moved another note.
+    @Test func aRenameOntoANoteKeepsItsText() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.pool(0), .rewriteShared(0), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .edit(.pool(0), .changeLine(3), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .edit(.pool(5), .append, .inPlace)),
+                    .init(1, .sync(.userEdit(at: 11, .pool(0)), full: false)),
+                    .init(2, .deleteMost),
+                    .init(0, .sync(.race(at: 5, device: 2), full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .move(.existing(4), to: 0))
+                ]))
+    }
+
     /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
     /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
     /// A queued note that is gone and was never synced is dequeued: there is nothing to push.
