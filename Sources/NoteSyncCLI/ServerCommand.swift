@@ -6,7 +6,9 @@ struct ServerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "server",
         abstract: "Create and check server directories.",
-        subcommands: [ServerInit.self, ServerFsckCommand.self, ServerUpgrade.self]
+        subcommands: [
+            ServerInit.self, ServerFsckCommand.self, ServerUpgrade.self, ServerGC.self, ServerRetention.self, ServerDu.self
+        ]
     )
 }
 

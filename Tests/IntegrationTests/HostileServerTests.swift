@@ -359,14 +359,17 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         let marker = w.forger.layout.marker
         let text = try #require(w.t.read(w.t.server, ServerLayout.markerName))
         unlink(marker)
-        try Data(text.replacingOccurrences(of: "\"format\" : 2", with: "\"format\" : 3").utf8).write(to: URL(fileURLWithPath: marker))
+        let newerFormat = ServerMarker.currentFormat + 1
+        try Data(
+            text.replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : \(newerFormat)").utf8
+        ).write(to: URL(fileURLWithPath: marker))
         try w.t.write(w.t.b, "mine.md", "written on B\n")
         let server = try treeState(w.t.server)
 
         let first = try w.t.run(["sync", "--notes", w.t.b])
         #expect(first.status == 1)
         #expect(
-            first.stderr.contains(marker) && first.stderr.contains("format 3") && first.stderr.contains("update notesync"),
+            first.stderr.contains(marker) && first.stderr.contains("format \(newerFormat)") && first.stderr.contains("update notesync"),
             "\(first.stderr)")
         #expect(w.t.read(w.t.b, "before.md") == "committed before the upgrade\n", "what it understands is read")
         #expect(try treeState(w.t.server) == server, "nothing is written to a newer server")

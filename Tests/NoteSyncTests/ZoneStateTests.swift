@@ -39,7 +39,7 @@ import Testing
         #expect(entry.seq == 3)
         let unsaved = aliceZone.takeUnsaved()
         #expect(Set(unsaved.keys) == [try name("b.md"), try name("c.md")])
-        #expect(unsaved[try name("b.md")]?.tag == 2)
+        #expect(unsaved[try name("b.md")]??.tag == 2)
         #expect(aliceZone.unplanned.contains(try name("b.md")))
         #expect(aliceZone.takeUnsaved().isEmpty)
     }

@@ -488,6 +488,7 @@ extension SyncEngine {
         let beforeToken = zone.token
         switch try store.commit(changes, into: &zone) {
         case .committed(let entry):
+            try putBackSwept(prepared, texts: texts, store: store)
             // Every head folded in since the last save: ours, and those of entries that won a slot first.
             let changedHeads = zone.takeUnsaved()
             let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
@@ -533,6 +534,25 @@ extension SyncEngine {
             try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changedHeads) }
             logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
             return .raced
+        }
+    }
+
+    /// A text gc swept between its publish (or reuse) and the commit (format 3, a gc with a grace period shorter
+    /// than this commit took) is put back: read again from the note, published if it still has that text. Content
+    /// addressing makes that safe. A note changed since is pushed again by the next sync anyway; its old text is
+    /// reported as missing until then.
+    private func putBackSwept(_ prepared: PreparedBatch, texts: [AssetRef], store: ServerStore) throws {
+        let missing = Set(store.missingAssets(texts).map(\.sha256))
+        guard !missing.isEmpty else { return }
+        for (save, text) in zip(prepared.saves, texts) where missing.contains(text.sha256) {
+            guard let path = save.push.path, let data = try? FileIO.read(folder.root + "/" + path),
+                ContentDigest(of: data) == text.sha256
+            else {
+                logger.error("sync.asset.sweptAndChanged", metadata: ["note.path": "\(save.push.name)"])
+                continue
+            }
+            try store.putAsset(data)
+            logger.warning("sync.asset.putBack", metadata: ["note.path": "\(save.push.name)"])
         }
     }
 

@@ -252,6 +252,7 @@ public final class SyncEngine {
             report.rounds = round
             let tokenBefore = zone.token
             let fetched = try fetch(store, zone: &zone, bases: bases, check: paths == nil && round == 1 ? .full : .quick, options: options)
+            if zone.jumpedFrom != nil { report.warnings += try checkJump(&zone, bases: bases, store: store, options: options) }
             var recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
             if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
             for (name, base) in recovered {
@@ -354,6 +355,33 @@ public final class SyncEngine {
         } catch let error as NoteSyncError where error.kind == .serverMismatch {
             throw try stopped(error, options)
         }
+    }
+
+    /// After a jump to a snapshot (gc compacted the log past this device's token): a base whose tag the snapshot's
+    /// head has must have its text (else the snapshot is of another history: stopped, as for another log), and a
+    /// base whose name the snapshot forgot is pushed again (the reconciler does that) and reported, never deleted.
+    private func checkJump(
+        _ zone: inout ZoneState, bases: [RecordName: BaseRecord], store: ServerStore, options: SyncOptions
+    ) throws -> [SyncWarning] {
+        zone.jumpedFrom = nil
+        var warnings: [SyncWarning] = []
+        for (name, base) in bases.sorted(by: { $0.key < $1.key }) where base.tag > 0 && base.tag <= zone.token {
+            guard let head = zone.heads[name] else {
+                warnings.append(
+                    SyncWarning(
+                        .deleteForgotten, path: name.string,
+                        "the server no longer remembers this note (deleted while this device was away longer than "
+                            + "its retention keeps deletes); it is kept here and pushed again\n"
+                            + "  fix: delete it again if it should go"))
+                continue
+            }
+            if head.tag == base.tag && (head.deleted || head.text?.sha256 != base.digest) {
+                throw try stopped(
+                    store.chainBroken(at: zone.token, "snapshot \(zone.token) holds another version of \(name) at \(base.tag)"),
+                    options)
+            }
+        }
+        return warnings
     }
 
     /// A dry run's report: each resolved step described; a note whose server text cannot be read is reported and

@@ -25,6 +25,8 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
         case deletesHeld = "deletes-held"
         /// A note renamed on two devices to different names: the later rename keeps it, the other name is said.
         case moveConflict = "move-conflict"
+        /// A note whose deletion the server's retention forgot while this device was away: kept and pushed again.
+        case deleteForgotten = "delete-forgotten"
         /// A note edited during the sync: left for the next round.
         case note
         /// A note whose change could not be made (it could not be read, written or deleted: a read-only folder, a

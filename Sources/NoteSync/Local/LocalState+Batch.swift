@@ -52,7 +52,7 @@ extension LocalState {
         /// Stores the token and the heads that changed since the last save.
         public func setZone(
             token: Int64, chain: ContentDigest?, earlier: [ContentDigest?],
-            changed heads: [RecordName: RecordHead]
+            changed heads: [RecordName: RecordHead?]
         ) throws {
             let statement = try statements.get(
                 .setHead,
@@ -61,6 +61,13 @@ extension LocalState {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             for (name, head) in heads {
+                guard let head else {
+                    // A head the server forgot (gc dropped an old tombstone, and this device jumped to the snapshot).
+                    let remove = try statements.get(.removeHead, "DELETE FROM head WHERE name = ?")
+                    remove.bind(1, name.string)
+                    try remove.run()
+                    continue
+                }
                 statement.bind(1, name.string)
                 statement.bind(2, head.tag)
                 statement.bind(3, head.deleted ? 1 : 0)
@@ -109,7 +116,7 @@ extension LocalState {
         /// SQLite's C interface: a first sync writes 30,000 rows per 10,000 notes, and building arguments for each
         /// cost more than SQLite's own work.
         final class Statements {
-            enum Kind: Int, CaseIterable { case setBase, removeBase, setFingerprint, setHead, queue, dequeue }
+            enum Kind: Int, CaseIterable { case setBase, removeBase, setFingerprint, setHead, removeHead, queue, dequeue }
             private let db: Database
             private var prepared: [Statement?] = Array(repeating: nil, count: Kind.allCases.count)
 

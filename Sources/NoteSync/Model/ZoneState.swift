@@ -130,6 +130,9 @@ public struct ZoneState: Sendable, Hashable {
     /// Slots whose entry could not be read (damaged) or was lost (a void entry): a change based on one of them is
     /// not a compare-and-swap violation. Not stored, not part of equality.
     public var unreadableSlots: Set<Int64> = []
+    /// The token this state had before it last jumped to a snapshot (``jump(to:)``), nil when it never did. Not
+    /// stored, not part of equality.
+    public var jumpedFrom: Int64?
 
     public init(token: Int64 = 0, chain: ContentDigest? = nil, heads: [RecordName: RecordHead] = [:]) {
         self.token = token
@@ -164,12 +167,34 @@ public struct ZoneState: Sendable, Hashable {
         hasher.combine(heads)
     }
 
-    /// The heads changed since the last call, to be stored with ``token``; forgets them.
-    public mutating func takeUnsaved() -> [RecordName: RecordHead] {
-        var changed: [RecordName: RecordHead] = [:]
-        for name in unsaved { if let head = heads[name] { changed[name] = head } }
+    /// The heads changed since the last call, to be stored with ``token``; forgets them. `nil` for a head that is
+    /// gone (a jump to a snapshot that forgot it).
+    public mutating func takeUnsaved() -> [RecordName: RecordHead?] {
+        var changed: [RecordName: RecordHead?] = [:]
+        for name in unsaved { changed[name] = .some(heads[name]) }
         unsaved = []
         return changed
+    }
+
+    /// Takes the snapshot's state in place of the log this device could not read any more (gc removed the entries
+    /// after its token: docs/retention.md). Every head that changes, appears or goes is marked unsaved and unplanned;
+    /// ``jumpedFrom`` keeps the token before.
+    public mutating func jump(to snapshot: ZoneState) {
+        let old = heads
+        jumpedFrom = token
+        token = snapshot.token
+        chain = snapshot.chain
+        earlier = snapshot.earlier
+        heads = snapshot.heads
+        verifiedTail = nil
+        for (name, head) in heads where old[name] != head {
+            unsaved.insert(name)
+            unplanned.insert(name)
+        }
+        for name in old.keys where heads[name] == nil {
+            unsaved.insert(name)
+            unplanned.insert(name)
+        }
     }
 
     /// The current tag of `name` (0 when the record was never seen).

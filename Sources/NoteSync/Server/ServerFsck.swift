@@ -114,6 +114,8 @@ public struct ServerFsck {
         var report = FsckReport()
         /// Every text a save in the log refers to, with the first entry referring to it.
         var referenced: [ContentDigest: String] = [:]
+        /// The newest snapshot's position on a compacted server (0 when none): saves before it are history.
+        var compactedTo: Int64 = 0
         let quarantine: String
 
         init(store: ServerStore, repair: Bool) {
@@ -153,7 +155,22 @@ public struct ServerFsck {
         func checkFolders() throws {
             _ = try checkListing(layout.root) { [ServerLayout.markerName, "zones", "devices"].contains($0) }
             _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
-            _ = try checkListing(layout.zoneDirectory) { ["log", "assets", "snapshots", "tmp", "voids"].contains($0) }
+            let format3 = store.hasRetention
+            _ = try checkListing(layout.zoneDirectory) {
+                ["log", "assets", "snapshots", "tmp", "voids"].contains($0) || (format3 && ["retention", "gc"].contains($0))
+            }
+            if format3 && FileIO.lstatInfo(layout.retentionDirectory) != nil {
+                _ = try checkListing(layout.retentionDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
+            }
+            if format3 && FileIO.lstatInfo(layout.gcDirectory) != nil {
+                _ = try checkListing(layout.gcDirectory) { ["marks", "lease"].contains($0) }
+                if FileIO.lstatInfo(layout.marksDirectory) != nil {
+                    _ = try checkListing(layout.marksDirectory) { name in
+                        let parts = name.split(separator: "-")
+                        return parts.count == 2 && parts[0].utf8.count == 19 && parts[0].allSatisfy(\.isNumber)
+                    }
+                }
+            }
             if FileIO.lstatInfo(layout.voidsDirectory) != nil {
                 _ = try checkListing(layout.voidsDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
             }
@@ -197,6 +214,23 @@ public struct ServerFsck {
         /// foreign tail to quarantine/.
         func foldLog(_ sequences: [Int64], snapshots: [Int64: Snapshot], gapGraceSeconds: Double) throws {
             var fold = Fold(state: startState(sequences, snapshots: snapshots))
+            // gc keeps the entry at its snapshot's position: the fold starts after it (checked against the snapshot).
+            if fold.state.token > 0, fold.index < sequences.count, sequences[fold.index] == fold.state.token {
+                if case .entry(let entry) = try store.readSlot(fold.state.token), entry.chainDigest == fold.state.chain {
+                    report.entries += 1
+                } else if fold.state.chain != nil {
+                    add(.snapshotMismatch, layout.snapshotPath(fold.state.token), "does not name the entry at its position")
+                }
+                fold.index += 1
+            }
+            // On a compacted server the versions before the newest snapshot are what it keeps (retention thinned
+            // them): the texts the log refers to are those, and the saves after it.
+            if store.hasRetention, let newest = snapshots.keys.max(), let snapshot = snapshots[newest], snapshot.history != nil {
+                compactedTo = newest
+                for text in ServerStore.texts(of: snapshot) {
+                    referenced[text] = referenced[text] ?? layout.snapshotPath(newest)
+                }
+            }
             while fold.index < sequences.count {
                 let seq = fold.state.token + 1
                 let next = sequences[fold.index]
@@ -220,7 +254,7 @@ public struct ServerFsck {
         /// one, those slots are a gap like any other).
         private func startState(_ sequences: [Int64], snapshots: [Int64: Snapshot]) -> ZoneState {
             guard let first = sequences.first, first > 1,
-                let base = snapshots.keys.filter({ $0 >= first - 1 && $0 < first }).first, let snapshot = snapshots[base]
+                let base = snapshots.keys.filter({ $0 >= first - 1 && $0 <= first }).max(), let snapshot = snapshots[base]
             else { return ZoneState() }
             return snapshot.state
         }
@@ -302,7 +336,7 @@ public struct ServerFsck {
                     add(.missingEntry, layout.voidPath(seq), "the notice of the void entry \(seq) is missing", repaired: repaired)
                 }
                 fold.state.apply(entry)
-                for change in entry.changes where change.op == .save {
+                for change in entry.changes where change.op == .save && seq > compactedTo {
                     if let text = change.text { referenced[text.sha256] = referenced[text.sha256] ?? layout.entryPath(seq) }
                 }
             }
@@ -312,7 +346,13 @@ public struct ServerFsck {
             for item in fold.state.casViolations[violationsBefore...] {
                 add(.casViolation, layout.entryPath(seq), "\(item.name): \(item.reason)")
             }
-            if let snapshot = snapshots[seq], snapshot.state.heads != fold.state.heads {
+            // A gc snapshot leaves out the tombstones its policy forgot; every head it has must be the log's.
+            if let snapshot = snapshots[seq],
+                snapshot.history == nil
+                    ? snapshot.state.heads != fold.state.heads
+                    : !snapshot.state.heads.allSatisfy({ fold.state.heads[$0.key] == $0.value })
+                        || !fold.state.heads.allSatisfy({ snapshot.state.heads[$0.key] != nil || $0.value.deleted })
+            {
                 add(.snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)")
             }
             return true

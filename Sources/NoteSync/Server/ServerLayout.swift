@@ -27,6 +27,13 @@ public struct ServerLayout: Sendable, Hashable {
     public var voidsDirectory: String { zoneDirectory + "/voids" }
     public func voidPath(_ seq: Int64) -> String { voidsDirectory + "/" + Self.pad(seq, 12) }
     public var devicesDirectory: String { root + "/devices" }
+    /// Format 3: the retention policy in force is the highest-numbered file here (docs/retention.md).
+    public var retentionDirectory: String { zoneDirectory + "/retention" }
+    public func retentionPath(_ number: Int64) -> String { retentionDirectory + "/" + Self.pad(number, 12) }
+    /// Format 3: gc's marks (what one run marked for removal) and its advisory lease.
+    public var gcDirectory: String { zoneDirectory + "/gc" }
+    public var marksDirectory: String { gcDirectory + "/marks" }
+    public var gcLease: String { gcDirectory + "/lease" }
 
     public static func shardName(of seq: Int64) -> String { pad(seq / shardSize, 6) }
     public static func entryName(of seq: Int64) -> String { pad(seq, 12) }

@@ -7,6 +7,7 @@ extension ServerStore {
         let ref = AssetRef(of: data)
         let path = layout.assetPath(ref.sha256)
         if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == ref.size {
+            if hasRetention { touch([ref.sha256]) }
             return ref
         }
         try FileIO.makeDirectory(layout.assetShard(ref.sha256))
@@ -45,6 +46,7 @@ extension ServerStore {
             }
         }
         let missing = unique.indices.filter { (try? present[$0]?.get()) != true }.map { unique[$0] }
+        if hasRetention { touch(unique.indices.filter { (try? present[$0]?.get()) == true }.map { refs[unique[$0]].sha256 }) }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
         let batched = !isNetwork && items.count >= 16
         let written = Parallel.map(missing.count) { slot in
@@ -119,6 +121,23 @@ extension ServerStore {
                     + "device that has it, so that its text is uploaded again")
         }
         return data
+    }
+
+    /// Touches assets a writer reuses (format 3): gc never sweeps an asset touched after its mark
+    /// (docs/retention.md). Best effort: a failure only leaves the protection to the grace period.
+    func touch(_ digests: [ContentDigest]) {
+        for digest in digests { _ = utimensat(AT_FDCWD, layout.assetPath(digest), nil, AT_SYMLINK_NOFOLLOW) }
+    }
+
+    /// The assets of `refs` that are not on the server (format 3: checked by a writer after its commit, in case gc
+    /// swept one meanwhile; the writer puts it back).
+    public func missingAssets(_ refs: [AssetRef]) -> [AssetRef] {
+        guard hasRetention else { return [] }
+        let layout = layout
+        let found = Parallel.map(refs.count) { index in
+            Result<Bool, any Error>.success(FileIO.lstatInfo(layout.assetPath(refs[index].sha256)) != nil)
+        }
+        return refs.indices.filter { (try? found[$0]?.get()) != true }.map { refs[$0] }
     }
 
     /// True when the asset file exists (not verified).

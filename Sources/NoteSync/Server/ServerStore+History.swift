@@ -44,8 +44,40 @@ extension ServerStore {
     }
 
     /// Each readable entry of the log in order, from slot 1 to the first missing slot (damaged ones are passed over).
+    /// On a compacted server (format 3), the versions the newest readable snapshot keeps come first, each group of
+    /// one slot as an entry of its own (commit `snapshot-N`), then the entries after the snapshot.
     private func eachEntry(_ body: (Int64, LogEntry) throws -> Void) throws {
         var seq: Int64 = 1
+        if hasRetention, let snapshot = newestSnapshot() {
+            var versions = snapshot.history ?? []
+            versions += snapshot.heads.map {
+                RecordVersion(name: $0.name, seq: $0.head.tag, time: $0.time ?? snapshot.time, head: $0.head)
+            }
+            versions.sort { ($0.seq, $0.name) < ($1.seq, $1.name) }
+            var index = 0
+            while index < versions.count {
+                let first = versions[index]
+                var changes: [RecordChange] = []
+                while index < versions.count && versions[index].seq == first.seq {
+                    let version = versions[index]
+                    var change =
+                        version.deleted || version.text == nil
+                        ? RecordChange.delete(version.name, base: 0, modified: version.modified)
+                        : RecordChange.save(version.name, base: 0, text: version.text!, modified: version.modified)
+                    if let moved = version.moved {
+                        if version.deleted { change.movedTo = moved.string } else { change.movedFrom = moved.string }
+                    }
+                    changes.append(change)
+                    index += 1
+                }
+                try body(
+                    first.seq,
+                    LogEntry(
+                        seq: first.seq, commit: "snapshot-\(snapshot.seq)", device: first.device, time: first.time,
+                        changes: changes))
+            }
+            seq = snapshot.seq + 1
+        }
         while true {
             switch try readSlot(seq) {
             case .missing: return
@@ -54,5 +86,13 @@ extension ServerStore {
             }
             seq += 1
         }
+    }
+
+    /// The newest snapshot that reads, if any.
+    func newestSnapshot() -> Snapshot? {
+        for seq in (try? snapshotSequences()) ?? [] {
+            if let snapshot = try? readSnapshot(seq) { return snapshot }
+        }
+        return nil
     }
 }

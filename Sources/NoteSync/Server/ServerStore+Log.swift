@@ -202,10 +202,19 @@ extension ServerStore {
             case .missing:
                 // The slot may have been claimed since it was read (a later entry seen means it was): read it again
                 // once before the end is judged.
-                if try checkEnd(&state, check, retried: retried == state.token + 1) {
+                let again: Bool
+                do {
+                    again = try checkEnd(&state, check, retried: retried == state.token + 1)
+                } catch let error as NoteSyncError where error.kind == .serverMismatch || error.kind == .logGap {
+                    // gc may have compacted the log past this device's token (format 3): a snapshot holds it.
+                    if hasRetention, try jump(&state) { continue }
+                    throw error
+                }
+                if again {
                     retried = state.token + 1
                     continue
                 }
+                if state.token == 0 && hasRetention && check != .none, try jump(&state) { continue }
                 return read
             case .entry(let entry):
                 try verifyLink(entry, state)
@@ -234,6 +243,24 @@ extension ServerStore {
             read.append(slot)
         }
         return read
+    }
+
+    /// Jumps `state` to the newest snapshot past its token whose entry is still there and is the one the snapshot
+    /// names (gc keeps the entry at a snapshot's position until a newer snapshot replaces it). Returns false when
+    /// there is none: the log's end is then judged as usual (a gap, or a server behind this device).
+    func jump(_ state: inout ZoneState) throws -> Bool {
+        for seq in try snapshotSequences() where seq > state.token {
+            guard let snapshot = try? readSnapshot(seq), let chain = snapshot.chain,
+                case .entry(let entry) = try readSlot(seq), entry.chainDigest == chain
+            else { continue }
+            logger.notice(
+                "server.log.jumped",
+                metadata: ["server.seq.from": "\(state.token)", "server.seq": "\(seq)", "reason": "compacted by gc"])
+            state.jump(to: snapshot.state)
+            state.verifiedTail = FileIO.lstatInfo(layout.entryPath(seq)).map(StatFingerprint.init)
+            return true
+        }
+        return false
     }
 
     /// Commits `changes` as one atomic entry, claiming slot `state.token + 1` by an atomic no-replace publish.

@@ -2,27 +2,70 @@ import Foundation
 import Logging
 
 /// A snapshot: the heads of every record (tombstones included) as of log position `seq`.
+///
+/// Format 3 (docs/retention.md): gc publishes one at the log's end, with the chain digest of entry `seq` and the
+/// older versions the retention policy keeps (``history``), and then removes the entries before it. A device whose
+/// token is older jumps to it (``ServerStore/jump(_:)``); `history` and `restore` read its versions.
 public struct Snapshot: Codable, Sendable, Hashable {
     public struct Head: Codable, Sendable, Hashable {
         public var name: RecordName
         public var head: RecordHead
+        /// The commit time of the entry that made this head (format 3; absent in older snapshots).
+        public var time: Int64?
     }
 
     public var seq: Int64
     public var time: Int64
     public var device: String
     public var heads: [Head]
+    /// The chain digest of the entry at `seq` (format 3): a device that jumps here checks that entry against it.
+    public var chain: ContentDigest?
+    /// The chain digests of the entries before `seq` (``ZoneState/earlier``).
+    public var earlier: [ContentDigest?]?
+    /// The versions before the heads that the retention policy keeps, by name then sequence (format 3).
+    public var history: [RecordVersion]?
 
     public init(state: ZoneState, device: String, time: Int64 = Clock.nowNanoseconds()) {
         self.seq = state.token
         self.time = time
         self.device = device
         self.heads = state.heads.sorted { $0.key < $1.key }.map { Head(name: $0.key, head: $0.value) }
+        self.chain = state.chain
+        self.earlier = state.earlier
     }
 
     /// The zone state this snapshot describes.
     public var state: ZoneState {
-        ZoneState(token: seq, heads: Dictionary(heads.map { ($0.name, $0.head) }, uniquingKeysWith: { _, last in last }))
+        var state = ZoneState(
+            token: seq, chain: chain,
+            heads: Dictionary(heads.map { ($0.name, $0.head) }, uniquingKeysWith: { _, last in last }))
+        state.earlier = earlier ?? []
+        return state
+    }
+}
+
+/// One version of a record as a snapshot keeps it: what the change at `seq` made the record.
+public struct RecordVersion: Codable, Sendable, Hashable {
+    public var name: RecordName
+    public var seq: Int64
+    /// The commit time of the entry, ns since 1970.
+    public var time: Int64
+    public var device: String
+    public var deleted: Bool
+    public var text: AssetRef?
+    public var modified: Int64
+    /// On a move's tombstone the name moved to; on a move's save the name moved from.
+    public var moved: RecordName?
+
+    public init(name: RecordName, seq: Int64, time: Int64, head: RecordHead) {
+        self.name = name
+        self.seq = seq
+        self.time = time
+        self.device = head.device
+        self.deleted = head.deleted
+        self.text = head.text
+        self.modified = head.modified
+        self.moved = head.moved
     }
 }
 

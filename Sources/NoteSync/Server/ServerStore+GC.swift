@@ -1,0 +1,441 @@
+import Foundation
+import Logging
+
+/// What one `notesync server gc` run did (or, in a dry run, would do).
+public struct GCReport: Codable, Sendable, Hashable {
+    public var dryRun: Bool
+    public var policy: String
+    /// The last entry read.
+    public var end: Int64
+    /// The snapshot written at `end` (or that would be), nil when nothing changed since the last one.
+    public var snapshot: Int64?
+    public var versionsKept = 0
+    public var versionsDropped = 0
+    public var tombstonesDropped = 0
+    /// Assets marked by this run (no kept version references them), and their bytes on the server.
+    public var assetsMarked = 0
+    public var bytesMarked: Int64 = 0
+    /// What the sweep removed (a dry run: what a sweep now would remove, counting this run's mark as due when the
+    /// grace period is 0).
+    public var assetsRemoved = 0
+    public var bytesRemoved: Int64 = 0
+    public var entriesRemoved = 0
+    public var entryBytesRemoved: Int64 = 0
+    public var snapshotsRemoved = 0
+    /// Marks whose grace period has not passed yet.
+    public var marksWaiting = 0
+    public var seconds: Double = 0
+}
+
+/// A gc mark: what one run found no kept version references, and the snapshot below which entries may go. Sealed
+/// as `mark` under `gc/marks/`; swept once older than the grace period.
+struct GCMark: Codable, Sendable {
+    var time: Int64
+    var device: String
+    var snapshot: Int64
+    var assets: [ContentDigest]
+}
+
+extension ServerStore {
+    /// The versions of every record as the server holds them now: the newest readable snapshot's heads and kept
+    /// versions, then every change after it, each list in sequence order. A gap or broken chain throws: gc never
+    /// judges a log it cannot read whole.
+    func readVersions() throws -> (base: Snapshot?, state: ZoneState, versions: [RecordName: [RecordVersion]], times: [Int64: Int64]) {
+        var base: Snapshot?
+        for seq in try snapshotSequences() {
+            do {
+                base = try readSnapshot(seq)
+                break
+            } catch let error as NoteSyncError where error.kind == .corrupt {
+                logger.error("server.snapshot.damaged", metadata: ["server.seq": "\(seq)", "reason": "\(error)"])
+            }
+        }
+        var state = base?.state ?? ZoneState()
+        var versions: [RecordName: [RecordVersion]] = [:]
+        if let base {
+            for version in base.history ?? [] { versions[version.name, default: []].append(version) }
+            for head in base.heads {
+                versions[head.name, default: []].append(
+                    RecordVersion(name: head.name, seq: head.head.tag, time: head.time ?? base.time, head: head.head))
+            }
+            for name in versions.keys { versions[name]!.sort { $0.seq < $1.seq } }
+        }
+        var times: [Int64: Int64] = [:]
+        while true {
+            let read = try fetch(into: &state, limit: 4096, check: .full)
+            for slot in read {
+                guard case .entry(let entry) = slot else { continue }
+                times[entry.seq] = entry.time
+                let moves = ZoneState.moves(in: entry)
+                for change in entry.changes {
+                    guard let name = try? RecordName(validating: change.name) else { continue }
+                    if change.op == .save && change.text == nil { continue }
+                    let head = RecordHead(
+                        tag: entry.seq, deleted: change.op == .delete, text: change.op == .delete ? nil : change.text,
+                        modified: change.modified, version: change.version, device: entry.device, moved: moves[name])
+                    versions[name, default: []].append(RecordVersion(name: name, seq: entry.seq, time: entry.time, head: head))
+                }
+            }
+            if read.count < 4096 { break }
+        }
+        return (base, state, versions, times)
+    }
+
+    /// The tokens of the devices registered in `devices/`.
+    func deviceTokens() -> [Int64] {
+        ((try? FileIO.list(layout.devicesDirectory)) ?? []).compactMap { file -> Int64? in
+            guard file.hasSuffix(".json") else { return nil }
+            return deviceInfo(String(file.dropLast(5)))?.token
+        }
+    }
+
+    /// The versions of one record that `policy` keeps at `now`, from `versions` (sequence order, the head last).
+    /// Empty when the record is forgotten: a tombstone older than the policy's horizon that every registered device
+    /// has read.
+    static func kept(
+        _ versions: [RecordVersion], policy: RetentionPolicy, now: Int64, deviceTokens: [Int64]
+    ) -> [RecordVersion] {
+        guard let head = versions.last else { return [] }
+        let age = { (version: RecordVersion) in (now - version.time) / 1_000_000_000 }
+        if head.deleted && age(head) >= policy.horizon && deviceTokens.allSatisfy({ $0 >= head.seq }) { return [] }
+        var keep = Set<Int>([versions.count - 1])
+        // Every registered device's base: the version that was the head at its token.
+        for token in deviceTokens {
+            var low = 0
+            var high = versions.count
+            while low < high {
+                let mid = (low + high) / 2
+                if versions[mid].seq <= token { low = mid + 1 } else { high = mid }
+            }
+            if low > 0 { keep.insert(low - 1) }
+        }
+        // Newest first, so the head occupies its bucket (the older versions of its hour, day or week go).
+        var buckets = Set<[Int64]>()
+        for index in versions.indices.reversed() {
+            guard let bucket = policy.bucket(age: age(versions[index]), time: versions[index].time) else { continue }
+            if bucket.length == .max || buckets.insert([bucket.length, bucket.number]).inserted { keep.insert(index) }
+        }
+        return keep.sorted().map { versions[$0] }
+    }
+
+    /// Runs gc (docs/retention.md): reads the log, keeps what the policy keeps, publishes a snapshot at the log's end
+    /// and a mark of every asset nothing kept references, then sweeps the marks older than `grace` seconds. With
+    /// `dryRun` nothing is written or removed.
+    public func collectGarbage(
+        grace: Int64, dryRun: Bool, policy override: RetentionPolicy? = nil, now: Int64 = Clock.nowNanoseconds()
+    ) throws -> GCReport {
+        let started = ContinuousClock.now
+        try requireRetention("run gc")
+        if !dryRun { try requireWritable() }
+        let policy = try override ?? retentionPolicy().policy
+        var report = GCReport(dryRun: dryRun, policy: policy.description, end: 0)
+        let (base, state, versions, times) = try readVersions()
+        report.end = state.token
+        let tokens = deviceTokens()
+        var heads: [Snapshot.Head] = []
+        var history: [RecordVersion] = []
+        var live = Set<ContentDigest>()
+        for name in versions.keys.sorted() {
+            let all = versions[name]!
+            let kept = Self.kept(all, policy: policy, now: now, deviceTokens: tokens)
+            report.versionsKept += kept.count
+            report.versionsDropped += all.count - kept.count
+            guard let head = kept.last, head.seq == all.last!.seq else {
+                report.tombstonesDropped += 1
+                continue
+            }
+            for version in kept { if let text = version.text { live.insert(text.sha256) } }
+            history += kept.dropLast()
+            if let current = state.heads[name] {
+                heads.append(Snapshot.Head(name: name, head: current, time: times[current.tag] ?? head.time))
+            }
+        }
+        // Compaction: a snapshot at the end, unless the last one is there already.
+        var snapshotSeq = base?.seq ?? 0
+        if state.token > (base?.seq ?? 0) {
+            var snapshot = Snapshot(state: state, device: device, time: now)
+            snapshot.heads = heads
+            snapshot.history = history
+            report.snapshot = state.token
+            snapshotSeq = state.token
+            if !dryRun {
+                let data = try SealedFile.seal(snapshot, kind: "snapshot")
+                try FileIO.makeDirectory(layout.snapshotsDirectory)
+                if try publish(data, as: layout.snapshotPath(state.token), suffix: "snapshot") == .published {
+                    try FileIO.syncDirectory(layout.snapshotsDirectory)
+                }
+                try FaultPoint.hit("gc.snapshotWritten")
+                // Another gc may have published this slot first: what is marked is judged from the file there.
+                let published = try readSnapshot(state.token)
+                live = Self.texts(of: published)
+            }
+        } else if let base {
+            live = Self.texts(of: base)
+        }
+        // The mark: every asset nothing kept references.
+        var marked: [ContentDigest] = []
+        for (digest, info) in try listAssets() where !live.contains(digest) {
+            marked.append(digest)
+            report.bytesMarked += Int64(info.st_size)
+        }
+        report.assetsMarked = marked.count
+        var myMark: String?
+        if !dryRun && (!marked.isEmpty || snapshotSeq > 0) {
+            myMark = try writeMark(GCMark(time: now, device: device, snapshot: snapshotSeq, assets: marked))
+            try FaultPoint.hit("gc.marked")
+        }
+        // A dry run cannot read back what it did not write: with no grace, its own mark is judged against what it keeps.
+        try sweep(
+            grace: grace, now: now, dryRun: dryRun,
+            pending: dryRun && grace == 0 ? (marked, snapshotSeq, live) : nil, report: &report)
+        _ = myMark
+        let elapsed = ContinuousClock.now - started
+        report.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        logger.notice(
+            "server.gc",
+            metadata: [
+                "gc.end": "\(report.end)", "gc.assets.removed": "\(report.assetsRemoved)",
+                "gc.entries.removed": "\(report.entriesRemoved)", "gc.dryRun": "\(dryRun)"
+            ])
+        return report
+    }
+
+    static func texts(of snapshot: Snapshot) -> Set<ContentDigest> {
+        var texts = Set<ContentDigest>()
+        for head in snapshot.heads { if let text = head.head.text { texts.insert(text.sha256) } }
+        for version in snapshot.history ?? [] { if let text = version.text { texts.insert(text.sha256) } }
+        return texts
+    }
+
+    /// Every asset file on the server with its `lstat`.
+    func listAssets() throws -> [(ContentDigest, stat)] {
+        var found: [(ContentDigest, stat)] = []
+        for shard in try FileIO.list(layout.assetsDirectory) ?? [] where shard.utf8.count == 2 {
+            guard let (entries, infos) = try FileIO.listEntriesWithInfo(layout.assetsDirectory + "/" + shard) else { continue }
+            for (entry, info) in zip(entries, infos) {
+                guard let info, (info.st_mode & S_IFMT) == S_IFREG, let digest = ContentDigest(hex: entry.name) else { continue }
+                found.append((digest, info))
+            }
+        }
+        return found
+    }
+
+    private func writeMark(_ mark: GCMark) throws -> String {
+        try FileIO.makeDirectory(layout.gcDirectory)
+        try FileIO.makeDirectory(layout.marksDirectory)
+        let path = layout.marksDirectory + "/" + ServerLayout.pad(mark.time, 19) + "-" + FileIO.randomToken()
+        _ = try publish(try SealedFile.seal(mark, kind: "mark"), as: path, suffix: "mark")
+        try FileIO.syncDirectory(layout.marksDirectory)
+        return path
+    }
+
+    /// The assets the newest readable snapshot and every entry after it reference: what must stay.
+    func liveAssets() throws -> (texts: Set<ContentDigest>, snapshot: Int64) {
+        let (base, state, versions, _) = try readVersions()
+        var texts = base.map(Self.texts(of:)) ?? []
+        for list in versions.values {
+            for version in list where version.seq > (base?.seq ?? 0) { if let text = version.text { texts.insert(text.sha256) } }
+        }
+        _ = state
+        return (texts, base?.seq ?? 0)
+    }
+
+    /// Removes what every mark older than `grace` seconds marked and is still unneeded: each asset no kept version
+    /// references and no writer touched since the mark, the entries below the mark's snapshot (which must read), and
+    /// older snapshots. Then the mark.
+    func sweep(
+        grace: Int64, now: Int64, dryRun: Bool, pending: (assets: [ContentDigest], snapshot: Int64, live: Set<ContentDigest>)?, report: inout GCReport
+    ) throws {
+        var due: [(path: String, mtime: Int64, mark: GCMark)] = []
+        for name in try FileIO.list(layout.marksDirectory) ?? [] {
+            let path = layout.marksDirectory + "/" + name
+            guard let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+            guard let data = try? FileIO.read(path, limit: 1 << 30),
+                let mark = try? SealedFile.open(data, kind: "mark", as: GCMark.self)
+            else {
+                logger.error("server.gc.markDamaged", metadata: ["server.path": "\(path)"])
+                continue
+            }
+            // Due by the gc's clock; the touch check below compares file times with file times (the server's clock).
+            if now - mark.time >= grace * 1_000_000_000 || grace == 0 {
+                due.append((path, mtime, mark))
+            } else {
+                report.marksWaiting += 1
+            }
+        }
+        if let pending {
+            due.append(("", now, GCMark(time: now, device: device, snapshot: pending.snapshot, assets: pending.assets)))
+        }
+        guard !due.isEmpty else { return }
+        var (live, newest) = try liveAssets()
+        if let pending {
+            live = pending.live
+            newest = max(newest, pending.snapshot)
+        }
+        for (path, markTime, mark) in due {
+            for digest in mark.assets where !live.contains(digest) {
+                let asset = layout.assetPath(digest)
+                guard let info = FileIO.lstatInfo(asset), (info.st_mode & S_IFMT) == S_IFREG else { continue }
+                let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+                // A writer that reused the asset since the mark touched it.
+                guard mtime < markTime || (dryRun && path.isEmpty) else { continue }
+                if !dryRun {
+                    guard unlink(asset) == 0 || errno == ENOENT else { throw NoteSyncError.posix("unlink", path: asset, errno: errno) }
+                    try FaultPoint.hit("gc.assetRemoved")
+                }
+                report.assetsRemoved += 1
+                report.bytesRemoved += Int64(info.st_size)
+            }
+            // Entries below the mark's snapshot go only while a snapshot at least that new reads.
+            if mark.snapshot > 0 && newest >= mark.snapshot {
+                try removeEntries(below: mark.snapshot, dryRun: dryRun, report: &report)
+                for seq in try snapshotSequences() where seq < mark.snapshot {
+                    if !dryRun { unlink(layout.snapshotPath(seq)) }
+                    report.snapshotsRemoved += 1
+                }
+            }
+            if !dryRun && !path.isEmpty {
+                unlink(path)
+                try FaultPoint.hit("gc.markSwept")
+            }
+        }
+        if !dryRun { try? FileIO.syncDirectory(layout.marksDirectory) }
+    }
+
+    /// Removes every entry file in a slot below `seq`, and the log folders that leaves empty.
+    private func removeEntries(below seq: Int64, dryRun: Bool, report: inout GCReport) throws {
+        let lastShard = ServerLayout.shardName(of: seq)
+        for shard in (try FileIO.list(layout.logDirectory) ?? []).sorted() where shard <= lastShard && shard.utf8.count == lastShard.utf8.count {
+            let folder = layout.logDirectory + "/" + shard
+            guard let (entries, infos) = try FileIO.listEntriesWithInfo(folder) else { continue }
+            var left = 0
+            for (entry, info) in zip(entries, infos) {
+                guard let slot = ServerLayout.sequence(ofFileName: entry.name), slot < seq, let info,
+                    (info.st_mode & S_IFMT) == S_IFREG
+                else {
+                    left += 1
+                    continue
+                }
+                if !dryRun { unlink(folder + "/" + entry.name) }
+                report.entriesRemoved += 1
+                report.entryBytesRemoved += Int64(info.st_size)
+            }
+            if left == 0 && !dryRun && shard < lastShard { rmdir(folder) }
+        }
+        if !dryRun { try? FileIO.syncDirectory(layout.logDirectory) }
+    }
+
+    // MARK: The lease (advisory)
+
+    /// Takes gc's lease for `seconds` unless another device holds one that has not expired. Only saves duplicate
+    /// work: gc is correct without it.
+    public func takeGCLease(seconds: Int64, now: Int64 = Clock.nowNanoseconds()) -> Bool {
+        struct Lease: Codable { var device: String; var until: Int64 }
+        if let data = try? FileIO.read(layout.gcLease, limit: 1 << 12), let lease = try? JSONDecoder().decode(Lease.self, from: data),
+            lease.until > now, lease.device != device
+        {
+            return false
+        }
+        do {
+            try FileIO.makeDirectory(layout.gcDirectory)
+            let temp = layout.tempPath(device: device, suffix: "lease")
+            try FileIO.createAndSync(temp, try JSONEncoder().encode(Lease(device: device, until: now + seconds * 1_000_000_000)))
+            defer { unlink(temp) }
+            return rename(temp, layout.gcLease) == 0
+        } catch {
+            return false
+        }
+    }
+}
+
+/// What a server holds (`notesync server du`).
+public struct ServerUsage: Codable, Sendable, Hashable {
+    public struct Band: Codable, Sendable, Hashable {
+        public var band: String
+        public var versions: Int
+        public var bytes: Int64
+    }
+    public struct Device: Codable, Sendable, Hashable {
+        public var id: String
+        public var name: String
+        public var lastSeen: Int64
+        public var token: Int64
+    }
+    public var assets = 0
+    public var assetBytes: Int64 = 0
+    /// Texts the heads reference (on the server, compressed or not).
+    public var liveAssets = 0
+    public var liveBytes: Int64 = 0
+    /// Texts only older versions reference, by the age of the newest version that references each.
+    public var history: [Band] = []
+    /// Texts nothing in the log or the newest snapshot references (what gc marks).
+    public var unreferencedAssets = 0
+    public var unreferencedBytes: Int64 = 0
+    public var entries = 0
+    public var entryBytes: Int64 = 0
+    public var logEnd: Int64 = 0
+    public var snapshots = 0
+    public var snapshotBytes: Int64 = 0
+    public var marks = 0
+    public var policy: String = ""
+    public var devices: [Device] = []
+}
+
+extension ServerStore {
+    /// What the server holds, by kind and by age (``ServerUsage``). Reads the log like gc, writes nothing.
+    public func usage(now: Int64 = Clock.nowNanoseconds()) throws -> ServerUsage {
+        var usage = ServerUsage()
+        let (_, state, versions, _) = try readVersions()
+        usage.logEnd = state.token
+        usage.policy = (hasRetention ? try retentionPolicy().policy : RetentionPolicy.default).description
+            + (hasRetention ? "" : " (not applied: format \(marker.format); `server upgrade` first)")
+        var live = Set<ContentDigest>()
+        for head in state.heads.values { if let text = head.text { live.insert(text.sha256) } }
+        // Each older text, by its newest version's age.
+        var newest: [ContentDigest: Int64] = [:]
+        for list in versions.values {
+            for version in list { if let text = version.text, !live.contains(text.sha256) { newest[text.sha256] = max(newest[text.sha256] ?? 0, version.time) } }
+        }
+        let bands: [(String, Int64)] = [
+            ("under 1 hour", RetentionPolicy.hour), ("under 1 day", RetentionPolicy.day),
+            ("under 30 days", 30 * RetentionPolicy.day), ("under 1 year", 365 * RetentionPolicy.day), ("older", .max)
+        ]
+        var byBand = bands.map { ServerUsage.Band(band: $0.0, versions: 0, bytes: 0) }
+        for (digest, info) in try listAssets() {
+            let size = Int64(info.st_size)
+            usage.assets += 1
+            usage.assetBytes += size
+            if live.contains(digest) {
+                usage.liveAssets += 1
+                usage.liveBytes += size
+            } else if let time = newest[digest] {
+                let age = (now - time) / 1_000_000_000
+                let index = bands.firstIndex { age < $0.1 } ?? bands.count - 1
+                byBand[index].versions += 1
+                byBand[index].bytes += size
+            } else {
+                usage.unreferencedAssets += 1
+                usage.unreferencedBytes += size
+            }
+        }
+        usage.history = byBand
+        for shard in try FileIO.list(layout.logDirectory) ?? [] {
+            guard let (entries, infos) = try FileIO.listEntriesWithInfo(layout.logDirectory + "/" + shard) else { continue }
+            for (entry, info) in zip(entries, infos) where ServerLayout.sequence(ofFileName: entry.name) != nil {
+                usage.entries += 1
+                usage.entryBytes += Int64(info?.st_size ?? 0)
+            }
+        }
+        for seq in try snapshotSequences() {
+            usage.snapshots += 1
+            usage.snapshotBytes += Int64(FileIO.lstatInfo(layout.snapshotPath(seq))?.st_size ?? 0)
+        }
+        usage.marks = (try FileIO.list(layout.marksDirectory) ?? []).count
+        for file in (try FileIO.list(layout.devicesDirectory) ?? []).sorted() where file.hasSuffix(".json") {
+            guard let info = deviceInfo(String(file.dropLast(5))) else { continue }
+            usage.devices.append(.init(id: info.id, name: DisplayName.escape(info.name), lastSeen: info.lastSeen, token: info.token))
+        }
+        return usage
+    }
+}

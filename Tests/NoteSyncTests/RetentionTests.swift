@@ -1,0 +1,220 @@
+import Foundation
+import Testing
+
+@testable import NoteSync
+
+/// Retention, gc and compaction at the store's level (docs/retention.md).
+@Suite struct RetentionTests {
+    static let second: Int64 = 1_000_000_000
+    let now: Int64 = 1_790_000_000 * RetentionTests.second
+
+    @discardableResult
+    func save(_ store: ServerStore, _ state: inout ZoneState, _ note: String, _ text: String, at time: Int64) throws -> LogEntry {
+        let name = try RecordName(validating: note)
+        let outcome = try store.commit(
+            [.save(name, base: state.tag(of: name), text: try store.putAsset(Data(text.utf8)), modified: time)],
+            into: &state, time: time)
+        guard case .committed(let entry) = outcome else { throw NoteSyncError(.conflict, "lost the race") }
+        return entry
+    }
+
+    func delete(_ store: ServerStore, _ state: inout ZoneState, _ note: String, at time: Int64) throws {
+        let name = try RecordName(validating: note)
+        let outcome = try store.commit([.delete(name, base: state.tag(of: name), modified: time)], into: &state, time: time)
+        guard case .committed = outcome else { throw NoteSyncError(.conflict, "lost the race") }
+    }
+
+    func version(_ seq: Int64, ageSeconds: Int64, deleted: Bool = false) throws -> RecordVersion {
+        RecordVersion(
+            name: try name("a.md"), seq: seq, time: now - ageSeconds * Self.second,
+            head: RecordHead(
+                tag: seq, deleted: deleted, text: deleted ? nil : AssetRef(of: Data("v\(seq)".utf8)), modified: 0,
+                version: 1, device: "d"))
+    }
+
+    @Test func durationsParseAndPrint() {
+        #expect(RetentionPolicy.parseDuration("30d") == Int64(2_592_000))
+        #expect(RetentionPolicy.parseDuration("1h") == 3600)
+        #expect(RetentionPolicy.parseDuration("0") == 0)
+        #expect(RetentionPolicy.parseDuration("90") == 90)
+        #expect(RetentionPolicy.parseDuration("1y") == Int64(31_536_000))
+        #expect(RetentionPolicy.parseDuration("-1h") == nil)
+        #expect(RetentionPolicy.parseDuration("h") == nil)
+        #expect(RetentionPolicy.parseDuration("1x") == nil)
+        #expect(RetentionPolicy.format(365 * 86_400) == "1y")
+        #expect(RetentionPolicy.format(86_400) == "1d")
+        #expect(RetentionPolicy.format(90) == "90s")
+    }
+
+    /// Every version of the last hour; then one an hour; the head always; a device's base always.
+    @Test func thePolicyKeepsBandsHeadsAndBases() throws {
+        let policy = RetentionPolicy.default
+        // Versions every 10 minutes for 5 hours, the newest 1 minute old.
+        var versions: [RecordVersion] = []
+        for step in 0..<30 { versions.append(try version(Int64(step + 1), ageSeconds: Int64(60 + (29 - step) * 600))) }
+        let kept = ServerStore.kept(versions, policy: policy, now: now, deviceTokens: [])
+        let seqs = Set(kept.map(\.seq))
+        #expect(seqs.contains(30), "the head")
+        // The last hour: ages 60…3,060 s (6 versions, seqs 25–30) all kept.
+        #expect(Set(25...30).isSubset(of: seqs))
+        // Older: one per clock hour at most.
+        let older = kept.filter { now - $0.time >= 3600 * Self.second }
+        let hours = older.map { $0.time / Self.second / 3600 }
+        #expect(Set(hours).count == hours.count, "one version per hour: \(older.map(\.seq))")
+        #expect(older.count >= 4 && older.count <= 6)
+        // A device whose token is 3 keeps version 3.
+        let withBase = ServerStore.kept(versions, policy: policy, now: now, deviceTokens: [3])
+        #expect(withBase.contains { $0.seq == 3 })
+        // A policy with every band off keeps the head only.
+        let none = RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0)
+        #expect(ServerStore.kept(versions, policy: none, now: now, deviceTokens: []).map(\.seq) == [30])
+    }
+
+    /// A delete is remembered for the horizon and until every registered device has read it.
+    @Test func deletesAreRememberedUntilEveryDeviceHasSeenThem() throws {
+        let none = RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0)
+        let versions = [try version(1, ageSeconds: 900), try version(2, ageSeconds: 800, deleted: true)]
+        #expect(ServerStore.kept(versions, policy: none, now: now, deviceTokens: [1]).map(\.seq) == [1, 2])
+        #expect(ServerStore.kept(versions, policy: none, now: now, deviceTokens: [2, 5]).isEmpty)
+        #expect(ServerStore.kept(versions, policy: .default, now: now, deviceTokens: [5]).map(\.seq) == [1, 2])
+        let old = [try version(1, ageSeconds: 400 * 86_400), try version(2, ageSeconds: 366 * 86_400, deleted: true)]
+        #expect(ServerStore.kept(old, policy: .default, now: now, deviceTokens: [5]).isEmpty)
+        #expect(ServerStore.kept(old, policy: .default, now: now, deviceTokens: [1]).map(\.seq) == [1, 2])
+    }
+
+    /// An hour of saves two hours ago: gc keeps about one an hour, removes the other texts and the log before the
+    /// snapshot; the heads, `history` and fsck are intact.
+    @Test func gcThinsOldHistoryAndCompactsTheLog() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let start = now - 3 * 3600 * Self.second
+        for step in 0..<120 {
+            try save(store, &state, "a.md", "autosave \(step) " + String(repeating: "text ", count: 200), at: start + Int64(step) * 30 * Self.second)
+        }
+        try save(store, &state, "b.md", "recent", at: now - 60 * Self.second)
+        let before = try store.listAssets().count
+        #expect(before == 121)
+        let report = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(report.snapshot == 121)
+        #expect(report.assetsRemoved >= 115, "\(report)")
+        #expect(report.entriesRemoved == 120)
+        let after = try store.listAssets().count
+        #expect(after == before - report.assetsRemoved)
+        #expect(FileIO.lstatInfo(store.layout.entryPath(121)) != nil, "the entry at the snapshot stays")
+        // Heads and the kept history still read.
+        let versions = try store.history(of: try name("a.md"))
+        #expect(versions.count >= 2 && versions.count <= 4, "\(versions.map(\.seq))")
+        for version in versions { _ = try store.readAsset(try #require(version.change.text)) }
+        #expect(versions.last?.seq == 120)
+        let fsck = try ServerFsck(store: store).run(repair: false)
+        #expect(fsck.isClean, "\(fsck.findings)")
+        // A new device reads the compacted log.
+        var fresh = ZoneState()
+        try store.fetch(into: &fresh)
+        #expect(fresh.token == 121 && fresh.heads == state.heads)
+        // A second gc with nothing new does nothing.
+        let again = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(again.snapshot == nil && again.assetsRemoved == 0 && again.entriesRemoved == 0)
+    }
+
+    /// A device whose token is below the compaction point jumps to the snapshot, then reads on.
+    @Test func aDeviceBehindTheCompactionJumpsToTheSnapshot() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        for step in 0..<10 { try save(store, &state, "n\(step % 3).md", "v\(step)", at: now - Int64(100 - step) * Self.second) }
+        var behind = ZoneState()
+        try store.fetch(into: &behind, limit: 4)
+        #expect(behind.token == 4)
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        try save(store, &state, "n0.md", "after gc", at: now)
+        try store.fetch(into: &behind)
+        #expect(behind.token == 11)
+        #expect(behind.heads == state.heads)
+        // Its next commit continues the chain.
+        try save(store, &behind, "n1.md", "from behind", at: now)
+        var reader = ZoneState()
+        try store.fetch(into: &reader)
+        #expect(reader.token == 12)
+    }
+
+    /// A dry run reads and reports, and writes nothing anywhere.
+    @Test func aDryRunWritesNothing() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        for step in 0..<20 { try save(store, &state, "a.md", "v\(step)", at: now - 5 * 3600 * Self.second + Int64(step) * Self.second) }
+        let listing = try treeListing(store.layout.root)
+        let report = try store.collectGarbage(grace: 0, dryRun: true, now: now)
+        #expect(report.dryRun && report.snapshot == 20 && report.assetsRemoved == 19 && report.entriesRemoved == 19, "\(report)")
+        #expect(try treeListing(store.layout.root) == listing)
+    }
+
+    /// gc stopped at each of its steps leaves a server that fsck finds clean and a new device reads whole; the next
+    /// gc finishes the work.
+    @Test(arguments: ["gc.snapshotWritten", "gc.marked", "gc.assetRemoved", "gc.markSwept"])
+    func gcKilledAtAnyPointLeavesAValidServer(point: String) throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        for step in 0..<30 {
+            try save(store, &state, "n\(step % 4).md", "v\(step)", at: now - 3 * 3600 * Self.second + Int64(step) * 60 * Self.second)
+        }
+        let hooks = FaultPoint.Hooks.once(at: point) { throw NoteSyncError(.io, "killed") }
+        #expect(throws: NoteSyncError.self) { try FaultPoint.with(hooks) { _ = try store.collectGarbage(grace: 0, dryRun: false, now: now) } }
+        func check() throws {
+            let fsck = try ServerFsck(store: store).run(repair: false)
+            #expect(fsck.findings.allSatisfy { $0.kind == .tempFile }, "\(point): \(fsck.findings)")
+            var fresh = ZoneState()
+            try store.fetch(into: &fresh)
+            #expect(fresh.heads == state.heads)
+            for head in fresh.heads.values { _ = try store.readAsset(try #require(head.text)) }
+        }
+        try check()
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        try check()
+        #expect(try store.listAssets().count == 4)
+    }
+
+    /// A writer that reuses a text touches it, and a mark older than the touch does not sweep it.
+    @Test func aReusedTextIsNotSweptByAnOlderMark() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let old = now - 3 * 3600 * Self.second
+        try save(store, &state, "a.md", "first", at: old)
+        try save(store, &state, "a.md", "second", at: old + Self.second)
+        // Marked now (first is history beyond the hour: unreferenced once thinned to one an hour)…
+        _ = try store.collectGarbage(grace: 3600, dryRun: false, now: Clock.nowNanoseconds())
+        // …then a device saves "first" again (reused, touched), and the sweep comes after the grace period.
+        Thread.sleep(forTimeInterval: 0.05)
+        try save(store, &state, "b.md", "first", at: Clock.nowNanoseconds())
+        let report = try store.collectGarbage(grace: 0, dryRun: false, now: Clock.nowNanoseconds() + 7200 * Self.second)
+        _ = report
+        #expect(store.hasAsset(AssetRef(of: Data("first".utf8)).sha256))
+        #expect(try ServerFsck(store: store).run(repair: false).isClean)
+    }
+
+    /// The policy lives in the server: set, read back, and the newest number wins.
+    @Test func thePolicyIsStoredInTheServer() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        #expect(try store.retentionPolicy().policy == .default)
+        try store.setRetentionPolicy(RetentionPolicy(all: 60, hourly: 0, daily: 86_400, weekly: 0))
+        try store.setRetentionPolicy(RetentionPolicy(all: 120, hourly: 0, daily: 86_400, weekly: 0))
+        let (policy, number) = try store.retentionPolicy()
+        #expect(policy.all == 120 && number == 2)
+        #expect(try ServerFsck(store: store).run(repair: false).isClean)
+    }
+
+    func treeListing(_ root: String) throws -> [String] {
+        var result: [String] = []
+        let enumerator = FileManager.default.enumerator(atPath: root)
+        while let path = enumerator?.nextObject() as? String {
+            let info = FileIO.lstatInfo(root + "/" + path)
+            result.append("\(path) \(info?.st_size ?? -1) \(info?.st_mtim.tv_nsec ?? 0)")
+        }
+        return result.sorted()
+    }
+}
