@@ -57,6 +57,9 @@ struct CommitLoad: ParsableCommand {
                 }
                 switch try store.commit(changes, into: &state) {
                 case .committed(let entry):
+                    // As the engine does (format 3): a text a gc swept between its publish and the commit goes back.
+                    let missing = Set(store.missingAssets(changes.compactMap(\.text)).map(\.sha256))
+                    for item in pending where missing.contains(ContentDigest(of: item.data)) { try store.putAsset(item.data) }
                     let line = Data("\(entry.seq) \(entry.commit)\n".utf8)
                     _ = line.withUnsafeBytes { write(outFD, $0.baseAddress, $0.count) }
                 case .conflicts:

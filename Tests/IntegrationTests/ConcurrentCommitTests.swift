@@ -101,6 +101,93 @@ import Testing
         #expect(try notesync(["server", "fsck", server], scratch: scratch.path).status == 0)
     }
 
+    /// gc runs again and again (grace 1 s: far longer than a commit) while 8 processes commit: the log is compacted
+    /// under them, and still every head's text and every kept version's text is there, no two saves were accepted
+    /// on one base after the compaction point, and fsck is clean.
+    @Test func gcWhileEightWritersCommit() async throws {
+        let scratch = try Scratch("gc-concurrent")
+        let server = scratch.path + "/server"
+        #expect(try notesync(["server", "init", server], scratch: scratch.path).status == 0)
+        #expect(try notesync(["server", "retention", server, "--all", "0", "--hourly", "0"], scratch: scratch.path).status == 0)
+        let processes = try (1...Self.writers).map { index in
+            try NotesyncProcess(
+                [
+                    "debug", "commit-load", "--server", server, "--device", "g\(index)", "--commits", "\(Self.commitsPerWriter)",
+                    "--records", "12", "--out", scratch.path + "/won-\(index).txt"
+                ], scratch: scratch.path)
+        }
+        var runs = 0
+        var swept = 0
+        while processes.contains(where: { $0.process.isRunning }) {
+            let gc = try notesync(["server", "gc", server, "--grace", "1", "--json"], scratch: scratch.path)
+            #expect(gc.status == 0, "\(gc.stderr)")
+            if let report = try? JSONDecoder().decode(GCReport.self, from: Data(gc.stdout.utf8)) { swept += report.entriesRemoved }
+            runs += 1
+            try await Task.sleep(for: .milliseconds(150))
+        }
+        for process in processes { #expect(process.wait().status == 0) }
+        try await Task.sleep(for: .milliseconds(1100))
+        let last = try notesync(["server", "gc", server, "--grace", "1", "--json"], scratch: scratch.path)
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(runs >= 2 && swept > 0, "gc ran \(runs) times, swept \(swept) entries: it must compact under the writers")
+        try checkCompactedServer(server, scratch: scratch)
+    }
+
+    /// gc processes SIGKILLed at random moments while writers commit leave a valid server; a last gc finishes.
+    @Test func gcKilledAtRandomLeavesAValidServer() async throws {
+        let scratch = try Scratch("gc-kill")
+        let server = scratch.path + "/server"
+        #expect(try notesync(["server", "init", server], scratch: scratch.path).status == 0)
+        #expect(try notesync(["server", "retention", server, "--all", "0", "--hourly", "0"], scratch: scratch.path).status == 0)
+        var generator = SystemRandomNumberGenerator()
+        var kills = 0
+        for round in 0..<4 {
+            let writers = try (1...4).map { index in
+                try NotesyncProcess(
+                    [
+                        "debug", "commit-load", "--server", server, "--device", "k\(round)x\(index)", "--commits", "150",
+                        "--records", "40", "--out", scratch.path + "/won-\(round)-\(index).txt"
+                    ], scratch: scratch.path)
+            }
+            while writers.contains(where: { $0.process.isRunning }) {
+                let gc = try NotesyncProcess(["server", "gc", server, "--grace", "0"], scratch: scratch.path)
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...60, using: &generator)))
+                if gc.process.isRunning {
+                    kill(gc.pid, SIGKILL)
+                    kills += 1
+                }
+                _ = gc.wait()
+            }
+            for writer in writers { _ = writer.wait() }
+        }
+        #expect(kills > 0)
+        // Killed gcs leave their marks and snapshots; the server reads whole, and a last gc sweeps what they left.
+        let last = try notesync(["server", "gc", server, "--grace", "0"], scratch: scratch.path)
+        #expect(last.status == 0, "\(last.stderr)")
+        try checkCompactedServer(server, scratch: scratch)
+    }
+
+    /// A compacted server: a new device reads it whole (jumping to the snapshot), every head's text and every kept
+    /// version's text is there, and fsck finds nothing but temp files.
+    private func checkCompactedServer(_ server: String, scratch: Scratch) throws {
+        let store = try ServerStore(root: server, device: "checker", logger: Logger(label: "test"))
+        var state = ZoneState()
+        try store.fetch(into: &state)
+        #expect(state.casViolations.isEmpty, "\(state.casViolations)")
+        for (name, head) in state.heads where !head.deleted {
+            #expect((try? store.readAsset(try #require(head.text))) != nil, "the text of \(name) is missing")
+        }
+        if let newest = try store.snapshotSequences().first {
+            for version in try store.readSnapshot(newest).history ?? [] {
+                guard let text = version.text else { continue }
+                #expect((try? store.readAsset(text)) != nil, "kept version \(version.seq) of \(version.name) is missing")
+            }
+        }
+        let fsck = try notesync(["server", "fsck", server], scratch: scratch.path)
+        let unexpected = fsck.stdout.split(separator: "\n").filter { $0.contains(": ") && !$0.hasPrefix("temp file:") }
+        #expect(unexpected.isEmpty, "\(fsck.stdout)")
+    }
+
     /// Reads the whole log and checks: dense from 1, every slot a valid entry, each entry the commit its
     /// writer says it won and chained to the entry before it (each writer claimed its slot with that entry read and
     /// verified), every change based on the head at its slot, every referenced asset intact.

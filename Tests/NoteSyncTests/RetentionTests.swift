@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import NoteSync
@@ -216,5 +217,28 @@ import Testing
             result.append("\(path) \(info?.st_size ?? -1) \(info?.st_mtim.tv_nsec ?? 0)")
         }
         return result.sorted()
+    }
+}
+
+/// The engine's side of gc: a text swept between its publish and the commit is put back.
+@Suite struct RetentionEngineTests {
+    /// gc (grace 0) runs just after a device published a new text and before its commit: the text is unreferenced
+    /// then and is swept; the device finds it gone after its commit and puts it back.
+    @Test func aTextSweptBeforeItsCommitIsPutBack() throws {
+        let harness = try SyncHarness(deviceCount: 2)
+        try harness.write(0, "a.md", Data("first\n".utf8))
+        _ = try harness.sync(0)
+        try harness.write(0, "a.md", Data("second, swept before its commit\n".utf8))
+        let gc = try ServerStore(root: harness.serverRoot, device: "gc", logger: testLogger)
+        let swept = Mutex(0)
+        let hooks = FaultPoint.Hooks.once(at: "assets.published") {
+            let report = try gc.collectGarbage(grace: 0, dryRun: false)
+            swept.withLock { $0 = report.assetsRemoved }
+        }
+        _ = try FaultPoint.with(hooks) { try harness.sync(0) }
+        #expect(swept.withLock { $0 } >= 1, "gc swept the text published for the commit")
+        _ = try harness.sync(1)
+        #expect(try harness.read(1, "a.md") == Data("second, swept before its commit\n".utf8))
+        #expect(try ServerFsck(store: gc).run(repair: false).isClean)
     }
 }
