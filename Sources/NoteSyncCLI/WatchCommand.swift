@@ -29,6 +29,11 @@ struct WatchCommand: AsyncParsableCommand {
             "Seconds a gap in the server's log (a missing entry with later ones present) is waited for before it is reported as an error; meanwhile nothing is pushed."
     )
     var gapGrace: Double = 600
+    @Option(
+        help:
+            "Run `server gc` by itself this often when no other device did (a lease in the server says who did last): 1d, 12h, 0 to never."
+    )
+    var gcEvery: Duration = Duration(seconds: RetentionPolicy.day)
 
     func run() async throws {
         let logger = global.makeLogger(defaultLevel: .info)
@@ -44,6 +49,7 @@ struct WatchCommand: AsyncParsableCommand {
         options.settle = .milliseconds(settleMs)
         options.deleteSettle = .milliseconds(deleteSettleMs)
         options.gapGrace = .milliseconds(Int(gapGrace * 1000))
+        options.gcEvery = .seconds(gcEvery.seconds)
         if let pollInterval { options.pollInterval = .milliseconds(Int(pollInterval * 1000)) }
         let agent = SyncAgent(folder: folder, config: config, options: options, logger: logger)
         let group = ServiceGroup(

@@ -92,6 +92,26 @@ import Testing
         #expect(!status.contains("HELD"), "\(status)")
     }
 
+    /// The agents run gc by themselves: the first to start takes the lease and compacts, the other leaves it.
+    @Test func oneAgentRunsGCByItself() throws {
+        let t = try TwoDevices("agent-gc")
+        for index in 0..<5 {
+            try t.write(t.a, "n.md", "version \(index)\n")
+            try t.sync(t.a)
+        }
+        let agents = try TwoAgents(devices: t)
+        defer { agents.stop() }
+        let layout = ServerLayout(root: t.server)
+        #expect(eventually { FileIO.lstatInfo(layout.gcLease) != nil }, "no agent took the lease")
+        #expect(eventually { ((try? FileIO.list(layout.snapshotsDirectory)) ?? []).count == 1 }, "no snapshot")
+        try t.write(t.b, "m.md", "from b\n")
+        #expect(eventually { t.read(t.a, "m.md") == "from b\n" })
+        agents.stop()
+        let ran = [agents.agentA, agents.agentB].compactMap { $0 }.filter { $0.stderrText.contains("agent.gc.finished") }
+        #expect(ran.count == 1, "exactly one agent ran gc")
+        #expect(try t.expectOK(["server", "fsck", t.server]).stdout.contains("0 findings"))
+    }
+
     @Test func aDeepTreeMadeFasterThanWatchesAreAddedArrivesWhole() throws {
         let agents = try TwoAgents("deep-tree")
         defer { agents.stop() }

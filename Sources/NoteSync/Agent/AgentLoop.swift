@@ -95,7 +95,9 @@ final class AgentLoop {
             pending.removeAll()
             serverDirty = false
             nextPoll = now + poll
-            syncNow(nil)
+            if case .success(let report) = syncNow(nil), !report.offline, options.gcEvery > .zero {
+                engine.autoGC(every: Int64(options.gcEvery.seconds))
+            }
         } else {
             let root = folder.root
             let ready = pending.takeSettled(at: now, flushing: stopping) { path in

@@ -20,6 +20,9 @@ public struct AgentOptions: Sendable, Hashable {
     /// How long a gap in the server's log is waited for (a replicating tool may deliver the missing entry late)
     /// before the agent reports it as an error; meanwhile it pushes nothing, as if offline.
     public var gapGrace: Duration = .seconds(600)
+    /// How often the agent runs gc on a format 3 server by itself (``SyncEngine/autoGC(every:)``), when no device
+    /// did within that time; zero never.
+    public var gcEvery: Duration = .seconds(86_400)
 
     public init() {}
 

@@ -328,12 +328,13 @@ extension ServerStore {
 
     // MARK: The lease (advisory)
 
-    /// Takes gc's lease for `seconds` unless another device holds one that has not expired. Only saves duplicate
-    /// work: gc is correct without it.
+    /// Takes gc's lease for `seconds` unless a device (this one included) holds one that has not expired: the device
+    /// that takes it runs gc now, and no agent runs it again before the lease expires. Written with a rename over the
+    /// old lease: two devices may both take it at once, which only doubles the work. gc is correct without it.
     public func takeGCLease(seconds: Int64, now: Int64 = Clock.nowNanoseconds()) -> Bool {
         struct Lease: Codable { var device: String; var until: Int64 }
         if let data = try? FileIO.read(layout.gcLease, limit: 1 << 12), let lease = try? JSONDecoder().decode(Lease.self, from: data),
-            lease.until > now, lease.device != device
+            lease.until > now
         {
             return false
         }
