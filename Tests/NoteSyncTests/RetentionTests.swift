@@ -154,7 +154,7 @@ import Testing
 
     /// gc stopped at each of its steps leaves a server that fsck finds clean and a new device reads whole; the next
     /// gc finishes the work.
-    @Test(arguments: ["gc.snapshotWritten", "gc.marked", "gc.assetRemoved", "gc.markSwept"])
+    @Test(arguments: ["gc.snapshotWritten", "gc.marked", "gc.assetRemoved", "gc.entryRemoved", "gc.markSwept"])
     func gcKilledAtAnyPointLeavesAValidServer(point: String) throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)

@@ -215,6 +215,7 @@ public struct ServerFsck {
         func foldLog(_ sequences: [Int64], snapshots: [Int64: Snapshot], gapGraceSeconds: Double) throws {
             var fold = Fold(state: startState(sequences, snapshots: snapshots))
             // gc keeps the entry at its snapshot's position: the fold starts after it (checked against the snapshot).
+            while fold.state.token > 0, fold.index < sequences.count, sequences[fold.index] < fold.state.token { fold.index += 1 }
             if fold.state.token > 0, fold.index < sequences.count, sequences[fold.index] == fold.state.token {
                 if case .entry(let entry) = try store.readSlot(fold.state.token), entry.chainDigest == fold.state.chain {
                     report.entries += 1
@@ -253,8 +254,18 @@ public struct ServerFsck {
         /// The state the fold starts from: empty, or the snapshot covering the slots before the first entry (without
         /// one, those slots are a gap like any other).
         private func startState(_ sequences: [Int64], snapshots: [Int64: Snapshot]) -> ZoneState {
-            guard let first = sequences.first, first > 1,
-                let base = snapshots.keys.filter({ $0 >= first - 1 && $0 <= first }).max(), let snapshot = snapshots[base]
+            guard let first = sequences.first, first > 1 else { return ZoneState() }
+            // A compacted log (format 3): the newest snapshot whose entry is there (gc keeps it) covers every slot
+            // before it, and the entries gc has not removed yet below it are not checked (a gc stopped halfway
+            // leaves some). Otherwise a snapshot just before the first entry, else nothing: those slots are a gap.
+            let present = Set(sequences)
+            if store.hasRetention,
+                let base = snapshots.keys.filter({ present.contains($0) && snapshots[$0]?.chain != nil }).max(),
+                let snapshot = snapshots[base]
+            {
+                return snapshot.state
+            }
+            guard let base = snapshots.keys.filter({ $0 >= first - 1 && $0 <= first }).max(), let snapshot = snapshots[base]
             else { return ZoneState() }
             return snapshot.state
         }

@@ -310,14 +310,18 @@ extension ServerStore {
             let folder = layout.logDirectory + "/" + shard
             guard let (entries, infos) = try FileIO.listEntriesWithInfo(folder) else { continue }
             var left = 0
-            for (entry, info) in zip(entries, infos) {
+            // Oldest first: a gc killed here leaves the log starting later, never with holes below the snapshot.
+            for (entry, info) in zip(entries, infos).sorted(by: { $0.0.name < $1.0.name }) {
                 guard let slot = ServerLayout.sequence(ofFileName: entry.name), slot < seq, let info,
                     (info.st_mode & S_IFMT) == S_IFREG
                 else {
                     left += 1
                     continue
                 }
-                if !dryRun { unlink(folder + "/" + entry.name) }
+                if !dryRun {
+                    unlink(folder + "/" + entry.name)
+                    try FaultPoint.hit("gc.entryRemoved")
+                }
                 report.entriesRemoved += 1
                 report.entryBytesRemoved += Int64(info.st_size)
             }
