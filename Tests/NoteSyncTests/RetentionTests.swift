@@ -242,3 +242,22 @@ import Testing
         #expect(try ServerFsck(store: gc).run(repair: false).isClean)
     }
 }
+
+extension RetentionTests {
+    /// gc compacts past a writer's token between its fetch and its commit: the commit finds the snapshot, folds it
+    /// in, and claims the slot after the log's end (or reports the records that changed).
+    @Test func aCommitAfterACompactionJumpsAndClaimsTheNextSlot() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var writer = ZoneState()
+        try save(store, &writer, "a.md", "one", at: now - 100 * Self.second)
+        var other = ZoneState()
+        try store.fetch(into: &other)
+        for step in 0..<5 { try save(store, &other, "b.md", "b\(step)", at: now - Int64(90 - step) * Self.second) }
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(FileIO.lstatInfo(store.layout.entryPath(1)) == nil, "the writer's tip is gone")
+        let entry = try save(store, &writer, "a.md", "two", at: now)
+        #expect(entry.seq == 7)
+        #expect(writer.heads == other.heads.merging([try name("a.md"): writer.heads[try name("a.md")]!]) { $1 })
+    }
+}

@@ -291,7 +291,14 @@ extension ServerStore {
             let seq = state.token + 1
             // Slot t+1 is claimed only with entry t read and verified: a device whose server went behind it (or was
             // swapped) must not write past an end it never read.
-            try checkTip(&state)
+            do {
+                try checkTip(&state)
+            } catch let error as NoteSyncError where error.kind == .serverMismatch && hasRetention {
+                // gc compacted the log past entry t since this device read it: the snapshot holds what came after.
+                guard try jump(&state) else { throw error }
+                if let conflicts = staleConflicts(changes, state) { return .conflicts(conflicts) }
+                continue
+            }
             var entry = LogEntry(
                 seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain,
                 earlier: state.earlier)
@@ -325,7 +332,8 @@ extension ServerStore {
                 state.apply(entry)
                 return .committed(entry)
             }
-            // The slot is taken: fold in the winner, then decide whether it touched our records.
+            // The slot is taken: fold in the winner, then decide whether it touched our records. (gc may have removed
+            // it meanwhile: the next turn's tip check finds the snapshot.)
             try fetch(into: &state, limit: 1, check: .none)
             if let conflicts = staleConflicts(changes, state) { return .conflicts(conflicts) }
         }
