@@ -179,16 +179,14 @@ extension ServerStore {
             report.bytesMarked += Int64(info.st_size)
         }
         report.assetsMarked = marked.count
-        var myMark: String?
         if !dryRun && (!marked.isEmpty || snapshotSeq > 0) {
-            myMark = try writeMark(GCMark(time: now, device: device, snapshot: snapshotSeq, assets: marked))
+            try writeMark(GCMark(time: now, device: device, snapshot: snapshotSeq, assets: marked))
             try FaultPoint.hit("gc.marked")
         }
         // A dry run cannot read back what it did not write: with no grace, its own mark is judged against what it keeps.
         try sweep(
             grace: grace, now: now, dryRun: dryRun,
             pending: dryRun && grace == 0 ? (marked, snapshotSeq, live) : nil, report: &report)
-        _ = myMark
         let elapsed = ContinuousClock.now - started
         report.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         logger.notice(
@@ -220,23 +218,21 @@ extension ServerStore {
         return found
     }
 
-    private func writeMark(_ mark: GCMark) throws -> String {
+    private func writeMark(_ mark: GCMark) throws {
         try FileIO.makeDirectory(layout.gcDirectory)
         try FileIO.makeDirectory(layout.marksDirectory)
         let path = layout.marksDirectory + "/" + ServerLayout.pad(mark.time, 19) + "-" + FileIO.randomToken()
         _ = try publish(try SealedFile.seal(mark, kind: "mark"), as: path, suffix: "mark")
         try FileIO.syncDirectory(layout.marksDirectory)
-        return path
     }
 
     /// The assets the newest readable snapshot and every entry after it reference: what must stay.
     func liveAssets() throws -> (texts: Set<ContentDigest>, snapshot: Int64) {
-        let (base, state, versions, _) = try readVersions()
+        let (base, _, versions, _) = try readVersions()
         var texts = base.map(Self.texts(of:)) ?? []
         for list in versions.values {
             for version in list where version.seq > (base?.seq ?? 0) { if let text = version.text { texts.insert(text.sha256) } }
         }
-        _ = state
         return (texts, base?.seq ?? 0)
     }
 
