@@ -35,12 +35,14 @@ let package = Package(
             path: "Sources/CInotifyTools",
             providers: [.apt(["libinotifytools0-dev"])]
         ),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "CSyscalls", path: "Sources/CSyscalls", cSettings: buildCommitSettings),
         .target(
             name: "NoteSync",
             dependencies: [
                 "CSyscalls",
                 "CInotifyTools",
+                "CZlib",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -15,4 +15,4 @@ need_packages() {
 }
 
 # The Debian packages every build needs.
-BUILD_PACKAGES=(libinotifytools0-dev)
+BUILD_PACKAGES=(libinotifytools0-dev zlib1g-dev)

@@ -403,8 +403,7 @@ public struct ServerFsck {
                     guard let digest = ContentDigest(hex: name) else { continue }
                     let path = directory + "/" + name
                     report.assets += 1
-                    let actual = try FileDigest.of(path: path)
-                    if actual?.digest == digest {
+                    if try ServerFsck.holds(path, digest) {
                         present.insert(digest)
                     } else {
                         add(.corruptAsset, path, "content does not match its digest", repaired: moveAside(path))
@@ -428,6 +427,16 @@ public struct ServerFsck {
                 add(.tempFile, path, "left by an interrupted writer, \(Int(age)) s old", repaired: repaired)
             }
         }
+    }
+
+    /// Whether the asset file at `path` holds the text named `digest`: as it is, or (format 3) compressed.
+    static func holds(_ path: String, _ digest: ContentDigest) throws -> Bool {
+        if let actual = try FileDigest.of(path: path), actual.digest == digest { return true }
+        guard let info = FileIO.lstatInfo(path), Int64(info.st_size) < ServerStore.maxEntryBytes,
+            let data = try FileIO.read(path, limit: ServerStore.maxEntryBytes), data.starts(with: AssetCodec.magic),
+            let text = AssetCodec.inflate(data.dropFirst(AssetCodec.magic.count), limit: 1 << 30)
+        else { return false }
+        return ContentDigest(of: text) == digest
     }
 
     static func describeForeign(_ name: String) -> String {

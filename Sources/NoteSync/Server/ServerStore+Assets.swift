@@ -6,12 +6,12 @@ extension ServerStore {
     public func putAsset(_ data: Data) throws -> AssetRef {
         let ref = AssetRef(of: data)
         let path = layout.assetPath(ref.sha256)
-        if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == ref.size {
+        if let info = FileIO.lstatInfo(path), isStored(info, ref) {
             if hasRetention { touch([ref.sha256]) }
             return ref
         }
         try FileIO.makeDirectory(layout.assetShard(ref.sha256))
-        if try publish(data, as: path, suffix: "asset") == .published {
+        if try publish(hasRetention ? AssetCodec.encode(data) : data, as: path, suffix: "asset") == .published {
             try FileIO.syncDirectory(layout.assetShard(ref.sha256))
         }
         return ref
@@ -38,11 +38,12 @@ extension ServerStore {
         for (index, ref) in refs.enumerated() where seen.insert(ref.sha256).inserted { unique.append(index) }
         let layout = layout
         let device = device
+        let compress = hasRetention
         let present = Parallel.map(unique.count) { slot in
             Result { () -> Bool in
                 let ref = refs[unique[slot]]
                 guard let info = FileIO.lstatInfo(layout.assetPath(ref.sha256)) else { return false }
-                return (info.st_mode & S_IFMT) == S_IFREG && Int64(info.st_size) == ref.size
+                return Self.isStored(info, ref, compressed: compress)
             }
         }
         let missing = unique.indices.filter { (try? present[$0]?.get()) != true }.map { unique[$0] }
@@ -52,7 +53,7 @@ extension ServerStore {
         let written = Parallel.map(missing.count) { slot in
             Result { () throws -> String in
                 let temp = layout.tempPath(device: device, suffix: "asset")
-                try FileIO.createAndSync(temp, items[missing[slot]], sync: !batched)
+                try FileIO.createAndSync(temp, compress ? AssetCodec.encode(items[missing[slot]]) : items[missing[slot]], sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
                 return temp
             }
@@ -105,16 +106,27 @@ extension ServerStore {
         return refs
     }
 
-    /// Reads an asset and verifies its digest and size: damaged or substituted content is never returned.
+    /// Whether the file found at an asset's path stands for `ref` without reading it: a regular file of the text's
+    /// size, or (format 3, where texts may be stored compressed) any regular file no bigger than the text could
+    /// compress to. What it holds is verified when it is read.
+    func isStored(_ info: stat, _ ref: AssetRef) -> Bool { Self.isStored(info, ref, compressed: hasRetention) }
+
+    static func isStored(_ info: stat, _ ref: AssetRef, compressed: Bool) -> Bool {
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return false }
+        return Int64(info.st_size) == ref.size || (compressed && Int64(info.st_size) < ref.size)
+    }
+
+    /// Reads an asset and verifies its digest and size: damaged or substituted content is never returned. A
+    /// compressed asset (format 3) is inflated, never past the size the entry states.
     public func readAsset(_ ref: AssetRef) throws -> Data {
         let path = layout.assetPath(ref.sha256)
-        guard let data = try FileIO.read(path, limit: Int(clamping: max(ref.size, 0)) + 1) else {
+        guard let stored = try FileIO.read(path, limit: Int(clamping: max(ref.size, 0)) + 1) else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset is missing from the server; the note is left as it is here",
                 fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
                     + "`notesync server fsck` lists every missing asset")
         }
-        guard Int64(data.count) == ref.size, ContentDigest(of: data) == ref.sha256 else {
+        guard let data = AssetCodec.decode(stored, digest: ref.sha256, size: ref.size) else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset content does not match its digest; the note is left as it is here",
                 fix: "run `notesync server fsck --repair` to quarantine it, then edit and save the note on a "

@@ -1,0 +1,82 @@
+import CZlib
+import Foundation
+
+/// How a format 3 server stores a note's text (docs/retention.md, "Compressed assets"): `NSZ1` and a zlib stream when
+/// that saves at least an eighth, else the text itself. The file is still named by the SHA-256 of the text, so
+/// deduplication and every digest in the log are unchanged; a reader checks the digest of what it decodes.
+public enum AssetCodec {
+    static let magic = Data("NSZ1".utf8)
+    /// Shorter texts are stored as they are: the header and zlib's framing would eat the gain.
+    static let minimumSize = 256
+
+    /// The bytes to store for `text`.
+    public static func encode(_ text: Data) -> Data {
+        guard text.count >= minimumSize else { return text }
+        var bound = compressBound(uLong(text.count))
+        var output = Data(count: magic.count + Int(bound))
+        let status = output.withUnsafeMutableBytes { out -> Int32 in
+            text.withUnsafeBytes { input -> Int32 in
+                let destination = out.baseAddress!.advanced(by: magic.count).assumingMemoryBound(to: Bytef.self)
+                return compress2(destination, &bound, input.baseAddress!.assumingMemoryBound(to: Bytef.self), uLong(text.count), 6)
+            }
+        }
+        guard status == Z_OK, Int(bound) + magic.count <= text.count - text.count / 8 else { return text }
+        output.replaceSubrange(0..<magic.count, with: magic)
+        output.count = magic.count + Int(bound)
+        return output
+    }
+
+    /// The text stored in `file` for an asset of `size` bytes and digest `digest`, or nil when the file holds neither
+    /// that text nor a stream that inflates to it (damaged, truncated, substituted, or longer than it says: never
+    /// more than `size` bytes are inflated).
+    public static func decode(_ file: Data, digest: ContentDigest, size: Int64) -> Data? {
+        if file.starts(with: magic), let text = inflate(file.dropFirst(magic.count), limit: size),
+            Int64(text.count) == size, ContentDigest(of: text) == digest
+        {
+            return text
+        }
+        // A text stored as it is (every asset formats 1 and 2 wrote, short or incompressible ones), even one that
+        // happens to start with the magic.
+        if Int64(file.count) == size, ContentDigest(of: file) == digest { return file }
+        return nil
+    }
+
+    /// Inflates a zlib stream, refusing more than `limit` bytes of output. The buffer grows as the output does (a
+    /// stated size is not trusted for an allocation).
+    static func inflate(_ stream: Data, limit: Int64) -> Data? {
+        guard limit >= 0 else { return nil }
+        let cap = Int(clamping: limit) &+ 1
+        var output = Data(count: min(cap, max(stream.count * 4, 1 << 16)))
+        var z = z_stream()
+        guard inflateInit_(&z, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
+        defer { inflateEnd(&z) }
+        var produced = 0
+        return stream.withUnsafeBytes { input -> Data? in
+            z.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
+            z.avail_in = uInt(input.count)
+            while true {
+                let status = output.withUnsafeMutableBytes { out -> Int32 in
+                    z.next_out = out.baseAddress!.advanced(by: produced).assumingMemoryBound(to: Bytef.self)
+                    z.avail_out = uInt(out.count - produced)
+                    let status = CZlib.inflate(&z, Z_NO_FLUSH)
+                    produced = out.count - Int(z.avail_out)
+                    return status
+                }
+                if status == Z_STREAM_END {
+                    // The whole stream, and no byte more than the limit (the spare byte catches a longer text).
+                    guard z.avail_in == 0, produced <= Int(clamping: limit) else { return nil }
+                    output.count = produced
+                    return output
+                }
+                guard status == Z_OK || status == Z_BUF_ERROR else { return nil }
+                if produced < output.count {
+                    // No progress possible with room left: the stream is truncated.
+                    if status == Z_BUF_ERROR || z.avail_in == 0 { return nil }
+                    continue
+                }
+                guard output.count < cap else { return nil }
+                output.count = min(cap, output.count * 2)
+            }
+        }
+    }
+}

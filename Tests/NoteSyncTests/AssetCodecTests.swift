@@ -1,0 +1,86 @@
+import Foundation
+import PropertyBased
+import Testing
+
+@testable import NoteSync
+
+/// Compressed assets (format 3): stored compressed where that pays, always named and checked by the text's digest.
+@Suite struct AssetCodecTests {
+    static let prose = Data(
+        (0..<400).map { "Line \($0 % 37) of the meeting notes: we agreed to ship the sync agent on Friday.\n" }.joined().utf8)
+
+    func decode(_ file: Data, _ text: Data) -> Data? {
+        AssetCodec.decode(file, digest: ContentDigest(of: text), size: Int64(text.count))
+    }
+
+    @Test func proseIsStoredCompressedAndReadBack() {
+        let file = AssetCodec.encode(Self.prose)
+        #expect(file.starts(with: AssetCodec.magic))
+        #expect(file.count < Self.prose.count / 4, "\(file.count) of \(Self.prose.count)")
+        #expect(decode(file, Self.prose) == Self.prose)
+    }
+
+    @Test func shortOrIncompressibleTextIsStoredAsItIs() {
+        let short = Data("a short note\n".utf8)
+        #expect(AssetCodec.encode(short) == short)
+        var generator = SystemRandomNumberGenerator()
+        let noise = Data((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        #expect(AssetCodec.encode(noise) == noise)
+        #expect(decode(noise, noise) == noise)
+    }
+
+    @Test func aTextThatStartsWithTheMagicIsReadAsItIs() {
+        let text = Data("NSZ1 is how this note begins\n".utf8)
+        #expect(decode(text, text) == text)
+    }
+
+    @Test func damageAndLiesAreRefused() {
+        var file = AssetCodec.encode(Self.prose)
+        #expect(decode(file.prefix(file.count - 10), Self.prose) == nil, "truncated")
+        file[file.count / 2] ^= 0x40
+        #expect(decode(file, Self.prose) == nil, "a flipped bit")
+        // A stream that inflates to more than the entry says (a bomb, or a lie): refused without inflating it all.
+        let bomb = AssetCodec.encode(Data(repeating: 0x61, count: 50_000_000))
+        #expect(bomb.count < 100_000)
+        #expect(AssetCodec.decode(bomb, digest: ContentDigest(of: Data("x".utf8)), size: 1000) == nil)
+        #expect(AssetCodec.inflate(bomb.dropFirst(4), limit: 1000) == nil)
+    }
+
+    @Test func decodeInvertsEncode() async {
+        await propertyCheck(input: Gen.int(in: 0...3000)) { length in
+            let text = Data((0..<length).map { UInt8(truncatingIfNeeded: ($0 * 7 + $0 / 13) % 61 + 32) })
+            #expect(self.decode(AssetCodec.encode(text), text) == text)
+        }
+    }
+
+    /// A format 3 server stores texts compressed and reads them back; a format 2 server stores them as they are.
+    @Test func theServerFormatDecides() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let ref = try store.putAsset(Self.prose)
+        let onDisk = try #require(try FileIO.read(store.layout.assetPath(ref.sha256)))
+        #expect(onDisk.starts(with: AssetCodec.magic) && onDisk.count < Self.prose.count / 4)
+        #expect(try store.readAsset(ref) == Self.prose)
+        let staged = try store.putAssets([Self.prose + Data("x\n".utf8)])
+        #expect(try store.readAsset(staged[0]) == Self.prose + Data("x\n".utf8))
+        #expect(try ServerFsck(store: store).run(repair: false).isClean)
+        // A damaged compressed asset is found by a read and by fsck.
+        var damaged = onDisk
+        damaged[damaged.count - 8] ^= 0xFF
+        unlink(store.layout.assetPath(ref.sha256))
+        try FileIO.createAndSync(store.layout.assetPath(ref.sha256), damaged)
+        #expect(throws: NoteSyncError.self) { try store.readAsset(ref) }
+        #expect(try ServerFsck(store: store).run(repair: false).findings.contains { $0.kind == .corruptAsset })
+
+        let old = try TempDirectory()
+        let root = old.sub("server")
+        try ServerStore.create(root: root, logger: testLogger)
+        let marker = ServerLayout(root: root).marker
+        let text = try String(contentsOfFile: marker, encoding: .utf8)
+        try Data(text.replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : 2").utf8)
+            .write(to: URL(fileURLWithPath: marker))
+        let formatTwo = try ServerStore(root: root, device: "dev-a", logger: testLogger)
+        let plain = try formatTwo.putAsset(Self.prose)
+        #expect(try FileIO.read(formatTwo.layout.assetPath(plain.sha256)) == Self.prose)
+    }
+}
