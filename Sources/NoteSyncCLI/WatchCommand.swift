@@ -34,6 +34,11 @@ struct WatchCommand: AsyncParsableCommand {
             "Run `server gc` by itself this often when no other device did (a lease in the server says who did last): 1d, 12h, 0 to never."
     )
     var gcEvery: Duration = Duration(seconds: RetentionPolicy.day)
+    @Option(
+        help:
+            "Seconds: a note saved again within this long of its last commit waits until it has passed (an editor's autosave makes one version per pace, not one per save); its last save is always committed. 0 commits every save."
+    )
+    var pace: Double = 5
 
     func run() async throws {
         let logger = global.makeLogger(defaultLevel: .info)
@@ -50,6 +55,7 @@ struct WatchCommand: AsyncParsableCommand {
         options.deleteSettle = .milliseconds(deleteSettleMs)
         options.gapGrace = .milliseconds(Int(gapGrace * 1000))
         options.gcEvery = .seconds(gcEvery.seconds)
+        options.pace = .milliseconds(Int(pace * 1000))
         if let pollInterval { options.pollInterval = .milliseconds(Int(pollInterval * 1000)) }
         let agent = SyncAgent(folder: folder, config: config, options: options, logger: logger)
         let group = ServiceGroup(

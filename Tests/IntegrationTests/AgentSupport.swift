@@ -24,17 +24,17 @@ final class TwoAgents {
     }
 
     /// Agents on devices the caller prepared (e.g. with the server moved onto a filesystem the test mounted).
-    init(devices: TwoDevices) throws {
+    init(devices: TwoDevices, extra: [String] = []) throws {
         self.devices = devices
-        agentA = try start(devices.a)
-        agentB = try start(devices.b)
+        agentA = try start(devices.a, extra: extra)
+        agentB = try start(devices.b, extra: extra)
     }
 
     /// Starts an agent and waits until it has done its first sync.
-    func start(_ folder: String, environment: [String: String] = [:]) throws -> NotesyncProcess {
+    func start(_ folder: String, environment: [String: String] = [:], extra: [String] = []) throws -> NotesyncProcess {
         try? FileManager.default.removeItem(atPath: folder + "/.notesync/status.json")
         let agent = try NotesyncProcess(
-            ["watch", "--notes", folder, "--log-level", "debug"], scratch: devices.scratch.path,
+            ["watch", "--notes", folder, "--log-level", "debug"] + extra, scratch: devices.scratch.path,
             environment: environment)
         let started = eventually(30) { FileManager.default.fileExists(atPath: folder + "/.notesync/status.json") }
         #expect(started, "the agent did not start: \(agent.stderrText)")

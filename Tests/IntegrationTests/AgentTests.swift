@@ -92,6 +92,25 @@ import Testing
         #expect(!status.contains("HELD"), "\(status)")
     }
 
+    /// A note rewritten every 0.1 s for 3 s (an autosave) with `--pace 1`: the other device ends with the last text,
+    /// and the server gained a few versions, not thirty (CommitPacerTests: the first save after a quiet spell goes at once).
+    @Test func autosaveIsPacedAndTheLastSaveArrives() throws {
+        let t = try TwoDevices("agent-pace")
+        try t.write(t.a, "draft.md", "start\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let agents = try TwoAgents(devices: t, extra: ["--pace", "1"])
+        defer { agents.stop() }
+        let before = try agents.serverChanges("draft.md").count
+        for index in 0..<30 {
+            try t.write(t.a, "draft.md", "start\nsave \(index)\n")
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        #expect(eventually { t.read(t.b, "draft.md") == "start\nsave 29\n" }, "the last save did not arrive")
+        let versions = try agents.serverChanges("draft.md").count - before
+        #expect(versions >= 2 && versions <= 6, "\(versions) versions for 30 saves in 3 s at a pace of 1 s")
+    }
+
     /// The agents run gc by themselves: the first to start takes the lease and compacts, the other leaves it.
     @Test func oneAgentRunsGCByItself() throws {
         let t = try TwoDevices("agent-gc")

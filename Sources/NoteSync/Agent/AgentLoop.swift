@@ -23,6 +23,8 @@ final class AgentLoop {
 
     private var status: AgentStatus
     private var pending: EventSettler<ContinuousClock.Instant>
+    /// Saves of a note saved again and again wait for their pace (autosave: ``CommitPacer``).
+    private var pacer: CommitPacer
     private var needFull = true
     private var serverDirty = false
     private var nextPoll: ContinuousClock.Instant
@@ -61,6 +63,7 @@ final class AgentLoop {
             lastSync: nil, lastError: nil,
             serverWatch: serverRoot != nil ? .inotify : .polling(every: poll), localWatch: .inotify)
         pending = EventSettler(options)
+        pacer = CommitPacer(pace: options.pace)
         nextPoll = clock.now
         nextFull = clock.now + options.fullScanInterval
         backoff = Backoff(minimum: options.minBackoff, maximum: options.maxBackoff)
@@ -93,22 +96,30 @@ final class AgentLoop {
             needFull = false
             nextFull = now + options.fullScanInterval
             pending.removeAll()
+            let waiting = pacer.takeAll()
             serverDirty = false
             nextPoll = now + poll
-            if case .success(let report) = syncNow(nil), !report.offline, options.gcEvery > .zero {
-                engine.autoGC(every: Int64(options.gcEvery.seconds))
+            let result = syncNow(nil)
+            if case .success(let report) = result, !report.offline {
+                pacer.committed(waiting, at: now)
+                if options.gcEvery > .zero { engine.autoGC(every: Int64(options.gcEvery.seconds)) }
             }
         } else {
             let root = folder.root
-            let ready = pending.takeSettled(at: now, flushing: stopping) { path in
+            let settled = pending.takeSettled(at: now, flushing: stopping) { path in
                 FileIO.lstatInfo(root + "/" + path).map {
                     .init(isRegularFile: ($0.st_mode & S_IFMT) == S_IFREG, size: Int64($0.st_size))
                 }
             }
+            // A note saved again within its pace waits (it is a save: the note is there); renames and deletes go.
+            var ready = pacer.admit(settled, at: now) { path in
+                FileIO.lstatInfo(root + "/" + path).map { ($0.st_mode & S_IFMT) == S_IFREG } ?? false
+            }
+            for path in pacer.due(at: now, flushing: stopping) where !ready.contains(path) { ready.append(path) }
             if !ready.isEmpty || serverDirty || now >= nextPoll {
                 serverDirty = false
                 nextPoll = now + poll
-                syncNow(ready)
+                if case .success(let report) = syncNow(ready), !report.offline { pacer.committed(ready, at: now) }
             }
         }
     }
@@ -118,6 +129,7 @@ final class AgentLoop {
         var deadline = min(nextPoll, nextFull)
         if let retryAt { deadline = min(deadline, retryAt) }
         if let settling = pending.nextDeadline { deadline = min(deadline, settling) }
+        if let paced = pacer.nextDeadline { deadline = min(deadline, paced) }
         let timeout = max(0, (deadline - clock.now).seconds)
         _ = agent.wakeup.wait(timeout: .now() + timeout)
     }

@@ -23,6 +23,9 @@ public struct AgentOptions: Sendable, Hashable {
     /// How often the agent runs gc on a format 3 server by itself (``SyncEngine/autoGC(every:)``), when no device
     /// did within that time; zero never.
     public var gcEvery: Duration = .seconds(86_400)
+    /// A note saved again within this long of its last commit waits until it has passed (``CommitPacer``); zero
+    /// commits every save.
+    public var pace: Duration = .seconds(5)
 
     public init() {}
 
