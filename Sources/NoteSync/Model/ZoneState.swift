@@ -133,6 +133,10 @@ public struct ZoneState: Sendable, Hashable {
     /// The token this state had before it last jumped to a snapshot (``jump(to:)``), nil when it never did. Not
     /// stored, not part of equality.
     public var jumpedFrom: Int64?
+    /// The position of the gc snapshot this state was read from (0 when none): a name it has no head for may have
+    /// had a tombstone the retention policy forgot, so a change based on a slot up to here and finding no head is
+    /// taken as checked (docs/retention.md). Not stored, not part of equality.
+    public var compactedAt: Int64 = 0
 
     public init(token: Int64 = 0, chain: ContentDigest? = nil, heads: [RecordName: RecordHead] = [:]) {
         self.token = token
@@ -186,6 +190,7 @@ public struct ZoneState: Sendable, Hashable {
         chain = snapshot.chain
         earlier = snapshot.earlier
         heads = snapshot.heads
+        compactedAt = snapshot.compactedAt
         verifiedTail = nil
         for (name, head) in heads where old[name] != head {
             unsaved.insert(name)
@@ -227,7 +232,7 @@ public struct ZoneState: Sendable, Hashable {
             // replaced may not be in it (an entry of another history delivered after a gap).
             let previous = heads[name]
             var unverifiedSince = previous?.unverifiedSince ?? 0
-            if change.base != (previous?.tag ?? 0) {
+            if change.base != (previous?.tag ?? 0) && !(previous == nil && change.base <= compactedAt) {
                 unverifiedSince = entry.seq
                 if !unreadableSlots.contains(change.base) {
                     casViolations.append(

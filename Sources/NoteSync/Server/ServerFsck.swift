@@ -183,7 +183,18 @@ public struct ServerFsck {
             for name in try checkListing(layout.snapshotsDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
                 guard let seq = ServerLayout.sequence(ofFileName: name) else { continue }
                 report.snapshots += 1
-                do { snapshots[seq] = try store.readSnapshot(seq) } catch let error as NoteSyncError {
+                do {
+                    let snapshot = try store.readSnapshot(seq)
+                    if snapshot.chain != nil && store.anchoredSnapshot(seq) == nil {
+                        // A gc snapshot whose entry is another now: of the server's earlier life (restored, replaced).
+                        add(
+                            .damagedSnapshot, layout.snapshotPath(seq),
+                            "does not name the entry at its position: a snapshot of another history; devices ignore it",
+                            repaired: moveAside(layout.snapshotPath(seq)))
+                        continue
+                    }
+                    snapshots[seq] = snapshot
+                } catch let error as NoteSyncError {
                     add(.damagedSnapshot, layout.snapshotPath(seq), error.message, repaired: moveAside(layout.snapshotPath(seq)))
                 }
             }
@@ -258,10 +269,8 @@ public struct ServerFsck {
             // A compacted log (format 3): the newest snapshot whose entry is there (gc keeps it) covers every slot
             // before it, and the entries gc has not removed yet below it are not checked (a gc stopped halfway
             // leaves some). Otherwise a snapshot just before the first entry, else nothing: those slots are a gap.
-            let present = Set(sequences)
-            if store.hasRetention,
-                let base = snapshots.keys.filter({ present.contains($0) && snapshots[$0]?.chain != nil }).max(),
-                let snapshot = snapshots[base]
+            if store.hasRetention, let snapshot = store.newestAnchoredSnapshot(), snapshot.chain != nil,
+                snapshots[snapshot.seq] != nil
             {
                 return snapshot.state
             }

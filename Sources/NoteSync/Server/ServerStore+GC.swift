@@ -41,15 +41,7 @@ extension ServerStore {
     /// versions, then every change after it, each list in sequence order. A gap or broken chain throws: gc never
     /// judges a log it cannot read whole.
     func readVersions() throws -> (base: Snapshot?, state: ZoneState, versions: [RecordName: [RecordVersion]], times: [Int64: Int64]) {
-        var base: Snapshot?
-        for seq in try snapshotSequences() {
-            do {
-                base = try readSnapshot(seq)
-                break
-            } catch let error as NoteSyncError where error.kind == .corrupt {
-                logger.error("server.snapshot.damaged", metadata: ["server.seq": "\(seq)", "reason": "\(error)"])
-            }
-        }
+        let base = newestAnchoredSnapshot()
         var state = base?.state ?? ZoneState()
         var versions: [RecordName: [RecordVersion]] = [:]
         if let base {

@@ -48,7 +48,7 @@ extension ServerStore {
     /// one slot as an entry of its own (commit `snapshot-N`), then the entries after the snapshot.
     private func eachEntry(_ body: (Int64, LogEntry) throws -> Void) throws {
         var seq: Int64 = 1
-        if hasRetention, let snapshot = newestSnapshot() {
+        if hasRetention, let snapshot = newestAnchoredSnapshot(), snapshot.history != nil {
             var versions = snapshot.history ?? []
             versions += snapshot.heads.map {
                 RecordVersion(name: $0.name, seq: $0.head.tag, time: $0.time ?? snapshot.time, head: $0.head)
@@ -88,11 +88,5 @@ extension ServerStore {
         }
     }
 
-    /// The newest snapshot that reads, if any.
-    func newestSnapshot() -> Snapshot? {
-        for seq in (try? snapshotSequences()) ?? [] {
-            if let snapshot = try? readSnapshot(seq) { return snapshot }
-        }
-        return nil
-    }
+
 }

@@ -249,10 +249,8 @@ extension ServerStore {
     /// names (gc keeps the entry at a snapshot's position until a newer snapshot replaces it). Returns false when
     /// there is none: the log's end is then judged as usual (a gap, or a server behind this device).
     func jump(_ state: inout ZoneState) throws -> Bool {
-        for seq in try snapshotSequences() where seq > state.token {
-            guard let snapshot = try? readSnapshot(seq), let chain = snapshot.chain,
-                case .entry(let entry) = try readSlot(seq), entry.chainDigest == chain
-            else { continue }
+        if let snapshot = newestAnchoredSnapshot(after: state.token), snapshot.chain != nil {
+            let seq = snapshot.seq
             logger.notice(
                 "server.log.jumped",
                 metadata: ["server.seq.from": "\(state.token)", "server.seq": "\(seq)", "reason": "compacted by gc"])

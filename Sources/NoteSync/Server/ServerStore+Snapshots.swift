@@ -40,6 +40,7 @@ public struct Snapshot: Codable, Sendable, Hashable {
             token: seq, chain: chain,
             heads: Dictionary(heads.map { ($0.name, $0.head) }, uniquingKeysWith: { _, last in last }))
         state.earlier = earlier ?? []
+        if history != nil { state.compactedAt = seq }
         return state
     }
 }
@@ -104,19 +105,40 @@ extension ServerStore {
         }
     }
 
-    /// The zone state of a device that knows nothing yet: the newest readable snapshot, then every later entry.
-    /// A damaged snapshot is reported and the next older one used; with none, the whole log is read.
+    /// The zone state of a device that knows nothing yet: the newest snapshot that reads and belongs to this log
+    /// (``anchoredSnapshot(_:)``), then every later entry. A damaged snapshot is reported and the next older one
+    /// used; with none, the whole log is read.
     public func bootstrap() throws -> ZoneState {
-        var state = ZoneState()
-        for seq in try snapshotSequences() {
-            do {
-                state = try readSnapshot(seq).state
-                break
-            } catch let error as NoteSyncError where error.kind == .corrupt {
-                logger.error("server.snapshot.damaged", metadata: ["server.seq": "\(seq)", "reason": "\(error)"])
-            }
-        }
+        var state = newestAnchoredSnapshot()?.state ?? ZoneState()
         try fetch(into: &state)
         return state
+    }
+
+    /// The snapshot at `seq` if it reads and belongs to the log on the server now: its entry `seq` is there with the
+    /// chain digest it names (gc keeps that entry), or, that entry lost, the entry after it names it. A snapshot of
+    /// an earlier life of the server (its entry replaced since) is not. A snapshot without a chain (never written by
+    /// a build that compacts) is taken as it is.
+    public func anchoredSnapshot(_ seq: Int64) -> Snapshot? {
+        let snapshot: Snapshot
+        do { snapshot = try readSnapshot(seq) } catch {
+            logger.error("server.snapshot.damaged", metadata: ["server.seq": "\(seq)", "reason": "\(error)"])
+            return nil
+        }
+        guard let chain = snapshot.chain else { return snapshot }
+        switch try? readSlot(seq) {
+        case .entry(let entry)?: return entry.chainDigest == chain ? snapshot : nil
+        case .missing?:
+            if case .entry(let next)? = try? readSlot(seq + 1), next.prev == chain { return snapshot }
+            return nil
+        default: return nil
+        }
+    }
+
+    /// The newest snapshot that reads and belongs to this log, if any.
+    public func newestAnchoredSnapshot(after token: Int64 = -1) -> Snapshot? {
+        for seq in (try? snapshotSequences()) ?? [] where seq > token {
+            if let snapshot = anchoredSnapshot(seq) { return snapshot }
+        }
+        return nil
     }
 }

@@ -120,6 +120,37 @@ import Testing
                 ]))
     }
 
+    /// gc forgot a renamed note's tombstone (every device had read it), then a device made a note at that name again,
+    /// based on the tombstone it holds: fsck, folding from the snapshot, called it a compare-and-swap violation.
+    @Test func aNoteMadeAgainAtAForgottenNameIsNoViolation() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(5), .rewrite(lines: 3), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .move(.existing(3), to: 4)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(1, .edit(.pool(5), .changeLine(3), .inPlace))
+                ]))
+    }
+
+    /// gc compacted a log of one entry, and then that entry was lost.
+    @Test func theEntryOfACompactionPointLost() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(1, .edit(.pool(3), .rewrite(lines: 4), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(0, .serverFault(.loseEntry(fromEnd: 0)))
+                ]))
+    }
+
     /// A note created offline (queued in the outbox), then moved before the server came back: the outbox kept
     /// the old name for ever, so every sync reported a change pending (and `status` never showed all synced).
     /// A queued note that is gone and was never synced is dequeued: there is nothing to push.

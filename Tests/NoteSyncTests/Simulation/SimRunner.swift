@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 @testable import NoteSync
 
@@ -153,6 +154,7 @@ final class SimRunner {
                 phase("healing")
                 at = "after healing"
                 try checkFinalState()
+                try checkServerTexts()
                 phase("final checks")
                 try checkIdempotent()
                 phase("idempotence")
@@ -276,6 +278,60 @@ final class SimRunner {
             try sync(device, fault: nil, full: true, approve: true)
         case .restore(let target, let back):
             try restore(device, try resolve(target, device), back: back)
+        case .gc(let policy, let crashAt):
+            guard !serverDown else { return }
+            runGC(policy: policy, crashAt: crashAt)
+            try checkServerTexts()
+        }
+    }
+
+    /// `notesync server gc --grace 0` (docs/retention.md), its policy every band off (0) or the default (1), killed at
+    /// its `crashAt`-th fault point if given. A log gc cannot read whole (a gap, another history) makes it refuse.
+    private func runGC(policy: Int, crashAt: Int?) {
+        guard let store = try? ServerStore(root: serverRoot, device: "gc", logger: testLogger), store.hasRetention else { return }
+        let chosen = policy == 1 ? RetentionPolicy.default : RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0)
+        let clock = clock
+        let passed = Mutex(0)
+        let hooks = FaultPoint.Hooks(
+            hit: { name in
+                let index = passed.withLock { count in
+                    defer { count += 1 }
+                    return count
+                }
+                if index == crashAt { throw SimulatedCrash(point: "\(name)") }
+            }, now: { clock.advance(by: 1_000) })
+        figures.gcRuns += 1
+        do {
+            let report = try FaultPoint.with(hooks) {
+                try store.collectGarbage(grace: 0, dryRun: false, policy: chosen, now: clock.advance(by: 1_000))
+            }
+            figures.gcRemoved += report.assetsRemoved + report.entriesRemoved + report.snapshotsRemoved
+            trace("  gc: end \(report.end), snapshot \(report.snapshot.map(String.init) ?? "none"), removed \(report.assetsRemoved) texts, \(report.entriesRemoved) entries")
+        } catch let crash as SimulatedCrash {
+            figures.gcKills += 1
+            trace("  gc killed at \(crash.point)")
+        } catch {
+            trace("  gc refused: \(error)")
+        }
+    }
+
+    /// Every text the server's heads and the versions its newest snapshot keeps reference is on the server (unless the
+    /// server's history is broken by a fault, which the recovery checks judge).
+    private func checkServerTexts() throws {
+        guard !serverDown, !serverHistoryBroken else { return }
+        let store = try ServerStore(root: serverRoot, device: "checker", logger: testLogger)
+        var state = ZoneState()
+        guard (try? store.fetch(into: &state)) != nil else { return }
+        for (name, head) in state.heads.sorted(by: { $0.key < $1.key }) {
+            guard let text = head.text, !store.hasAsset(text.sha256) else { continue }
+            findings.missingTexts.append("\(at): the text of \(name) (entry \(head.tag)) is missing from the server")
+        }
+        if let newest = try store.snapshotSequences().first, let snapshot = try? store.readSnapshot(newest) {
+            for version in snapshot.history ?? [] {
+                guard let text = version.text, !store.hasAsset(text.sha256) else { continue }
+                findings.missingTexts.append(
+                    "\(at): the text of \(version.name) version \(version.seq), kept by snapshot \(newest), is missing")
+            }
         }
     }
 
@@ -834,6 +890,8 @@ final class SimRunner {
         case .userEditThenCrash(let at, let target, let crashAt):
             try edit(at, target)
             plan.crashAt = crashAt
+        case .gc(let at):
+            plan.race = (at, SimRace { [unowned self] in self.runGC(policy: 0, crashAt: nil) })
         case .race(let at, let index):
             var other = devices[index % devices.count]
             if other === device { other = devices[(index + 1) % devices.count] }

@@ -61,6 +61,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         /// Another device (index modulo the count, the next one if it is this one) runs a whole sync there: the
         /// race of two devices committing at once, made deterministic (this sync's slot may be taken meanwhile).
         case race(at: Int, device: Int)
+        /// `notesync server gc --grace 0` (every band of the policy off) runs in the middle of this sync: its sweep
+        /// races with the sync's publishes and commits.
+        case gc(at: Int)
     }
 
     /// The fault points of the engine (FaultPoint.hit calls), for ``Fault/crashAtPoint(_:occurrence:)``.
@@ -104,6 +107,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         /// `notesync restore NOTE --version V`, V the note's `back`-th latest version in the server's history
         /// (counted modulo their number).
         case restore(Target, back: Int)
+        /// `notesync server gc --grace 0` with policy `policy` (0: every band off, 1: the default), stopped (killed) at
+        /// the `crashAt`-th fault point it passes, if given. The device index is not used.
+        case gc(policy: Int, crashAt: Int?)
     }
 
     /// What happens to a server over its life: restored from a backup, replaced, an entry lost or late.
@@ -211,7 +217,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     static func generator(length: ClosedRange<Int> = 10...40) -> Generator<SimSchedule, [SimSchedule]> {
         Generator(
             run: { rng in
-                random(using: &rng, length: length).withServerFaults(using: &rng).withUserRails(using: &rng)
+                random(using: &rng, length: length).withServerFaults(using: &rng).withUserRails(using: &rng).withGC(using: &rng)
             }, shrink: { $0.shrinks() })
     }
 
@@ -220,7 +226,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// `userRails: false`, the schedule it gave before users made mass deletes and restores.
     static func forSeed(
         _ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true,
-        userRails: Bool = true
+        userRails: Bool = true, gc: Bool = true
     ) -> SimSchedule {
         var mix = seed
         func next() -> UInt64 {
@@ -237,6 +243,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         if serverFaults { schedule = schedule.withServerFaults(using: &faults) }
         var rails = Xoshiro(seed: (next(), next(), next(), next()))
         if userRails { schedule = schedule.withUserRails(using: &rails) }
+        var collector = Xoshiro(seed: (next(), next(), next(), next()))
+        if gc { schedule = schedule.withGC(using: &collector) }
         return schedule
     }
 
@@ -260,6 +268,26 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
                     action = .restore(target, back: Int.random(in: 1...3, using: &rng))
                 }
                 result.steps.append(Step(Int.random(in: 0..<deviceCount, using: &rng), action))
+            }
+            result.steps.append(step)
+        }
+        return result
+    }
+
+    /// The schedule with gc runs (format 3, docs/retention.md) inserted between its steps, some killed at one of gc's
+    /// fault points, and some syncs given a gc in their middle (about one schedule in three gets some).
+    func withGC(using rng: inout some RandomNumberGenerator) -> SimSchedule {
+        guard Int.random(in: 0..<3, using: &rng) == 0 else { return self }
+        var result = self
+        result.steps = []
+        for var step in steps {
+            if Int.random(in: 0..<6, using: &rng) == 0 {
+                let policy = Int.random(in: 0..<4, using: &rng) == 0 ? 1 : 0
+                let crashAt = Int.random(in: 0..<4, using: &rng) == 0 ? Int.random(in: 0..<8, using: &rng) : nil
+                result.steps.append(Step(0, .gc(policy: policy, crashAt: crashAt)))
+            }
+            if case .sync(nil, let full) = step.action, Int.random(in: 0..<8, using: &rng) == 0 {
+                step.action = .sync(.gc(at: Int.random(in: 0..<16, using: &rng)), full: full)
             }
             result.steps.append(step)
         }
@@ -340,6 +368,7 @@ extension SimSchedule.Action {
         case .sync(nil, true): return [.sync(nil, full: false)]
         case .edit(let target, let edit, let style) where style != .inPlace: return [.edit(target, edit, .inPlace)]
         case .serverFault(.loseEntry(let fromEnd)) where fromEnd > 0: return [.serverFault(.loseEntry(fromEnd: 0))]
+        case .gc(let policy, let crashAt?): return [.gc(policy: policy, crashAt: nil)]
         default: return []
         }
     }
@@ -363,6 +392,7 @@ extension SimSchedule.Action {
         case .deleteMost: ".deleteMost"
         case .approveDeletes: ".approveDeletes"
         case .restore(let target, let back): ".restore(\(target.code), back: \(back))"
+        case .gc(let policy, let crashAt): ".gc(policy: \(policy), crashAt: \(crashAt.map(String.init) ?? "nil"))"
         }
     }
 }
@@ -396,6 +426,7 @@ extension SimSchedule.Fault {
         case .userEdit(let at, let target): ".userEdit(at: \(at), \(target.code))"
         case .userEditThenCrash(let at, let target, let crashAt): ".userEditThenCrash(at: \(at), \(target.code), crashAt: \(crashAt))"
         case .race(let at, let device): ".race(at: \(at), device: \(device))"
+        case .gc(let at): ".gc(at: \(at))"
         }
     }
 

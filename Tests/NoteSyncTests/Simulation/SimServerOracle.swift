@@ -67,6 +67,13 @@ enum SimServerOracle {
                 chain = nil
                 token = next
             case .missing:
+                // Format 3: gc compacted the log past the device's token; the newest snapshot after it whose entry
+                // proves it (or, that entry lost, the entry after it names it) holds what came before.
+                if marker.format >= 3, let (seq, known) = try compactionPoint(layout, after: token) {
+                    token = seq
+                    chain = known
+                    continue
+                }
                 if token > 0 {
                     switch try slot(layout, token) {
                     case .missing:
@@ -111,6 +118,22 @@ enum SimServerOracle {
     /// where it may meet another condition first.
     static func hasVoids(serverRoot: String) throws -> Bool {
         !(try FileIO.list(ServerLayout(root: serverRoot).voidsDirectory) ?? []).isEmpty
+    }
+
+    private static func compactionPoint(_ layout: ServerLayout, after token: Int64) throws -> (Int64, ContentDigest)? {
+        let names = (try FileIO.list(layout.snapshotsDirectory) ?? []).compactMap { ServerLayout.sequence(ofFileName: $0) }
+        for seq in names.sorted(by: >) where seq > token {
+            guard let data = try FileIO.read(layout.snapshotPath(seq)),
+                let snapshot = try? SealedFile.open(data, kind: "snapshot", as: Snapshot.self), let known = snapshot.chain
+            else { continue }
+            switch try slot(layout, seq) {
+            case .entry(let entry, let digest) where (entry.void.map { $0.lost ?? digest } ?? digest) == known: return (seq, known)
+            case .missing:
+                if case .entry(let next, _) = try slot(layout, seq + 1), next.prev == known { return (seq, known) }
+            default: break
+            }
+        }
+        return nil
     }
 
     private enum Slot {

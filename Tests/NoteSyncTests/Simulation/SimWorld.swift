@@ -311,13 +311,15 @@ struct SimFindings: CustomStringConvertible, Sendable {
     /// A device a server fault affects that synced (or ran a dry run) without reporting it, or reported another
     /// condition than the one it finds: the rule *no device silently stops syncing* (SimServerOracle.swift).
     var silentStops: [String] = []
+    /// A text the server's heads or the versions its retention keeps reference, missing from the server (gc).
+    var missingTexts: [String] = []
 
     var all: [(String, [String])] {
         [
             ("harness", harness), ("lost writes", lostWrites), ("unrequested deletes", unrequestedDeletes),
             ("convergence", convergence), ("termination", termination), ("idempotence", idempotence),
             ("self-echo", selfEcho), ("confinement", confinement), ("offline", offline), ("dry run", dryRun),
-            ("silent stops", silentStops)
+            ("silent stops", silentStops), ("missing texts", missingTexts)
         ]
     }
 
@@ -359,6 +361,10 @@ struct SimFigures: Sendable {
     var massDeletes = 0
     var heldSyncs = 0
     var restores = 0
+    /// gc runs (format 3), those killed at one of their fault points, and the files their sweeps removed.
+    var gcRuns = 0
+    var gcKills = 0
+    var gcRemoved = 0
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
     var violations = 0
@@ -383,6 +389,9 @@ struct SimFigures: Sendable {
         massDeletes += other.massDeletes
         heldSyncs += other.heldSyncs
         restores += other.restores
+        gcRuns += other.gcRuns
+        gcKills += other.gcKills
+        gcRemoved += other.gcRemoved
         failedSchedules += other.failedSchedules
         violations += other.violations
         crashPoints.merge(other.crashPoints, uniquingKeysWith: +)

@@ -45,6 +45,7 @@ import Testing
                 + "healing-rounds=\(figures.healingRounds) server-faults=\(figures.serverFaults) recoveries=\(figures.recoveries) "
                 + "fault-reports=\(figures.faultReports) "
                 + "mass-deletes=\(figures.massDeletes) held-syncs=\(figures.heldSyncs) restores=\(figures.restores) "
+                + "gc-runs=\(figures.gcRuns) gc-kills=\(figures.gcKills) gc-removed=\(figures.gcRemoved) "
                 + "violations=\(figures.violations) failed-schedules=\(figures.failedSchedules) "
                 + "seconds=\(Int(elapsed)) rate=\(String(format: "%.1f", Double(figures.schedules) / max(elapsed, 0.001)))/s"
         }
