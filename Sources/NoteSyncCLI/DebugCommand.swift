@@ -7,7 +7,7 @@ struct DebugCommand: ParsableCommand {
         commandName: "debug",
         abstract: "Tools for tests and benchmarks.",
         shouldDisplay: false,
-        subcommands: [CommitLoad.self]
+        subcommands: [CommitLoad.self, HistoryLoad.self]
     )
 }
 

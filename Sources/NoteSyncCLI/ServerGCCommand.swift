@@ -48,8 +48,9 @@ struct ServerGC: ParsableCommand {
             }
             let would = dryRun ? "would " : ""
             print("policy: \(report.policy)")
-            print("log read to entry \(report.end); \(report.versionsKept) versions kept, \(report.versionsDropped) dropped"
-                + (report.tombstonesDropped > 0 ? ", \(report.tombstonesDropped) deletes forgotten" : ""))
+            print(
+                "log read to entry \(report.end); \(report.versionsKept) versions kept, \(report.versionsDropped) dropped"
+                    + (report.tombstonesDropped > 0 ? ", \(report.tombstonesDropped) deletes forgotten" : ""))
             if let snapshot = report.snapshot { print("\(would)compact the log at entry \(snapshot) (snapshot \(snapshot))") }
             print("\(would)mark \(report.assetsMarked) texts no kept version references (\(ByteFormat.string(report.bytesMarked)))")
             print(
@@ -95,7 +96,9 @@ struct ServerRetention: ParsableCommand {
                 try store.setRetentionPolicy(policy)
                 print("retention set: \(policy)")
             } else {
-                print("retention: \(policy)" + (store.hasRetention ? "" : " (format \(store.marker.format): not applied until `notesync server upgrade`)"))
+                print(
+                    "retention: \(policy)"
+                        + (store.hasRetention ? "" : " (format \(store.marker.format): not applied until `notesync server upgrade`)"))
             }
             print("deletes are remembered for \(RetentionPolicy.format(policy.horizon)) and until every device has seen them")
             return ExitCodes.ok

@@ -54,7 +54,8 @@ import Testing
         try t.write(t.a, "kept.md", "kept, edited\n")
         try t.sync(t.a)
         for file in try FileManager.default.contentsOfDirectory(atPath: t.server + "/devices") {
-            let info = try JSONDecoder().decode(DeviceInfo.self, from: Data(contentsOf: URL(fileURLWithPath: t.server + "/devices/" + file)))
+            let info = try JSONDecoder().decode(
+                DeviceInfo.self, from: Data(contentsOf: URL(fileURLWithPath: t.server + "/devices/" + file)))
             if info.name == "bob" { try FileManager.default.removeItem(atPath: t.server + "/devices/" + file) }
         }
         _ = try t.expectOK(["server", "retention", t.server, "--all", "0", "--hourly", "0", "--daily", "0", "--weekly", "0"])

@@ -91,7 +91,9 @@ import Testing
         var state = ZoneState()
         let start = now - 3 * 3600 * Self.second
         for step in 0..<120 {
-            try save(store, &state, "a.md", "autosave \(step) " + String(repeating: "text ", count: 200), at: start + Int64(step) * 30 * Self.second)
+            try save(
+                store, &state, "a.md", "autosave \(step) " + String(repeating: "text ", count: 200),
+                at: start + Int64(step) * 30 * Self.second)
         }
         try save(store, &state, "b.md", "recent", at: now - 60 * Self.second)
         let before = try store.listAssets().count
@@ -163,7 +165,9 @@ import Testing
             try save(store, &state, "n\(step % 4).md", "v\(step)", at: now - 3 * 3600 * Self.second + Int64(step) * 60 * Self.second)
         }
         let hooks = FaultPoint.Hooks.once(at: point) { throw NoteSyncError(.io, "killed") }
-        #expect(throws: NoteSyncError.self) { try FaultPoint.with(hooks) { _ = try store.collectGarbage(grace: 0, dryRun: false, now: now) } }
+        #expect(throws: NoteSyncError.self) {
+            try FaultPoint.with(hooks) { _ = try store.collectGarbage(grace: 0, dryRun: false, now: now) }
+        }
         func check() throws {
             let fsck = try ServerFsck(store: store).run(repair: false)
             #expect(fsck.findings.allSatisfy { $0.kind == .tempFile }, "\(point): \(fsck.findings)")

@@ -23,21 +23,21 @@ struct CommitPacer {
     /// The settled paths to sync now; each save within the pace of its note's last commit waits instead.
     mutating func admit(_ paths: [String], at now: Instant, isSave: (String) -> Bool) -> [String] {
         guard pace > .zero else { return paths }
-        var now_: [String] = []
+        var ready: [String] = []
         for path in paths {
             if let due = deferred[path] {
                 // Already waiting: the save joins it (its text is read when it goes).
-                if due <= now { now_.append(path) }
+                if due <= now { ready.append(path) }
                 continue
             }
             if isSave(path), let last = lastCommit[path], now - last < pace {
                 deferred[path] = last + pace
             } else {
-                now_.append(path)
+                ready.append(path)
             }
         }
-        for path in now_ { deferred[path] = nil }
-        return now_
+        for path in ready { deferred[path] = nil }
+        return ready
     }
 
     /// The waiting saves whose time has come (or every one, `flushing`: the agent is stopping).

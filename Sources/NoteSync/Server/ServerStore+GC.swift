@@ -232,7 +232,8 @@ extension ServerStore {
     /// references and no writer touched since the mark, the entries below the mark's snapshot (which must read), and
     /// older snapshots. Then the mark.
     func sweep(
-        grace: Int64, now: Int64, dryRun: Bool, pending: (assets: [ContentDigest], snapshot: Int64, live: Set<ContentDigest>)?, report: inout GCReport
+        grace: Int64, now: Int64, dryRun: Bool, pending: (assets: [ContentDigest], snapshot: Int64, live: Set<ContentDigest>)?,
+        report: inout GCReport
     ) throws {
         var due: [(path: String, mtime: Int64, mark: GCMark)] = []
         for name in try FileIO.list(layout.marksDirectory) ?? [] {
@@ -294,7 +295,8 @@ extension ServerStore {
     /// Removes every entry file in a slot below `seq`, and the log folders that leaves empty.
     private func removeEntries(below seq: Int64, dryRun: Bool, report: inout GCReport) throws {
         let lastShard = ServerLayout.shardName(of: seq)
-        for shard in (try FileIO.list(layout.logDirectory) ?? []).sorted() where shard <= lastShard && shard.utf8.count == lastShard.utf8.count {
+        for shard in (try FileIO.list(layout.logDirectory) ?? []).sorted()
+        where shard <= lastShard && shard.utf8.count == lastShard.utf8.count {
             let folder = layout.logDirectory + "/" + shard
             guard let (entries, infos) = try FileIO.listEntriesWithInfo(folder) else { continue }
             var left = 0
@@ -324,7 +326,10 @@ extension ServerStore {
     /// that takes it runs gc now, and no agent runs it again before the lease expires. Written with a rename over the
     /// old lease: two devices may both take it at once, which only doubles the work. gc is correct without it.
     public func takeGCLease(seconds: Int64, now: Int64 = Clock.nowNanoseconds()) -> Bool {
-        struct Lease: Codable { var device: String; var until: Int64 }
+        struct Lease: Codable {
+            var device: String
+            var until: Int64
+        }
         if let data = try? FileIO.read(layout.gcLease, limit: 1 << 12), let lease = try? JSONDecoder().decode(Lease.self, from: data),
             lease.until > now
         {
@@ -381,14 +386,19 @@ extension ServerStore {
         var usage = ServerUsage()
         let (_, state, versions, _) = try readVersions()
         usage.logEnd = state.token
-        usage.policy = (hasRetention ? try retentionPolicy().policy : RetentionPolicy.default).description
+        usage.policy =
+            (hasRetention ? try retentionPolicy().policy : RetentionPolicy.default).description
             + (hasRetention ? "" : " (not applied: format \(marker.format); `server upgrade` first)")
         var live = Set<ContentDigest>()
         for head in state.heads.values { if let text = head.text { live.insert(text.sha256) } }
         // Each older text, by its newest version's age.
         var newest: [ContentDigest: Int64] = [:]
         for list in versions.values {
-            for version in list { if let text = version.text, !live.contains(text.sha256) { newest[text.sha256] = max(newest[text.sha256] ?? 0, version.time) } }
+            for version in list {
+                if let text = version.text, !live.contains(text.sha256) {
+                    newest[text.sha256] = max(newest[text.sha256] ?? 0, version.time)
+                }
+            }
         }
         let bands: [(String, Int64)] = [
             ("under 1 hour", RetentionPolicy.hour), ("under 1 day", RetentionPolicy.day),

@@ -88,5 +88,4 @@ extension ServerStore {
         }
     }
 
-
 }

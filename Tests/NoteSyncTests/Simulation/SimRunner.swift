@@ -306,7 +306,9 @@ final class SimRunner {
                 try store.collectGarbage(grace: 0, dryRun: false, policy: chosen, now: clock.advance(by: 1_000))
             }
             figures.gcRemoved += report.assetsRemoved + report.entriesRemoved + report.snapshotsRemoved
-            trace("  gc: end \(report.end), snapshot \(report.snapshot.map(String.init) ?? "none"), removed \(report.assetsRemoved) texts, \(report.entriesRemoved) entries")
+            trace(
+                "  gc: end \(report.end), snapshot \(report.snapshot.map(String.init) ?? "none"), removed \(report.assetsRemoved) texts, \(report.entriesRemoved) entries"
+            )
         } catch let crash as SimulatedCrash {
             figures.gcKills += 1
             trace("  gc killed at \(crash.point)")
