@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -783,6 +784,94 @@ def sshfs_bench(binary, template, corpus, work, seed, edits, gap, poll, failures
     return result
 
 
+def history_load(binary, server, scenario, logfile, *extra):
+    """One `debug history-load` run on a new server: its JSON figures."""
+    subprocess.run([binary, "server", "init", server], check=True, stdout=subprocess.DEVNULL)
+    with open(logfile, "a") as err:
+        out = subprocess.run([binary, "debug", "history-load", "--server", server, "--scenario", scenario, *extra],
+                             check=True, stdout=subprocess.PIPE, stderr=err, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def server_life_bench(binary, work, seed, scale_notes, scale_entries, failures):
+    """The server over time, written in simulated time (nobody waits an hour or a year): an hour of autosave as
+    format 2 kept it (every save a full copy) and as format 3 with the agent's pace, compression and gc; a year of
+    daily writing with gc every night; gc on a big log."""
+    out = {}
+    logfile = os.path.join(work, "server-life.log")
+    try:
+        today = os.path.join(work, "life-format2")
+        subprocess.run([binary, "server", "init", today], check=True, stdout=subprocess.DEVNULL)
+        marker = os.path.join(today, "notesync-server.json")
+        with open(marker) as f:
+            text = f.read()
+        with open(marker, "w") as f:
+            f.write(re.sub(r'"format" : 3', '"format" : 2', text))
+        with open(logfile, "a") as err:
+            raw = subprocess.run([binary, "debug", "history-load", "--server", today, "--scenario", "autosave",
+                                  "--pace", "0", "--seed", str(seed)],
+                                 check=True, stdout=subprocess.PIPE, stderr=err, text=True).stdout
+        out["autosave_today"] = json.loads(raw.strip().splitlines()[-1])
+        TRASH.discard(today)
+        server = os.path.join(work, "life-autosave")
+        out["autosave"] = history_load(binary, server, "autosave", logfile, "--seed", str(seed))
+        TRASH.discard(server)
+        server = os.path.join(work, "life-year")
+        out["year"] = history_load(binary, server, "year", logfile, "--seed", str(seed))
+        TRASH.discard(server)
+        server = os.path.join(work, "life-scale")
+        out["scale"] = history_load(binary, server, "scale", logfile, "--seed", str(seed), "--notes",
+                                    str(scale_notes), "--entries", str(scale_entries))
+        TRASH.discard(server)
+    except (subprocess.CalledProcessError, OSError, ValueError) as error:
+        failures.append(f"server over time: {error} (see {logfile})")
+    return out
+
+
+def server_life_rows(life, ntools):
+    blank = [""] * (ntools - 1)
+    rows = []
+    today, auto = life.get("autosave_today"), life.get("autosave")
+    if today and auto:
+        base = today["before"]["bytes"]
+
+        def cell(usage):
+            return f"{usage['bytes'] / 1e6:.2f} MB, {usage['files']:,} files"
+
+        title = (f"server: 1 h of autosave ({auto['saves']:,} saves of a {auto['noteBytes'] / 1e3:.0f} KB note, "
+                 f"one every 0.5 s)")
+        rows += [
+            [title, "format 2, every save kept", cell(today["before"])] + blank + [""],
+            ["", f"format 3, paced ({auto['commits']} commits)", cell(auto["before"])] + blank + [""],
+            ["", "after gc, default policy", cell(auto["afterDefault"])] + blank
+            + [f"≤5 % of format 2 {mark(auto['afterDefault']['bytes'] <= 0.05 * base)} "
+               f"({100 * auto['afterDefault']['bytes'] / base:.1f} %)"],
+            ["", "after gc --all 0", cell(auto["afterAll0"])] + blank + [""],
+            ["", "after gc a day later", cell(auto["afterDefaultNextDay"])] + blank + [""],
+        ]
+    year = life.get("year")
+    if year:
+        for index, point in enumerate(year["checkpoints"]):
+            ok = point["ratio"] < 3
+            rows.append([f"server: a year of daily writing, gc nightly ({year['commits']:,} commits)" if index == 0
+                         else "", f"day {point['day']}: server / live text",
+                         f"{point['bytes'] / 1e6:.2f} MB / {point['liveTextBytes'] / 1e6:.2f} MB = "
+                         f"{point['ratio']:.2f}"] + blank + [f"<3 {mark(ok)}" if point["day"] == 365 else ""])
+        rows.append(["", "slowest nightly gc s", f"{year['gcSecondsMax']:.2f}"] + blank + [""])
+    scale = life.get("scale")
+    if scale:
+        rows += [
+            [f"server: gc of {scale['notes']:,} notes and {scale['entries']:,} log entries", "wall s",
+             f"{scale['gcSeconds']:.1f}"] + blank + [""],
+            ["", "peak RSS MB", f"{scale['peakResidentMB']:.0f}"] + blank + [""],
+            ["", "server before → after", f"{scale['before']['bytes'] / 1e6:.0f} MB, {scale['before']['files']:,} files"
+             f" → {scale['after']['bytes'] / 1e6:.0f} MB, {scale['after']['files']:,} files"] + blank + [""],
+        ]
+    if not rows:
+        rows.append(["server over time", "(failed or skipped)", "—"] + blank + [""])
+    return rows
+
+
 def percentile(sorted_values, p):
     """Nearest-rank percentile of an ascending list."""
     rank = max(1, -(-len(sorted_values) * p // 100))
@@ -961,14 +1050,19 @@ def main():
     parser.add_argument("--sshfs-edits", type=int, default=100, help="timed edits each way across sshfs")
     parser.add_argument("--sshfs-poll", type=float, default=0.25,
                         help="--poll-interval of the agent behind the sshfs mount, in seconds")
+    parser.add_argument("--skip-server-life", action="store_true",
+                        help="leave out the server over time (autosave hour, year of writing, gc on a big log)")
+    parser.add_argument("--gc-scale-notes", type=int, default=100_000, help="notes of the big-log gc figure")
+    parser.add_argument("--gc-scale-entries", type=int, default=1_000_000, help="log entries of the big-log gc figure")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", help="where the folders go (default: a new folder in $TMPDIR, removed after)")
     parser.add_argument("--json", default="bench-results.json", help="where the results go as JSON")
     args = parser.parse_args()
     if args.quick:
         args.runs, args.notes, args.agent_edits, args.idle_seconds, args.sshfs_edits = 2, 2_000, 50, 10, 30
+        args.gc_scale_notes, args.gc_scale_entries = 10_000, 20_000
     if args.only_sshfs:
-        args.skip_one_shot = args.skip_agent = True
+        args.skip_one_shot = args.skip_agent = args.skip_server_life = True
         args.skip_sshfs = False
         args.tools = "notesync"
     if not args.notesync or not os.access(args.notesync, os.X_OK):
@@ -1032,6 +1126,11 @@ def main():
             log(f"agent-served diff and sync, {args.large_notes} notes, {args.served_runs} runs")
             results["large_served"] = served_bench(args.notesync, ltemplate, lcorpus, work, args.served_runs, failures)
         TRASH.discard(ltemplate)
+    if not args.skip_server_life and "notesync" in names:
+        log(f"server over time: autosave hour, year of writing, gc on {args.gc_scale_notes:,} notes and "
+            f"{args.gc_scale_entries:,} entries")
+        results["server_life"] = server_life_bench(args.notesync, work, args.seed, args.gc_scale_notes,
+                                                   args.gc_scale_entries, failures)
     results["seconds"] = time.perf_counter() - started
     info["loadavg_end"] = os.getloadavg()
 
@@ -1053,6 +1152,8 @@ def main():
                               targets_100k if args.large_notes == 100_000 else (lambda *_: ""))
     if "large_served" in results:
         rows += served_rows(results["large_served"], len(names) + len(others))
+    if "server_life" in results:
+        rows += server_life_rows(results["server_life"], len(names) + len(others))
     table = render(rows, header)
     results["table"] = table
 

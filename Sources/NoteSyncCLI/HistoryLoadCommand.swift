@@ -43,7 +43,7 @@ struct HistoryLoad: ParsableCommand {
     /// kept (`--all 0`), and with the default policy a day later.
     private func autosave(_ store: ServerStore, _ rng: inout SplitMix, _ result: inout [String: Any]) throws {
         let start = Clock.nowNanoseconds() - 3600 * Self.second
-        var words = Self.prose(words: 3_700, &rng)
+        var words = Self.prose(words: 4_300, &rng)
         var state = ZoneState()
         let name = try RecordName(validating: "journal/today.md")
         var pacer = Pacer(pace: Int64(pace * 1e9))
@@ -198,7 +198,7 @@ struct HistoryLoad: ParsableCommand {
             if pending.count == 1_000 || step == entries - 1 {
                 let refs = try store.putAssets(pending)
                 for (offset, ref) in refs.enumerated() {
-                    let at = start + span * Int64(step - refs.count + 1 + offset) / Int64(entries)
+                    let at = start + span / Int64(entries) * Int64(step - refs.count + 1 + offset)
                     try write([.save(names[picks[offset]], base: tags[picks[offset]], text: ref, modified: at)], at: at)
                     tags[picks[offset]] = seq
                 }

@@ -121,6 +121,44 @@ import Testing
         #expect(again.snapshot == nil && again.assetsRemoved == 0 && again.entriesRemoved == 0)
     }
 
+    /// An idle server still thins: with nothing committed since the last snapshot, gc writes that snapshot again,
+    /// thinner, when time has passed or the policy keeps less, and sweeps what it no longer keeps.
+    @Test func anIdleServerThinsAsTimePassesAndWhenThePolicyChanges() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let start = now - 50 * 60 * Self.second
+        for step in 0..<40 { try save(store, &state, "a.md", "autosave \(step)", at: start + Int64(step) * 60 * Self.second) }
+        // Within the first hour: every version is kept.
+        let first = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(first.snapshot == 40 && first.assetsRemoved == 0 && first.versionsKept == 40, "\(first)")
+        // Nothing new, nothing to thin: nothing is written.
+        let listing = try treeListing(store.layout.root)
+        let idle = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(idle.snapshot == nil && idle.assetsRemoved == 0)
+        #expect(try treeListing(store.layout.root) == listing)
+        // A policy that keeps nothing younger than an hour: a dry run says what goes and writes nothing.
+        var noAll = RetentionPolicy.default
+        noAll.all = 0
+        let preview = try store.collectGarbage(grace: 0, dryRun: true, policy: noAll, now: now)
+        #expect(preview.snapshot == 40 && preview.assetsRemoved >= 36, "\(preview)")
+        #expect(try treeListing(store.layout.root) == listing)
+        let thinned = try store.collectGarbage(grace: 0, dryRun: false, policy: noAll, now: now)
+        #expect(thinned.snapshot == 40 && thinned.assetsRemoved == preview.assetsRemoved, "\(thinned)")
+        #expect(try store.listAssets().count == 40 - thinned.assetsRemoved)
+        // Two days later the default policy keeps one a day: the head.
+        let later = try store.collectGarbage(grace: 0, dryRun: false, now: now + 2 * RetentionPolicy.day * Self.second)
+        #expect(try store.listAssets().count == 1, "\(later)")
+        let versions = try store.history(of: try name("a.md"))
+        #expect(versions.map(\.seq) == [40])
+        _ = try store.readAsset(try #require(versions.last?.change.text))
+        let fsck = try ServerFsck(store: store).run(repair: false)
+        #expect(fsck.isClean, "\(fsck.findings)")
+        var fresh = ZoneState()
+        try store.fetch(into: &fresh)
+        #expect(fresh.token == 40 && fresh.heads == state.heads)
+    }
+
     /// A device whose token is below the compaction point jumps to the snapshot, then reads on.
     @Test func aDeviceBehindTheCompactionJumpsToTheSnapshot() throws {
         let dir = try TempDirectory()

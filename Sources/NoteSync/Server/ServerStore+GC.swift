@@ -142,18 +142,25 @@ extension ServerStore {
                 heads.append(Snapshot.Head(name: name, head: current, time: times[current.tag] ?? head.time))
             }
         }
-        // Compaction: a snapshot at the end, unless the last one is there already.
+        // Compaction: a snapshot at the end. When the last one is there already (nothing committed since), it is
+        // written again only if the policy now keeps less of it (time has passed, or the policy changed): the same
+        // state at the same entry, with a thinner history, replacing the file in one rename.
         var snapshotSeq = base?.seq ?? 0
-        if state.token > (base?.seq ?? 0) {
+        let rethin = base != nil && state.token == base!.seq && (report.versionsDropped > 0 || report.tombstonesDropped > 0)
+        if state.token > (base?.seq ?? 0) || rethin {
             var snapshot = Snapshot(state: state, device: device, time: now)
             snapshot.heads = heads
             snapshot.history = history
             report.snapshot = state.token
             snapshotSeq = state.token
-            if !dryRun {
+            if dryRun {
+                // Judged against what it keeps (the pending mark below).
+            } else {
                 let data = try SealedFile.seal(snapshot, kind: "snapshot")
                 try FileIO.makeDirectory(layout.snapshotsDirectory)
-                if try publish(data, as: layout.snapshotPath(state.token), suffix: "snapshot") == .published {
+                if rethin {
+                    try replace(data, at: layout.snapshotPath(state.token), suffix: "snapshot")
+                } else if try publish(data, as: layout.snapshotPath(state.token), suffix: "snapshot") == .published {
                     try FileIO.syncDirectory(layout.snapshotsDirectory)
                 }
                 try FaultPoint.hit("gc.snapshotWritten")
@@ -171,7 +178,8 @@ extension ServerStore {
             report.bytesMarked += Int64(info.st_size)
         }
         report.assetsMarked = marked.count
-        if !dryRun && (!marked.isEmpty || snapshotSeq > 0) {
+        // An idle server (nothing new, nothing to thin, nothing left below the snapshot) gets no mark: gc wrote nothing.
+        if !dryRun && (!marked.isEmpty || report.snapshot != nil || (snapshotSeq > 0 && hasEntries(below: snapshotSeq))) {
             try writeMark(GCMark(time: now, device: device, snapshot: snapshotSeq, assets: marked))
             try FaultPoint.hit("gc.marked")
         }
@@ -208,6 +216,16 @@ extension ServerStore {
             }
         }
         return found
+    }
+
+    /// Writes `data` over the file at `destination` in one rename (a snapshot written again, thinner).
+    private func replace(_ data: Data, at destination: String, suffix: String) throws {
+        try requireWritable()
+        let temp = layout.tempPath(device: device, suffix: suffix)
+        try FileIO.createAndSync(temp, data)
+        defer { unlink(temp) }
+        guard rename(temp, destination) == 0 else { throw NoteSyncError.posix("rename", path: destination, errno: errno) }
+        try FileIO.syncDirectory((destination as NSString).deletingLastPathComponent)
     }
 
     private func writeMark(_ mark: GCMark) throws {
@@ -290,6 +308,14 @@ extension ServerStore {
             }
         }
         if !dryRun { try? FileIO.syncDirectory(layout.marksDirectory) }
+    }
+
+    /// Whether any entry file is left in a slot below `seq` (the oldest log folder is enough to tell).
+    private func hasEntries(below seq: Int64) -> Bool {
+        guard let shard = ((try? FileIO.list(layout.logDirectory)) ?? []).filter({ $0.utf8.count == 6 }).min(),
+            let names = try? FileIO.list(layout.logDirectory + "/" + shard)
+        else { return false }
+        return names.contains { name in Int64(name.prefix { $0.isNumber }).map { $0 < seq } ?? false }
     }
 
     /// Removes every entry file in a slot below `seq`, and the log folders that leaves empty.
