@@ -159,6 +159,52 @@ import Testing
         #expect(fresh.token == 40 && fresh.heads == state.heads)
     }
 
+    /// gc judges only a log it reads whole (soak seed 3338123424186726456: the entry a snapshot is anchored on was
+    /// held back by a replicating tool, the log read empty, and gc removed every text). With the snapshot's entry
+    /// missing, or a device ahead of the log, gc stops with the path and the fix and removes nothing; once the log
+    /// reads whole again, it runs.
+    @Test func gcStopsOnALogItCannotReadWhole() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        for step in 0..<6 { try save(store, &state, "n\(step % 2).md", "v\(step)", at: now - 3 * 3600 * Self.second) }
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        try save(store, &state, "n0.md", "v6", at: now)
+        let assets = try store.listAssets().count
+        // The anchor of snapshot 6 and the entry after it away (not delivered yet).
+        let held = dir.sub("held")
+        try FileIO.makeDirectory(held)
+        for seq: Int64 in [6, 7] { #expect(rename(store.layout.entryPath(seq), held + "/\(seq)") == 0) }
+        for dryRun in [true, false] {
+            #expect {
+                try store.collectGarbage(grace: 0, dryRun: dryRun, now: now + RetentionPolicy.day * Self.second)
+            } throws: { error in
+                let error = try #require(error as? NoteSyncError)
+                return error.kind == .logGap && error.path == store.layout.entryPath(6) && error.fix != nil
+            }
+        }
+        #expect(try store.listAssets().count == assets)
+        for seq: Int64 in [6, 7] { #expect(rename(held + "/\(seq)", store.layout.entryPath(seq)) == 0) }
+        // A device that has read further than the log ends (entry 7 lost, a server restored from an older copy).
+        try store.writeDeviceInfo(DeviceInfo(id: "dev-b", name: "b", lastSeen: now, token: 7))
+        #expect(rename(store.layout.entryPath(7), held + "/7") == 0)
+        #expect {
+            try store.collectGarbage(grace: 0, dryRun: false, now: now + RetentionPolicy.day * Self.second)
+        } throws: { error in
+            let error = try #require(error as? NoteSyncError)
+            return error.kind == .serverMismatch && error.path == store.layout.devicesDirectory + "/dev-b.json"
+        }
+        #expect(try store.listAssets().count == assets)
+        // The log whole again: gc runs, and every head reads.
+        #expect(rename(held + "/7", store.layout.entryPath(7)) == 0)
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now + RetentionPolicy.day * Self.second)
+        var fresh = ZoneState()
+        try store.fetch(into: &fresh)
+        for head in fresh.heads.values { _ = try store.readAsset(try #require(head.text)) }
+        let fsck = try ServerFsck(store: store).run(repair: false)
+        #expect(fsck.isClean, "\(fsck.findings)")
+    }
+
     /// A device whose token is below the compaction point jumps to the snapshot, then reads on.
     @Test func aDeviceBehindTheCompactionJumpsToTheSnapshot() throws {
         let dir = try TempDirectory()

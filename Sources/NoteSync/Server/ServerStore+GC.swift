@@ -73,11 +73,35 @@ extension ServerStore {
         return (base, state, versions, times)
     }
 
-    /// The tokens of the devices registered in `devices/`.
-    func deviceTokens() -> [Int64] {
-        ((try? FileIO.list(layout.devicesDirectory)) ?? []).compactMap { file -> Int64? in
+    /// gc judges only a log it reads whole: it stops when a snapshot is newer than the end it read (the entry a
+    /// snapshot is anchored on is missing) or a registered device has read further than that end (entries lost, or
+    /// not delivered yet by a replicating tool, or a server restored from an older copy). Removing texts then could
+    /// remove what the missing entries reference.
+    func requireWholeLog(end: Int64, devices: [(id: String, token: Int64)]) throws {
+        if let newest = try snapshotSequences().first, newest > end {
+            throw NoteSyncError(
+                .logGap, path: layout.entryPath(newest),
+                "gc stops: snapshot \(newest) is on the server but the log ends at entry \(end) (entry \(newest) is missing)",
+                fix: "run `notesync server fsck \(layout.root)`; if a replicating tool has not delivered the log yet, "
+                    + "wait and run gc again; gc removes nothing until the log reads whole")
+        }
+        if let ahead = devices.filter({ $0.token > end }).max(by: { $0.token < $1.token }) {
+            throw NoteSyncError(
+                .serverMismatch, path: layout.devicesDirectory + "/" + ahead.id + ".json",
+                "gc stops: device \(ahead.id) has read the log up to entry \(ahead.token), but it ends at entry \(end) "
+                    + "(entries lost or not delivered yet, or a server restored from an older copy)",
+                fix: "if a newer copy of the server exists, put it back; otherwise sync that device (it reports the "
+                    + "server behind it and `notesync recover` pushes again what the server lost); gc runs once no "
+                    + "device is ahead of the log (a device that will never sync again: remove its file)")
+        }
+    }
+
+    /// The devices registered in `devices/` with their tokens.
+    func deviceTokenList() -> [(id: String, token: Int64)] {
+        ((try? FileIO.list(layout.devicesDirectory)) ?? []).compactMap { file -> (id: String, token: Int64)? in
             guard file.hasSuffix(".json") else { return nil }
-            return deviceInfo(String(file.dropLast(5)))?.token
+            let id = String(file.dropLast(5))
+            return deviceInfo(id).map { (id, $0.token) }
         }
     }
 
@@ -121,9 +145,19 @@ extension ServerStore {
         if !dryRun { try requireWritable() }
         let policy = try override ?? retentionPolicy().policy
         var report = GCReport(dryRun: dryRun, policy: policy.description, end: 0)
+        // The devices' tokens before the log: a device writes its token after it read or committed up to it, so
+        // every token read first is at most the end read next, unless the server lost entries.
+        let registered = deviceTokenList()
+        let tokens = registered.map(\.token)
         let (base, state, versions, times) = try readVersions()
         report.end = state.token
-        let tokens = deviceTokens()
+        try requireWholeLog(end: state.token, devices: registered)
+        // An empty log keeps nothing and has nothing to compact: a first sync's texts are on their way to entry 1,
+        // or the log has not arrived yet (a replicated server). Nothing is marked.
+        if state.token == 0 {
+            report.seconds = 0
+            return report
+        }
         var heads: [Snapshot.Head] = []
         var history: [RecordVersion] = []
         var live = Set<ContentDigest>()
@@ -238,7 +272,9 @@ extension ServerStore {
 
     /// The assets the newest readable snapshot and every entry after it reference: what must stay.
     func liveAssets() throws -> (texts: Set<ContentDigest>, snapshot: Int64) {
-        let (base, _, versions, _) = try readVersions()
+        let (base, state, versions, _) = try readVersions()
+        // Judged on a log read whole only (see requireWholeLog): otherwise no asset is judged unreferenced.
+        try requireWholeLog(end: state.token, devices: [])
         var texts = base.map(Self.texts(of:)) ?? []
         for list in versions.values {
             for version in list where version.seq > (base?.seq ?? 0) { if let text = version.text { texts.insert(text.sha256) } }

@@ -658,6 +658,64 @@ import Testing
                 ]))
     }
 
+    /// Soak seed 3338123424186726456: after a compaction at entry 3, entry 3 was held back (a replicating tool that
+    /// had not delivered it) and the entries below it were gone: the log read empty, and gc marked and removed
+    /// every text the snapshot kept. gc now stops on a log it cannot read whole.
+    @Test func gcOnALogWhoseSnapshotEntryIsHeldRemovesNothing() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(3, .sync(nil, full: true)),
+                    .init(3, .edit(.existing(4), .append, .renameOver)),
+                    .init(0, .sync(.userEdit(at: 0, .pool(2)), full: false)),
+                    .init(0, .goOffline),
+                    .init(1, .edit(.pool(4), .append, .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(3, .restore(.pool(3), back: 3)),
+                    .init(0, .gc(policy: 0, crashAt: 3)),
+                    .init(2, .edit(.pool(1), .changeLine(3), .vim)),
+                    .init(2, .sync(.gc(at: 4), full: false)),
+                    .init(1, .edit(.pool(0), .append, .emacs)),
+                    .init(0, .goOffline),
+                    .init(0, .serverFault(.backup)),
+                    .init(3, .edit(.existing(7), .changeLine(5), .inPlace)),
+                    .init(0, .edit(.pool(5), .changeLine(1), .emacs)),
+                    .init(0, .serverFault(.deliverHeld)),
+                    .init(0, .gc(policy: 1, crashAt: nil)),
+                    .init(3, .sync(.gc(at: 8), full: false)),
+                    .init(3, .restore(.existing(4), back: 3)),
+                    .init(3, .deleteFolder(.pool(3))),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .sync(.crashAtPoint(4, occurrence: 2), full: false)),
+                    .init(1, .sync(nil, full: true)),
+                    .init(2, .serverDown),
+                    .init(2, .dryRun),
+                    .init(3, .approveDeletes),
+                    .init(2, .serverUp),
+                    .init(0, .edit(.pool(0), .append, .emacs)),
+                    .init(2, .restore(.existing(7), back: 3)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(3, .delete(.pool(3))),
+                    .init(2, .move(.existing(7), to: 4)),
+                    .init(3, .sync(.userEditThenCrash(at: 0, .pool(5), crashAt: 5), full: false)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(0, .moveFolder(.pool(5), to: 5)),
+                    .init(0, .serverFault(.holdEntry)),
+                    .init(2, .comeOnline),
+                    .init(0, .serverFault(.holdEntry)),
+                    .init(3, .edit(.pool(5), .rewrite(lines: 2), .vim)),
+                    .init(0, .edit(.existing(5), .append, .renameOver)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(3, .sync(.crashAtPoint(8, occurrence: 2), full: false)),
+                    .init(0, .serverFault(.holdEntry)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 1, crashAt: nil)),
+                    .init(0, .goOffline)
+                ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
