@@ -111,9 +111,10 @@ struct HistoryLoad: ParsableCommand {
                 let name = live[Int(rng.next() % UInt64(live.count))]
                 var time = dayStart + Int64(8 * 3600 + Int(rng.next() % (12 * 3600))) * Self.second
                 var pacer = Pacer(pace: Int64(pace * 1e9))
-                func commit(at at: Int64) throws {
+                func commit(at moment: Int64) throws {
                     let ref = try store.putAsset(Data(texts[name]!.joined(separator: " ").utf8))
-                    _ = try store.commit([.save(name, base: state.tag(of: name), text: ref, modified: at)], into: &state, time: at)
+                    _ = try store.commit(
+                        [.save(name, base: state.tag(of: name), text: ref, modified: moment)], into: &state, time: moment)
                     commits += 1
                 }
                 for _ in 0..<(60 + Int(rng.next() % 61)) {

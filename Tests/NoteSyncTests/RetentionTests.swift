@@ -348,4 +348,50 @@ extension RetentionTests {
         #expect(entry.seq == 7)
         #expect(writer.heads == other.heads.merging([try name("a.md"): writer.heads[try name("a.md")]!]) { $1 })
     }
+
+    /// A snapshot whose entry has not arrived (a replicating tool delivers files in any order), on a log compacted
+    /// up to it: a device new to the server (token 0) waits as at a gap, never taking slot 1 (which would fork the
+    /// log under the snapshot); fsck waits for it through --gap-age, then sets the snapshot aside as lost.
+    @Test func aSnapshotWhoseEntryHasNotArrivedIsAGap() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var writer = ZoneState()
+        for step in 0..<4 { try save(store, &writer, "n\(step % 2).md", "v\(step)", at: now - Int64(90 - step) * Self.second) }
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(FileIO.lstatInfo(store.layout.entryPath(1)) == nil)
+        let held = dir.sub("held")
+        try FileIO.makeDirectory(held)
+        #expect(rename(store.layout.entryPath(4), held + "/4") == 0)
+        for check: ServerStore.EndCheck in [.full, .quick] {
+            var fresh = ZoneState()
+            #expect {
+                try store.fetch(into: &fresh, check: check)
+            } throws: { error in
+                let error = try #require(error as? NoteSyncError)
+                return error.kind == .logGap && error.path == store.layout.entryPath(4) && error.fix != nil
+            }
+            #expect(fresh.token == 0)
+        }
+        // fsck waits for it while it is young.
+        let young = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 3600)
+        #expect(young.findings.contains { $0.path == store.layout.snapshotPath(4) && $0.repaired == nil })
+        #expect(FileIO.lstatInfo(store.layout.snapshotPath(4)) != nil)
+        // Delivered: a new device jumps to the snapshot and reads the heads.
+        #expect(rename(held + "/4", store.layout.entryPath(4)) == 0)
+        var fresh = ZoneState()
+        try store.fetch(into: &fresh)
+        #expect(fresh.token == 4 && fresh.heads == writer.heads)
+        // Lost for good: fsck past --gap-age sets the snapshot aside, and the log reads as the server it now is.
+        #expect(rename(store.layout.entryPath(4), held + "/4") == 0)
+        let lost = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
+        #expect(lost.findings.contains { $0.path == store.layout.snapshotPath(4) && $0.repaired != nil })
+        var after = ZoneState()
+        try store.fetch(into: &after)
+        #expect(after.token == 0)
+        #expect {
+            try store.fetch(into: &writer)
+        } throws: { error in
+            (error as? NoteSyncError)?.kind == .serverMismatch
+        }
+    }
 }

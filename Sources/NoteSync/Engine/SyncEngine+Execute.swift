@@ -248,6 +248,8 @@ extension SyncEngine {
                     moveFromBase: move.pushFromBase, forget: move.source))
         }
 
+        let pendingWrites = Self.pendingWrites(plan)
+        try recordPendingWrites(pendingWrites)
         for index in plan.indices {
             var step = plan[index]
             guard let action = step.action else { continue }
@@ -297,6 +299,7 @@ extension SyncEngine {
                 try batch.dequeue(name)
             }
             for conflict in conflicts { try batch.addConflict(conflict) }
+            if !pendingWrites.isEmpty { try batch.setMeta(.pendingWrites, nil) }
         }
         for (name, base) in baseUpdates { bases[name] = base }
         report.conflictCopies += conflicts.map(\.copy.description)

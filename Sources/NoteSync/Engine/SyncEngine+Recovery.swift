@@ -89,9 +89,12 @@ extension SyncEngine {
     ) -> BaseRecord? {
         var seq = head.tag
         for _ in 0..<64 {
-            guard seq > floor, case .entry(let entry)? = try? store.readSlot(seq),
-                let change = entry.changes.first(where: { $0.name == name.string })
-            else { return nil }
+            guard seq > floor else { return nil }
+            guard case .entry(let entry)? = try? store.readSlot(seq) else {
+                // Compacted by gc: the versions its snapshot keeps (those before `seq`) tell the rest.
+                return compactedBase(name, holding: local, below: seq, floor: floor, store: store)
+            }
+            guard let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
             // This device deleted the record after that version, and knew it: a note of that name now is one the
             // user made again (moved back, restored from a backup), not one a killed sync left. An unrecorded
             // delete of ours was recovered as such before planning.
@@ -104,6 +107,25 @@ extension SyncEngine {
                     fingerprint: local.fingerprint)
             }
             seq = change.base
+        }
+        return nil
+    }
+
+    /// `historyBase` below a compaction point: the newest version of `name` before `seq` that the newest snapshot
+    /// keeps (the policy always keeps the version at every registered device's token, so the one a killed pull of
+    /// this device left is there) and that the note is, with the same rules: a delete by this device in between
+    /// means the user made the note again.
+    private func compactedBase(
+        _ name: RecordName, holding local: LocalFile, below seq: Int64, floor: Int64, store: ServerStore
+    ) -> BaseRecord? {
+        guard let snapshot = store.newestAnchoredSnapshot(after: seq - 1), let history = snapshot.history else { return nil }
+        for version in history.filter({ $0.name == name && $0.seq < seq && $0.seq > floor }).sorted(by: { $0.seq > $1.seq }) {
+            if version.deleted && version.device == config.deviceID { return nil }
+            if !version.deleted, let text = version.text, text.sha256 == local.digest, version.modified == local.modified {
+                return BaseRecord(
+                    name: name, tag: version.seq, digest: text.sha256, size: text.size, modified: version.modified,
+                    fingerprint: local.fingerprint)
+            }
         }
         return nil
     }

@@ -121,6 +121,7 @@ public final class SyncEngine {
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
         // the sync changes no note.
         let opened = Result { try openStore(anyServer: options.forgetServer) }
+        if !options.forgetServer { try adoptPendingWrites(&scan, bases: &bases, dryRun: options.dryRun) }
         do {
             if options.forgetServer { try forgetServer(try opened.get(), options: options) }
             if !options.dryRun {

@@ -200,7 +200,9 @@ extension LocalState {
         public func forgetServer(bindingTo serverID: String) throws {
             try db.execute(sql: "DELETE FROM base")
             try db.execute(sql: "DELETE FROM head")
-            for key: MetaKey in [.token, .chain, .chainEarlier, .chainFile, .plannedToken] { try setMeta(key, nil) }
+            for key: MetaKey in [.token, .chain, .chainEarlier, .chainFile, .plannedToken, .pendingWrites] {
+                try setMeta(key, nil)
+            }
             try setMeta(.serverID, serverID)
         }
 

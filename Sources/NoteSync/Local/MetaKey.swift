@@ -19,6 +19,9 @@ public enum MetaKey: String, CaseIterable, Sendable {
     case chainFile = "chain.file"
     /// The token the last finished sync planned up to.
     case plannedToken = "planned.token"
+    /// The server versions the running sync is about to write into notes, recorded before it writes any (JSON): a
+    /// process killed before recording their bases leaves notes that are exactly these versions.
+    case pendingWrites = "pending.writes"
     /// The voided slots this device has checked its heads and bases against.
     case voidsSeen = "voids.seen"
     /// Local deletes held by the mass-delete guard (absent: none).

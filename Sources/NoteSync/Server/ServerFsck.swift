@@ -71,7 +71,7 @@ public struct ServerFsck {
         }
         let pass = Pass(store: store, repair: repair)
         try pass.checkFolders()
-        let snapshots = try pass.readSnapshots()
+        let snapshots = try pass.readSnapshots(gapGraceSeconds: gapGraceSeconds)
         try pass.foldLog(try pass.listLog(), snapshots: snapshots, gapGraceSeconds: gapGraceSeconds)
         try pass.checkAssets()
         try pass.checkTemps(graceSeconds: tempGraceSeconds)
@@ -178,7 +178,7 @@ public struct ServerFsck {
         }
 
         /// The snapshots, read first: the log is checked against them as it is folded.
-        func readSnapshots() throws -> [Int64: Snapshot] {
+        func readSnapshots(gapGraceSeconds: Double) throws -> [Int64: Snapshot] {
             var snapshots: [Int64: Snapshot] = [:]
             for name in try checkListing(layout.snapshotsDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
                 guard let seq = ServerLayout.sequence(ofFileName: name) else { continue }
@@ -186,6 +186,23 @@ public struct ServerFsck {
                 do {
                     let snapshot = try store.readSnapshot(seq)
                     if snapshot.chain != nil && store.anchoredSnapshot(seq) == nil {
+                        if case .missing? = try? store.readSlot(seq), case .missing? = try? store.readSlot(seq + 1) {
+                            // Its entry not there, nor any after it: a replicating tool may still deliver it (devices
+                            // wait, as at a gap); once older than --gap-age it is taken as lost.
+                            let age =
+                                FileIO.lstatInfo(layout.snapshotPath(seq)).map {
+                                    Date().timeIntervalSince1970 - Double($0.st_mtim.tv_sec)
+                                } ?? 0
+                            let lost = age >= gapGraceSeconds
+                            add(
+                                .damagedSnapshot, layout.snapshotPath(seq),
+                                "its entry \(seq) is missing (gc compacted the log up to it): "
+                                    + (lost
+                                        ? "taken as lost; devices that read past it recover (`notesync recover`)"
+                                        : "younger than --gap-age: left for a replicating tool to deliver"),
+                                repaired: repair && lost ? moveAside(layout.snapshotPath(seq)) : nil)
+                            continue
+                        }
                         // A gc snapshot whose entry is another now: of the server's earlier life (restored, replaced).
                         add(
                             .damagedSnapshot, layout.snapshotPath(seq),
@@ -373,7 +390,11 @@ public struct ServerFsck {
                     : !snapshot.state.heads.allSatisfy({ fold.state.heads[$0.key] == $0.value })
                         || !fold.state.heads.allSatisfy({ snapshot.state.heads[$0.key] != nil || $0.value.deleted })
             {
-                add(.snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)")
+                // The log folded from before it is what devices read: the snapshot (of entries since lost and sealed,
+                // say) would give a device that jumps to it other heads. With --repair it moves to quarantine/.
+                add(
+                    .snapshotMismatch, layout.snapshotPath(seq), "does not match the log folded to entry \(seq)",
+                    repaired: moveAside(layout.snapshotPath(seq)))
             }
             return true
         }

@@ -330,13 +330,14 @@ extension ServerStore {
                 report.assetsRemoved += 1
                 report.bytesRemoved += Int64(info.st_size)
             }
-            // Entries below the mark's snapshot go only while a snapshot at least that new reads.
+            // Entries below the mark's snapshot go only while a snapshot at least that new reads. Older snapshots
+            // first: a gc killed among the entries leaves no snapshot whose entry is gone.
             if mark.snapshot > 0 && newest >= mark.snapshot {
-                try removeEntries(below: mark.snapshot, dryRun: dryRun, report: &report)
                 for seq in try snapshotSequences() where seq < mark.snapshot {
                     if !dryRun { unlink(layout.snapshotPath(seq)) }
                     report.snapshotsRemoved += 1
                 }
+                try removeEntries(below: mark.snapshot, dryRun: dryRun, report: &report)
             }
             if !dryRun && !path.isEmpty {
                 unlink(path)

@@ -214,7 +214,11 @@ extension ServerStore {
                     retried = state.token + 1
                     continue
                 }
-                if state.token == 0 && hasRetention && check != .none, try jump(&state) { continue }
+                if state.token == 0 && hasRetention && check != .none {
+                    if try jump(&state) { continue }
+                    // An empty log with a snapshot: not an empty server, and slot 1 is not free.
+                    if let gap = awaitedSnapshotEntry(after: 0) { throw gap }
+                }
                 return read
             case .entry(let entry):
                 try verifyLink(entry, state)
@@ -243,6 +247,23 @@ extension ServerStore {
             read.append(slot)
         }
         return read
+    }
+
+    /// A snapshot past `token` whose entry is not there (nor any entry after it): gc compacted the log past this
+    /// device's token, and the entry the snapshot stands on has not arrived (a replicating tool delivers files in
+    /// any order) or was lost. The log is not at its end there: the slots below the snapshot are not free, and
+    /// taking one would fork the log. A gap, waited for as any other.
+    func awaitedSnapshotEntry(after token: Int64) -> NoteSyncError? {
+        guard let seq = ((try? snapshotSequences()) ?? []).first(where: { $0 > token }),
+            case .missing? = try? readSlot(seq), case .missing? = try? readSlot(seq + 1)
+        else { return nil }
+        return NoteSyncError(
+            .logGap, path: layout.entryPath(seq),
+            "is missing while snapshot \(seq) (gc compacted the log up to it) is there: a gap in the log; every "
+                + "device stops before it",
+            fix: "if a replicating tool (Syncthing, Dropbox…) has not delivered it yet, wait and sync again; if it "
+                + "is lost, run `notesync server fsck --repair \(layout.root)` once the gap is older than its "
+                + "--gap-age")
     }
 
     /// Jumps `state` to the newest snapshot past its token whose entry is still there and is the one the snapshot

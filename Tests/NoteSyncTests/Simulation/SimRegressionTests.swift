@@ -716,6 +716,121 @@ import Testing
                 ]))
     }
 
+    /// Soak seed 4215276736091699186: carol's full sync wrote a/x/README and was killed before recording its base;
+    /// bob deleted the note, and gc compacted the log past both entries with a policy that kept neither version.
+    /// Healing, carol found no version of the note in the history to take as its base, took it for one made again
+    /// and uploaded it over the delete. A sync now records the versions it writes before writing them, and the
+    /// next sync takes each as the base of a note that holds exactly it.
+    @Test func aNotePulledByAKilledSyncFollowsADeleteCompactedAway() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .gc(policy: 0, crashAt: 5)),
+                    .init(1, .serverUp),
+                    .init(2, .sync(nil, full: true)),
+                    .init(2, .sync(nil, full: true)),
+                    .init(0, .edit(.pool(4), .changeLine(2), .inPlace)),
+                    .init(2, .sync(.crash(at: 9), full: true)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(1, .edit(.pool(3), .append, .inPlace)),
+                    .init(3, .edit(.pool(0), .rewrite(lines: 2), .emacs)),
+                    .init(1, .approveDeletes),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .edit(.pool(2), .rewriteShared(0), .inPlace)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(2, .dryRun),
+                    .init(1, .edit(.pool(4), .changeLine(3), .emacs)),
+                    .init(3, .restore(.pool(4), back: 2)),
+                    .init(3, .touch(.pool(2))),
+                    .init(2, .edit(.pool(5), .changeLine(1), .vim)),
+                    .init(1, .edit(.pool(4), .append, .renameOver)),
+                    .init(3, .edit(.existing(3), .changeLine(5), .inPlace)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(2, .sync(.race(at: 12, device: 4), full: true)),
+                    .init(1, .edit(.pool(4), .changeLine(2), .inPlace)),
+                    .init(2, .sync(.race(at: 0, device: 2), full: false)),
+                    .init(1, .sync(.gc(at: 9), full: false)),
+                    .init(2, .restore(.pool(0), back: 3)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(2, .sync(.crash(at: 11), full: true)),
+                    .init(1, .dryRun),
+                    .init(1, .delete(.pool(2))),
+                    .init(2, .deleteMost),
+                    .init(3, .edit(.pool(5), .changeLine(0), .inPlace)),
+                    .init(2, .deleteMost),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 0, crashAt: 5)),
+                    .init(2, .comeOnline),
+                    .init(0, .sync(.userEdit(at: 2, .existing(3)), full: true)),
+                    .init(1, .touch(.pool(1))),
+                    .init(3, .edit(.pool(4), .append, .renameOver)),
+                    .init(0, .edit(.existing(2), .changeLine(0), .renameOver)),
+                    .init(0, .gc(policy: 0, crashAt: 5)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 1, crashAt: 6)),
+                    .init(0, .restart),
+                    .init(2, .goOffline),
+                    .init(3, .deleteFolder(.pool(2))),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .sync(nil, full: false))
+                ]))
+    }
+
+    /// Soak seed 4215276736091708161: gc compacted the log up to entry 3, and entry 3 was held back (a replicating
+    /// tool that had not delivered it). Carol, new to the server, read an empty log and committed entry 1 under the
+    /// snapshot: a fork, whose recovery then applied a delete of the other history to her edit. A snapshot whose
+    /// entry is not there is now a gap, waited for as any other.
+    @Test func aDeviceNewToACompactedLogWaitsForTheSnapshotEntry() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.existing(2), .changeLine(3), .emacs)),
+                    .init(1, .edit(.existing(1), .append, .renameOver)),
+                    .init(2, .edit(.existing(6), .changeLine(0), .inPlace)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .edit(.pool(1), .rewrite(lines: 3), .emacs)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(0, .serverFault(.restoreBackup)),
+                    .init(0, .comeOnline),
+                    .init(2, .comeOnline),
+                    .init(2, .delete(.pool(0))),
+                    .init(2, .edit(.existing(1), .changeLine(1), .vim)),
+                    .init(0, .sync(.crashAtPoint(0, occurrence: 2), full: true)),
+                    .init(0, .sync(.crash(at: 7), full: true)),
+                    .init(0, .gc(policy: 1, crashAt: nil)),
+                    .init(0, .serverFault(.restoreBackup)),
+                    .init(2, .edit(.pool(1), .rewriteShared(0), .vim)),
+                    .init(0, .serverFault(.backup)),
+                    .init(2, .move(.pool(4), to: 2)),
+                    .init(0, .deleteFolder(.existing(0))),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(0, .sync(.race(at: 3, device: 4), full: false)),
+                    .init(1, .edit(.pool(0), .append, .vim)),
+                    .init(2, .edit(.pool(0), .append, .emacs)),
+                    .init(1, .edit(.pool(4), .changeLine(5), .renameOver)),
+                    .init(0, .edit(.existing(1), .append, .vim)),
+                    .init(2, .edit(.existing(2), .changeLine(2), .emacs)),
+                    .init(0, .edit(.existing(4), .changeLine(3), .inPlace)),
+                    .init(1, .edit(.existing(7), .append, .inPlace)),
+                    .init(0, .serverFault(.holdEntry)),
+                    .init(0, .move(.pool(1), to: 0)),
+                    .init(2, .serverUp),
+                    .init(0, .edit(.pool(3), .append, .renameOver)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(1, .delete(.pool(1))),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .restart),
+                    .init(2, .dryRun),
+                    .init(0, .goOffline)
+                ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()

@@ -307,7 +307,7 @@ final class SimRunner {
             }
             figures.gcRemoved += report.assetsRemoved + report.entriesRemoved + report.snapshotsRemoved
             trace(
-                "  gc: end \(report.end), snapshot \(report.snapshot.map(String.init) ?? "none"), removed \(report.assetsRemoved) texts, \(report.entriesRemoved) entries"
+                "  gc: end \(report.end), snapshot \(report.snapshot.map(String.init) ?? "none"), removed \(report.assetsRemoved) texts, \(report.entriesRemoved) entries, \(report.tombstonesDropped) tombstones forgotten; devices at \(store.deviceTokenList().sorted { $0.id < $1.id }.map { "\($0.id) \($0.token)" }.joined(separator: ", "))"
             )
         } catch let crash as SimulatedCrash {
             figures.gcKills += 1
