@@ -63,9 +63,10 @@ extension SyncEngine {
         (try? JSONDecoder().decode([PendingWrite].self, from: Data(stored.utf8))) ?? []
     }
 
-    /// At the start of a sync: a note holding exactly a version a killed sync wrote takes it as its base (the
-    /// newest such version, if newer than the base it has), and the record is cleared. A dry run adopts them in
-    /// memory only.
+    /// Once the server can be read and the temp files a killed write left are settled (a save it displaced is kept
+    /// as a conflict copy, judged against the old base): a note holding exactly a version a killed sync wrote takes
+    /// it as its base (the newest such version, if newer than the base it has), and the record is cleared. Offline,
+    /// the record waits with the temps. A dry run adopts them in memory only.
     func adoptPendingWrites(_ scan: inout ScanResult, bases: inout [RecordName: BaseRecord], dryRun: Bool) throws {
         guard let stored = try state.meta(.pendingWrites) else { return }
         let writes = Self.decodePendingWrites(stored)

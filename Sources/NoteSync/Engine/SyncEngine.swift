@@ -121,11 +121,14 @@ public final class SyncEngine {
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
         // the sync changes no note.
         let opened = Result { try openStore(anyServer: options.forgetServer) }
-        if !options.forgetServer { try adoptPendingWrites(&scan, bases: &bases, dryRun: options.dryRun) }
         do {
             if options.forgetServer { try forgetServer(try opened.get(), options: options) }
             if !options.dryRun {
-                try settleLocal(&scan, scanner: scanner, bases: bases, zone: zone, opened: opened, full: paths == nil, report: &report)
+                try settleLocal(
+                    &scan, scanner: scanner, bases: &bases, zone: zone, opened: opened, full: paths == nil,
+                    forgetting: options.forgetServer, report: &report)
+            } else if case .success = opened, !options.forgetServer {
+                try adoptPendingWrites(&scan, bases: &bases, dryRun: true)
             }
             phases.lap("outbox")
             let store = try reachable(opened, bases: bases, zone: zone, options: options)
@@ -211,12 +214,14 @@ public final class SyncEngine {
     /// Finishes what a killed process left in the notes folder (while the server can be read), keeps both Unicode
     /// twins, and queues every local change in the outbox.
     private func settleLocal(
-        _ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
-        opened: Result<ServerStore, any Error>, full: Bool, report: inout SyncReport
+        _ scan: inout ScanResult, scanner: Scanner, bases: inout [RecordName: BaseRecord], zone: ZoneState,
+        opened: Result<ServerStore, any Error>, full: Bool, forgetting: Bool, report: inout SyncReport
     ) throws {
         if case .success(let store) = opened {
             if full { try recoverUncheckedDeletes(&scan, scanner: scanner, bases: bases) }
             try recoverLeftoverTemps(&scan, scanner: scanner, bases: bases, zone: zone, store: store, report: &report)
+            // After the temps: a save a killed write displaced is kept by then, judged against the old base.
+            if !forgetting { try adoptPendingWrites(&scan, bases: &bases, dryRun: false) }
         }
         if !scan.unicodeTwins.isEmpty { try keepUnicodeTwins(&scan, scanner: scanner, bases: bases, report: &report) }
         try recordLocalChanges(scan, bases)

@@ -831,6 +831,54 @@ import Testing
                 ]))
     }
 
+    /// Soak seed 3082642649559865726: erin's pull was killed after it swapped b/c.md in, her save of that moment
+    /// displaced into a temp file; her next syncs were offline. The first version of the pending-writes record
+    /// adopted the pulled version as the note's base offline, before the temps were settled: a later scan gave
+    /// the base the note's fingerprint, and the temp then passed for a stale one and was removed. The record is
+    /// now adopted only once the server is read and the temps are settled.
+    @Test func aSaveDisplacedByAKilledPullSurvivesOfflineSyncs() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000_000,
+                steps: [
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .edit(.existing(4), .changeLine(0), .renameOver)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .sync(.gc(at: 11), full: true)),
+                    .init(4, .sync(.userEditThenCrash(at: 7, .pool(4), crashAt: 9), full: false)),
+                    .init(1, .edit(.existing(7), .changeLine(5), .renameOver)),
+                    .init(3, .restart),
+                    .init(3, .edit(.pool(0), .append, .emacs)),
+                    .init(0, .sync(.crashAtPoint(8, occurrence: 0), full: true)),
+                    .init(2, .edit(.pool(0), .rewrite(lines: 1), .emacs)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(2, .sync(.partition(at: 1), full: false)),
+                    .init(0, .gc(policy: 0, crashAt: 4)),
+                    .init(3, .edit(.pool(0), .append, .vim)),
+                    .init(0, .gc(policy: 0, crashAt: 5)),
+                    .init(3, .edit(.pool(4), .append, .renameOver)),
+                    .init(1, .delete(.pool(4))),
+                    .init(3, .sync(.userEditThenCrash(at: 0, .pool(2), crashAt: 6), full: false)),
+                    .init(1, .dryRun),
+                    .init(3, .edit(.pool(0), .changeLine(5), .emacs)),
+                    .init(2, .edit(.pool(4), .rewriteShared(0), .renameOver)),
+                    .init(0, .gc(policy: 1, crashAt: nil)),
+                    .init(0, .sync(.userEditThenCrash(at: 0, .pool(3), crashAt: 3), full: true)),
+                    .init(4, .sync(.crashAtPoint(3, occurrence: 1), full: false)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(4, .restart),
+                    .init(4, .sync(.crash(at: 16), full: false)),
+                    .init(3, .comeOnline),
+                    .init(1, .move(.pool(0), to: 0)),
+                    .init(4, .comeOnline),
+                    .init(4, .edit(.pool(3), .rewrite(lines: 4), .renameOver)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(3, .dryRun),
+                    .init(0, .gc(policy: 0, crashAt: 1)),
+                    .init(2, .sync(.crashAtPoint(1, occurrence: 0), full: true))
+                ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
