@@ -33,6 +33,36 @@ extension SyncEngine {
         return recovered
     }
 
+    /// ``ownUnrecordedCommits(_:scan:bases:)`` for the entries a jump passed over: gc compacted them into the
+    /// snapshot, so they are never fetched. A version of this device's after `token` (the one it jumped from) in the
+    /// snapshot (a head, or a version its history keeps) is a commit that landed and was never recorded: a recorded
+    /// commit moves the token to its entry. Without this, a note deleted here after such a commit came back.
+    func ownUnrecordedCommits(
+        jumpedFrom token: Int64, zone: ZoneState, scan: ScanResult, bases: [RecordName: BaseRecord], store: ServerStore
+    ) -> [RecordName: BaseRecord?] {
+        let seq = zone.compactedAt
+        guard seq > token, let snapshot = try? store.readSnapshot(seq) else { return [:] }
+        var newest: [RecordName: RecordVersion] = [:]
+        let versions =
+            (snapshot.history ?? [])
+            + snapshot.heads.map { RecordVersion(name: $0.name, seq: $0.head.tag, time: $0.time ?? 0, head: $0.head) }
+        for version in versions where version.device == config.deviceID && version.seq > token {
+            if version.seq > (newest[version.name]?.seq ?? 0) { newest[version.name] = version }
+        }
+        var recovered: [RecordName: BaseRecord?] = [:]
+        for (name, version) in newest where (bases[name]?.tag ?? 0) < version.seq {
+            guard !version.deleted, let text = version.text else {
+                recovered[name] = .some(nil)
+                continue
+            }
+            let file = scan.files[name]
+            recovered[name] = BaseRecord(
+                name: name, tag: version.seq, digest: text.sha256, size: text.size, modified: version.modified,
+                fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
+        }
+        return recovered
+    }
+
     /// A note found holding the text of one of this device's own commits, but saved again since (a restore of that
     /// version, the same text saved, a recovery that found the commit on the server): it takes the commit's time, as
     /// every other device has it, and that is its base's fingerprint. Only the time changes; the text is the record's.

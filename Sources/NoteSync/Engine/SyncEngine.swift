@@ -258,8 +258,12 @@ public final class SyncEngine {
             report.rounds = round
             let tokenBefore = zone.token
             let fetched = try fetch(store, zone: &zone, bases: bases, check: paths == nil && round == 1 ? .full : .quick, options: options)
-            if zone.jumpedFrom != nil { report.warnings += try checkJump(&zone, bases: bases, store: store, options: options) }
-            var recovered = ownUnrecordedCommits(fetched, scan: scan, bases: bases)
+            var recovered: [RecordName: BaseRecord?] = [:]
+            if let jumpedFrom = zone.jumpedFrom {
+                report.warnings += try checkJump(&zone, bases: bases, store: store, options: options)
+                recovered = ownUnrecordedCommits(jumpedFrom: jumpedFrom, zone: zone, scan: scan, bases: bases, store: store)
+            }
+            recovered.merge(ownUnrecordedCommits(fetched, scan: scan, bases: bases)) { _, fetched in fetched }
             if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
             for (name, base) in recovered {
                 scan.rebase(name, from: bases[name], to: base)

@@ -879,6 +879,44 @@ import Testing
                 ]))
     }
 
+    /// Soak seed 3082642649559870327: carol's commit of a/b.md landed and her process was killed before recording
+    /// it; gc compacted the log past it, and she then deleted the note. Her next sync jumped to the snapshot, never
+    /// fetched her own entry, took the note for one deleted before it was ever synced and pulled it back. A jump now
+    /// recovers this device's unrecorded commits from the snapshot's heads and kept versions.
+    @Test func aDeleteAfterACommitCompactedBeforeItWasRecordedIsPushed() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000,
+                steps: [
+                    .init(4, .deleteFolder(.pool(3))),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .sync(.partition(at: 17), full: false)),
+                    .init(4, .edit(.pool(0), .append, .emacs)),
+                    .init(1, .delete(.pool(4))),
+                    .init(2, .sync(.crash(at: 0), full: false)),
+                    .init(2, .sync(.gc(at: 12), full: false)),
+                    .init(2, .edit(.existing(1), .changeLine(5), .emacs)),
+                    .init(4, .move(.pool(5), to: 5)),
+                    .init(0, .gc(policy: 0, crashAt: nil)),
+                    .init(1, .sync(.crash(at: 9), full: false)),
+                    .init(2, .dryRun),
+                    .init(2, .sync(.userEditThenCrash(at: 1, .existing(7), crashAt: 7), full: false)),
+                    .init(1, .serverUp),
+                    .init(0, .gc(policy: 1, crashAt: nil)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .goOffline),
+                    .init(4, .sync(nil, full: true)),
+                    .init(4, .edit(.existing(7), .rewrite(lines: 5), .emacs)),
+                    .init(0, .gc(policy: 1, crashAt: 5)),
+                    .init(4, .sync(nil, full: false)),
+                    .init(3, .delete(.pool(1))),
+                    .init(1, .sync(.crash(at: 0), full: false)),
+                    .init(2, .delete(.pool(1))),
+                    .init(3, .edit(.pool(4), .append, .emacs))
+                ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
