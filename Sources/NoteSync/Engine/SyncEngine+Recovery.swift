@@ -20,14 +20,8 @@ extension SyncEngine {
                 guard let name = try? RecordName(validating: change.name),
                     (recovered[name]??.tag ?? bases[name]?.tag ?? 0) < entry.seq
                 else { continue }
-                guard change.op == .save, let text = change.text else {
-                    recovered[name] = .some(nil)
-                    continue
-                }
-                let file = scan.files[name]
-                recovered[name] = BaseRecord(
-                    name: name, tag: entry.seq, digest: text.sha256, size: text.size, modified: change.modified,
-                    fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
+                recovered[name] = Self.committedBase(
+                    name, tag: entry.seq, text: change.op == .save ? change.text : nil, modified: change.modified, scan: scan)
             }
         }
         return recovered
@@ -51,16 +45,22 @@ extension SyncEngine {
         }
         var recovered: [RecordName: BaseRecord?] = [:]
         for (name, version) in newest where (bases[name]?.tag ?? 0) < version.seq {
-            guard !version.deleted, let text = version.text else {
-                recovered[name] = .some(nil)
-                continue
-            }
-            let file = scan.files[name]
-            recovered[name] = BaseRecord(
-                name: name, tag: version.seq, digest: text.sha256, size: text.size, modified: version.modified,
-                fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
+            recovered[name] = Self.committedBase(
+                name, tag: version.seq, text: version.deleted ? nil : version.text, modified: version.modified, scan: scan)
         }
         return recovered
+    }
+
+    /// The base one of this device's commits left: its text (`nil` for a delete: no base), with the note's
+    /// fingerprint when the note still holds that text.
+    private static func committedBase(
+        _ name: RecordName, tag: Int64, text: AssetRef?, modified: Int64, scan: ScanResult
+    ) -> BaseRecord? {
+        guard let text else { return nil }
+        let file = scan.files[name]
+        return BaseRecord(
+            name: name, tag: tag, digest: text.sha256, size: text.size, modified: modified,
+            fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
     }
 
     /// A note found holding the text of one of this device's own commits, but saved again since (a restore of that
