@@ -394,4 +394,61 @@ extension RetentionTests {
             (error as? NoteSyncError)?.kind == .serverMismatch
         }
     }
+
+    /// A server restored from an older copy, written to by others, then compacted past what a device had read: the
+    /// entries that would show the logs differ are gone, but the snapshot links every entry it compacted, so the
+    /// device finds that the entry it read last is not the one there and stops (`serverMismatch`: `notesync
+    /// recover` keeps both texts) instead of taking another history's heads for successors of its bases. A device
+    /// whose last entry is common to both lives jumps as usual, and the links carry over to the next snapshot.
+    @Test func aCompactedLogOfARestoredServerIsNotTakenForTheLogThisDeviceRead() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var early = ZoneState()
+        try save(store, &early, "todo.md", "written before the backup", at: now - 100 * Self.second)
+        let backup = dir.sub("backup")
+        try FileManager.default.copyItem(atPath: store.layout.root, toPath: backup)
+        var ahead = early
+        try save(store, &ahead, "todo.md", "written after the backup", at: now - 99 * Self.second)
+        try save(store, &ahead, "other.md", "also after the backup", at: now - 98 * Self.second)
+
+        try FileManager.default.removeItem(atPath: store.layout.root)
+        try FileManager.default.moveItem(atPath: backup, toPath: store.layout.root)
+        var others = ZoneState()
+        try store.fetch(into: &others)
+        for step in 0..<4 { try save(store, &others, "n\(step).md", "another life \(step)", at: now - Int64(90 - step) * Self.second) }
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(FileIO.lstatInfo(store.layout.entryPath(3)) == nil, "compacted")
+        let snapshot = try store.readSnapshot(5)
+        #expect(snapshot.linksFrom == 1 && snapshot.links?.count == 5 * 4)
+
+        for check: ServerStore.EndCheck in [.full, .quick] {
+            var device = ahead
+            #expect {
+                try store.fetch(into: &device, check: check)
+            } throws: { error in
+                let error = try #require(error as? NoteSyncError)
+                return error.kind == .serverMismatch && error.fix?.contains("notesync recover") == true
+            }
+            #expect(device.token == 3, "nothing taken from the other history")
+        }
+        var behind = early
+        try store.fetch(into: &behind)
+        #expect(behind.token == 5 && behind.heads == others.heads)
+
+        // The next snapshot continues the links of the last.
+        try save(store, &others, "n9.md", "later", at: now - 50 * Self.second)
+        _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(try store.readSnapshot(6).links?.count == 6 * 4)
+        var device = ahead
+        #expect(throws: NoteSyncError.self) { try store.fetch(into: &device) }
+        var commitAhead = ahead
+        #expect(throws: NoteSyncError.self) {
+            _ = try store.commit(
+                [.save(try RecordName(validating: "x.md"), base: 0, text: try store.putAsset(Data("x".utf8)), modified: now)],
+                into: &commitAhead)
+        }
+        behind = early
+        try store.fetch(into: &behind)
+        #expect(behind.token == 6)
+    }
 }

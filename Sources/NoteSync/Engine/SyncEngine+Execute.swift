@@ -325,10 +325,14 @@ extension SyncEngine {
 
     /// The notes never synced (no base, no record on the server), by text and mtime: where a sync killed after
     /// making a conflict copy of a server version left it. Resolving that conflict again finds the copy here, under
-    /// its name or wherever the user moved it, and does not make another.
-    static func unsyncedNotes(scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState) -> [CopyKey: RecordName] {
+    /// its name or wherever the user moved it, and does not make another. A note this sync decides as renamed
+    /// (`renamed`: its new name, or where its file is) is a synced note under a new name, never such a copy, even
+    /// when its text and time are a server version's (the record another device renamed elsewhere meanwhile).
+    static func unsyncedNotes(
+        scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, renamed: Set<RecordName> = []
+    ) -> [CopyKey: RecordName] {
         var notes: [CopyKey: RecordName] = [:]
-        for (name, file) in scan.files where bases[name] == nil && zone.heads[name] == nil {
+        for (name, file) in scan.files where bases[name] == nil && zone.heads[name] == nil && !renamed.contains(name) {
             let key = CopyKey(file)
             if let other = notes[key], other.string.utf8.lexicographicallyPrecedes(name.string.utf8) { continue }
             notes[key] = name

@@ -33,7 +33,7 @@ struct PendingWrite: Codable, Hashable, Sendable {
 
 extension SyncEngine {
     /// The server versions `plan` writes into notes under their own names: pulls and the server's side of a conflict
-    /// (a conflict copy of a server version is a note new here, found again by ``unsyncedNotes(scan:bases:zone:)``).
+    /// (a conflict copy of a server version is a note new here, found again by ``unsyncedNotes(scan:bases:zone:renamed:)``).
     static func pendingWrites(_ plan: [Step]) -> [PendingWrite] {
         plan.compactMap { step in
             switch step.action {

@@ -49,7 +49,13 @@ extension SyncEngine {
         report: inout SyncReport
     ) throws {
         let merges = plan.contains { if case .merge = $0.decision { true } else { false } }
-        let madeBefore = merges ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone) : [:]
+        var renamed: Set<RecordName> = []
+        for step in plan {
+            guard let move = step.move else { continue }
+            renamed.insert(step.name)
+            if let from = move.renameFrom { renamed.insert(from) }
+        }
+        let madeBefore = merges ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone, renamed: renamed) : [:]
         var copies: Set<RecordName> = []
         for index in plan.indices {
             do {

@@ -67,6 +67,10 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
         }
     }
 
+    /// The first four bytes, never 0 (a first four bytes of 0 is taken as 1): the link a snapshot keeps of each
+    /// compacted entry (``Snapshot/links``), where 0 means "not known".
+    public var link: UInt32 { max(1, UInt32(truncatingIfNeeded: words.0 >> 32)) }
+
     /// The digest of the empty text: the ancestor of two notes created on both sides.
     public static let empty = ContentDigest(of: Data())
 

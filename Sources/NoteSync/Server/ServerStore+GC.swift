@@ -40,8 +40,11 @@ extension ServerStore {
     /// The versions of every record as the server holds them now: the newest readable snapshot's heads and kept
     /// versions, then every change after it, each list in sequence order. A gap or broken chain throws: gc never
     /// judges a log it cannot read whole.
-    func readVersions() throws -> (base: Snapshot?, state: ZoneState, versions: [RecordName: [RecordVersion]], times: [Int64: Int64]) {
+    func readVersions() throws -> (
+        base: Snapshot?, state: ZoneState, versions: [RecordName: [RecordVersion]], times: [Int64: Int64], links: ChainLinks
+    ) {
         let base = newestAnchoredSnapshot()
+        var links = ChainLinks(continuing: base)
         var state = base?.state ?? ZoneState()
         var versions: [RecordName: [RecordVersion]] = [:]
         if let base {
@@ -56,7 +59,9 @@ extension ServerStore {
         while true {
             let read = try fetch(into: &state, limit: 4096, check: .full)
             for slot in read {
+                if case .damaged(let damage) = slot { links.append(damage.seq, nil) }
                 guard case .entry(let entry) = slot else { continue }
+                links.append(entry.seq, entry.chainDigest)
                 times[entry.seq] = entry.time
                 let moves = ZoneState.moves(in: entry)
                 for change in entry.changes {
@@ -70,7 +75,41 @@ extension ServerStore {
             }
             if read.count < 4096 { break }
         }
-        return (base, state, versions, times)
+        return (base, state, versions, times, links)
+    }
+
+    /// The links a snapshot keeps of the log's entries (``Snapshot/links``): the last snapshot's, then one for each
+    /// slot read after it.
+    struct ChainLinks {
+        var from: Int64
+        var bytes: [UInt8]
+
+        init(continuing base: Snapshot?) {
+            guard let base else {
+                from = 1
+                bytes = []
+                return
+            }
+            if let links = base.links, let start = base.linksFrom, Int64(links.count) == (base.seq - start + 1) * 4 {
+                from = start
+                bytes = Array(links)
+            } else {
+                // A snapshot from before links: they start at its entry.
+                from = base.seq
+                bytes = []
+                append(base.seq, base.chain)
+            }
+        }
+
+        /// The slot after the last one: `seq`'s link (0 when its digest is not known).
+        mutating func append(_ seq: Int64, _ digest: ContentDigest?) {
+            guard seq == end + 1 else { return }
+            let link = digest?.link ?? 0
+            bytes += [UInt8(link >> 24), UInt8(link >> 16 & 0xff), UInt8(link >> 8 & 0xff), UInt8(link & 0xff)]
+        }
+
+        /// The last slot linked.
+        var end: Int64 { from + Int64(bytes.count / 4) - 1 }
     }
 
     /// gc judges only a log it reads whole: it stops when a snapshot is newer than the end it read (the entry a
@@ -149,7 +188,7 @@ extension ServerStore {
         // every token read first is at most the end read next, unless the server lost entries.
         let registered = deviceTokenList()
         let tokens = registered.map(\.token)
-        let (base, state, versions, times) = try readVersions()
+        let (base, state, versions, times, links) = try readVersions()
         report.end = state.token
         try requireWholeLog(end: state.token, devices: registered)
         // An empty log keeps nothing and has nothing to compact: a first sync's texts are on their way to entry 1,
@@ -185,6 +224,10 @@ extension ServerStore {
             var snapshot = Snapshot(state: state, device: device, time: now)
             snapshot.heads = heads
             snapshot.history = history
+            if links.end == state.token {
+                snapshot.linksFrom = links.from
+                snapshot.links = Data(links.bytes)
+            }
             report.snapshot = state.token
             snapshotSeq = state.token
             if dryRun {
@@ -272,7 +315,7 @@ extension ServerStore {
 
     /// The assets the newest readable snapshot and every entry after it reference: what must stay.
     func liveAssets() throws -> (texts: Set<ContentDigest>, snapshot: Int64) {
-        let (base, state, versions, _) = try readVersions()
+        let (base, state, versions, _, _) = try readVersions()
         // Judged on a log read whole only (see requireWholeLog): otherwise no asset is judged unreferenced.
         try requireWholeLog(end: state.token, devices: [])
         var texts = base.map(Self.texts(of:)) ?? []
@@ -447,7 +490,7 @@ extension ServerStore {
     /// What the server holds, by kind and by age (``ServerUsage``). Reads the log like gc, writes nothing.
     public func usage(now: Int64 = Clock.nowNanoseconds()) throws -> ServerUsage {
         var usage = ServerUsage()
-        let (_, state, versions, _) = try readVersions()
+        let (_, state, versions, _, _) = try readVersions()
         usage.logEnd = state.token
         usage.policy =
             (hasRetention ? try retentionPolicy().policy : RetentionPolicy.default).description

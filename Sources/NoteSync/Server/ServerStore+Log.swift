@@ -272,6 +272,13 @@ extension ServerStore {
     func jump(_ state: inout ZoneState) throws -> Bool {
         if let snapshot = newestAnchoredSnapshot(after: state.token), snapshot.chain != nil {
             let seq = snapshot.seq
+            // The entry this device read last must be the one the snapshot links there: a log compacted past a
+            // server restored from an older copy (or another server's) is not the log this device read.
+            if state.token > 0, let known = state.chain, let link = snapshot.link(at: state.token), link != known.link {
+                throw chainBroken(
+                    at: state.token,
+                    "entry \(state.token) this device read is not the entry \(state.token) that snapshot \(seq) compacted")
+            }
             logger.notice(
                 "server.log.jumped",
                 metadata: ["server.seq.from": "\(state.token)", "server.seq": "\(seq)", "reason": "compacted by gc"])

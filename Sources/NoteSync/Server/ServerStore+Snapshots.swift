@@ -24,6 +24,27 @@ public struct Snapshot: Codable, Sendable, Hashable {
     public var earlier: [ContentDigest?]?
     /// The versions before the heads that the retention policy keeps, by name then sequence (format 3).
     public var history: [RecordVersion]?
+    /// The entry ``links`` starts at.
+    public var linksFrom: Int64?
+    /// Four bytes of the chain digest of every entry from ``linksFrom`` up to `seq` (``ContentDigest/link``; 0 where
+    /// the slot was damaged), big-endian, so that the log's history outlives the entries gc removes: a device that
+    /// jumps here from a token it read checks that entry against its link, and a server restored from an older copy
+    /// (or another server) is told from a compacted log (docs/retention.md). Absent in snapshots of builds before.
+    public var links: Data?
+
+    /// The link of the entry at `seq`, when this snapshot knows it.
+    public func link(at seq: Int64) -> UInt32? {
+        if seq == self.seq { return chain?.link }
+        if let links, let from = linksFrom, seq >= from, (seq - from + 1) * 4 <= Int64(links.count) {
+            let offset = links.startIndex + Int(seq - from) * 4
+            let value = links[offset..<offset + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            if value != 0 { return value }
+        }
+        // The entries just before the snapshot's (``ZoneState/earlier``): earlier[0] is entry seq - 1.
+        let back = self.seq - 1 - seq
+        if let earlier, back >= 0, back < Int64(earlier.count), let digest = earlier[Int(back)] { return digest.link }
+        return nil
+    }
 
     public init(state: ZoneState, device: String, time: Int64 = Clock.nowNanoseconds()) {
         self.seq = state.token

@@ -389,7 +389,13 @@ final class SimRunner {
                 "  after the restore: base \(base.map { "\($0.tag) \($0.digest.hex.prefix(8)) \($0.modified)" } ?? "none"), file "
                     + "\(FileIO.lstatInfo(device.folder.root + "/" + note).map { StatFingerprint($0).mtime } ?? 0)")
         }
-        let restored = try FileIO.read(ServerLayout(root: serverRoot).assetPath(version.text.sha256)) ?? Data()
+        /// A text as it reads from the server (stored compressed or not: format 3).
+        func serverText(_ ref: AssetRef) throws -> Data? {
+            try FileIO.read(ServerLayout(root: serverRoot).assetPath(ref.sha256)).flatMap {
+                AssetCodec.decode($0, digest: ref.sha256, size: ref.size)
+            }
+        }
+        let restored = try serverText(version.text) ?? Data()
         trace(
             "  \(device.name) restored \(note) to version \(version.seq)\(result.keptAs.map { ", kept \($0)" } ?? ""): "
                 + result.report.changes.map { "\($0.kind.rawValue) \($0.name)" }.joined(separator: ", "))
@@ -402,7 +408,7 @@ final class SimRunner {
                     continue
                 }
                 for change in entry.changes {
-                    guard let text = change.text, let asset = try FileIO.read(ServerLayout(root: serverRoot).assetPath(text.sha256)) else {
+                    guard let text = change.text, let asset = try serverText(text) else {
                         continue
                     }
                     held.formUnion(SyncHarness.lines(asset))
