@@ -117,6 +117,48 @@ import Testing
         #expect(try t.run(["server", "fsck", t.server]).status == 0)
     }
 
+    /// The same rollback, then the other device writes on and `server gc --grace 0` compacts the log past what A
+    /// read: A's entries are gone, yet A's sync stops with the mismatch (the snapshot links every entry it
+    /// compacted) instead of taking B's todo.md for a successor of its own; following the printed fix keeps both
+    /// texts on both devices.
+    @Test func aRestoredServerCompactedPastADeviceStopsItAndRecoverKeepsBothTexts() throws {
+        let t = try TwoDevices("life-rollback-gc")
+        try t.write(t.a, "old.md", "from before the backup\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let backup = t.scratch.path + "/backup"
+        try Self.copyTree(t.server, backup)
+        try t.write(t.a, "todo.md", "A's todo, committed after the backup\n")
+        try t.sync(t.a)
+
+        try FileManager.default.removeItem(atPath: t.server)
+        try Self.copyTree(backup, t.server)
+        try t.write(t.b, "b-new.md", "made on B on the restored server\n")
+        try t.sync(t.b)
+        try t.write(t.b, "todo.md", "B's todo, on the restored server\n")
+        try t.sync(t.b)
+        try t.write(t.b, "later.md", "B again\n")
+        try t.sync(t.b)
+        // Entries 1 to 3 go; entry 4 (the end) stays: A, at token 2, finds slot 3 empty and must jump.
+        try t.expectOK(["server", "gc", t.server, "--grace", "0"])
+        #expect(try Self.entries(t.server).keys.sorted() == [4])
+
+        let stopped = try t.run(["sync", "--notes", t.a])
+        #expect(stopped.status == 1, "\(stopped.stdout) \(stopped.stderr)")
+        #expect(stopped.stderr.contains("notesync recover"), "\(stopped.stderr)")
+        #expect(t.read(t.a, "todo.md") == "A's todo, committed after the backup\n", "nothing pulled over A's text")
+
+        try t.expectOK(["recover", "--notes", t.a])
+        try t.sync(t.b)
+        try t.sync(t.a)
+        let a = try t.notes(t.a)
+        #expect(try t.notes(t.b) == a)
+        let texts = Set(a.values.map { String(decoding: $0, as: UTF8.self) })
+        #expect(texts.contains("A's todo, committed after the backup\n") && texts.contains("B's todo, on the restored server\n"))
+        #expect(a["b-new.md"] == Data("made on B on the restored server\n".utf8))
+        #expect(try t.run(["status", "--notes", t.a]).status == 0)
+    }
+
     /// An entry lost from the middle of the log: a one-shot sync reports the gap at once (exit 1, the entry's
     /// path, the fix); `fsck --repair` seals it once old enough; the device whose commit was lost pushes it again.
     @Test func aGapIsReportedSealedAndTheLostCommitPushedAgain() throws {
