@@ -23,12 +23,7 @@ extension ServerStore {
         try requireWritable()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let temp = layout.tempPath(device: device, suffix: "device")
-        try FileIO.createAndSync(temp, try encoder.encode(info))
-        defer { unlink(temp) }
-        guard rename(temp, layout.devicesDirectory + "/" + info.id + ".json") == 0 else {
-            throw NoteSyncError.posix("rename", path: layout.devicesDirectory + "/" + info.id + ".json", errno: errno)
-        }
+        try storage.replace(layout.devicesDirectory + "/" + info.id + ".json", with: try encoder.encode(info), device: device)
     }
 
     /// The name to show for device `id`: its status file's name, else the id. Both come from the server, so
@@ -40,7 +35,7 @@ extension ServerStore {
     /// The device's status file, or `nil` when it has none or it cannot be read.
     public func deviceInfo(_ id: String) -> DeviceInfo? {
         guard (try? Self.validateDevice(id)) != nil,
-            let data = try? FileIO.read(layout.devicesDirectory + "/" + id + ".json", limit: 1 << 16),
+            let data = try? storage.read(layout.devicesDirectory + "/" + id + ".json", limit: 1 << 16),
             let info = try? JSONDecoder().decode(DeviceInfo.self, from: data)
         else { return nil }
         return info

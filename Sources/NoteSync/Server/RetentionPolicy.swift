@@ -78,11 +78,11 @@ extension ServerStore {
     /// The policy in force: the highest-numbered readable file in `retention/`, or the default when there is none.
     /// Returns the number of that file too (0 for the default).
     public func retentionPolicy() throws -> (policy: RetentionPolicy, number: Int64) {
-        let numbers = (try FileIO.list(layout.retentionDirectory) ?? []).compactMap { ServerLayout.sequence(ofFileName: $0) }
+        let numbers = (try storage.list(layout.retentionDirectory) ?? []).compactMap { ServerLayout.sequence(ofFileName: $0) }
         for number in numbers.sorted(by: >) {
             let path = layout.retentionPath(number)
             do {
-                guard let data = try FileIO.read(path, limit: 1 << 16) else { continue }
+                guard let data = try storage.read(path, limit: 1 << 16) else { continue }
                 return (try SealedFile.open(data, kind: "policy", as: RetentionPolicy.self), number)
             } catch {
                 logger.error("server.retention.damaged", metadata: ["server.path": "\(path)", "reason": "\(error)"])
@@ -96,14 +96,14 @@ extension ServerStore {
     public func setRetentionPolicy(_ policy: RetentionPolicy) throws {
         try requireWritable()
         try requireRetention("set a retention policy")
-        try FileIO.makeDirectory(layout.retentionDirectory)
+        try storage.makeDirectory(layout.retentionDirectory)
         let data = try SealedFile.seal(policy, kind: "policy")
         var number = try retentionPolicy().number
         for _ in 0..<64 {
             number += 1
-            while FileIO.lstatInfo(layout.retentionPath(number)) != nil { number += 1 }
+            while storage.info(layout.retentionPath(number)) != nil { number += 1 }
             if try publish(data, as: layout.retentionPath(number), suffix: "policy") == .published {
-                try FileIO.syncDirectory(layout.retentionDirectory)
+                try storage.syncDirectory(layout.retentionDirectory)
                 return
             }
         }

@@ -89,7 +89,7 @@ public struct ServerFsck {
         var seen = Set<String>()
         var found: [String] = []
         for directory in directories where seen.insert(directory).inserted {
-            for name in ((try? FileIO.list(directory)) ?? []).sorted() {
+            for name in ((try? store.storage.list(directory)) ?? []).sorted() {
                 guard let tool = ForeignConflictCopy.detect(name) else { continue }
                 let lost =
                     directory.hasPrefix(layout.logDirectory + "/")
@@ -130,17 +130,16 @@ public struct ServerFsck {
         func moveAside(_ path: String) -> String? {
             guard repair else { return nil }
             do {
-                try FileIO.makeDirectories(quarantine)
                 let target = quarantine + "/" + path.dropFirst(layout.root.count + 1).replacingOccurrences(of: "/", with: "%")
-                guard rename(path, target) == 0 else { return nil }
+                guard try store.storage.move(path, to: target) else { return nil }
                 return "moved to \(target)"
             } catch { return nil }
         }
         func checkListing(_ directory: String, expected: (String) -> Bool) throws -> [String] {
             var kept: [String] = []
-            for name in (try FileIO.list(directory) ?? []).sorted() {
+            for name in (try store.storage.list(directory) ?? []).sorted() {
                 let path = directory + "/" + name
-                if let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFLNK {
+                if let info = store.storage.info(path), info.kind == .link {
                     add(.symlink, path, "symbolic links are never followed in a server", repaired: moveAside(path))
                 } else if expected(name) {
                     kept.append(name)
@@ -159,19 +158,19 @@ public struct ServerFsck {
             _ = try checkListing(layout.zoneDirectory) {
                 ["log", "assets", "snapshots", "tmp", "voids"].contains($0) || (format3 && ["retention", "gc"].contains($0))
             }
-            if format3 && FileIO.lstatInfo(layout.retentionDirectory) != nil {
+            if format3 && store.storage.info(layout.retentionDirectory) != nil {
                 _ = try checkListing(layout.retentionDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
             }
-            if format3 && FileIO.lstatInfo(layout.gcDirectory) != nil {
+            if format3 && store.storage.info(layout.gcDirectory) != nil {
                 _ = try checkListing(layout.gcDirectory) { ["marks", "lease"].contains($0) }
-                if FileIO.lstatInfo(layout.marksDirectory) != nil {
+                if store.storage.info(layout.marksDirectory) != nil {
                     _ = try checkListing(layout.marksDirectory) { name in
                         let parts = name.split(separator: "-")
                         return parts.count == 2 && parts[0].utf8.count == 19 && parts[0].allSatisfy(\.isNumber)
                     }
                 }
             }
-            if FileIO.lstatInfo(layout.voidsDirectory) != nil {
+            if store.storage.info(layout.voidsDirectory) != nil {
                 _ = try checkListing(layout.voidsDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
             }
             _ = try checkListing(layout.devicesDirectory) { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
@@ -190,8 +189,8 @@ public struct ServerFsck {
                             // Its entry not there, nor any after it: a replicating tool may still deliver it (devices
                             // wait, as at a gap); once older than --gap-age it is taken as lost.
                             let age =
-                                FileIO.lstatInfo(layout.snapshotPath(seq)).map {
-                                    Date().timeIntervalSince1970 - Double($0.st_mtim.tv_sec)
+                                store.storage.info(layout.snapshotPath(seq)).map {
+                                    Double(Clock.nowNanoseconds() - $0.mtime) / 1e9
                                 } ?? 0
                             let lost = age >= gapGraceSeconds
                             add(
@@ -304,7 +303,7 @@ public struct ServerFsck {
         private func foldGap(before next: Int64, _ fold: inout Fold, _ sequences: [Int64], gapGraceSeconds: Double) throws -> Bool {
             let seq = fold.state.token + 1
             let age =
-                FileIO.lstatInfo(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - StatFingerprint($0).mtime) / 1e9 } ?? 0
+                store.storage.info(layout.entryPath(next)).map { Double(Clock.nowNanoseconds() - $0.mtime) / 1e9 } ?? 0
             var foreign = false
             if fold.checkedGap != next, seq > 1, let known = fold.state.chain, case .entry(let after)? = try? store.readSlot(next),
                 after.link(to: seq - 1) != known
@@ -367,7 +366,7 @@ public struct ServerFsck {
                 }
                 // A void entry's notice tells the devices that had read the lost entry: a seal cut off before it
                 // wrote the notice is finished here.
-                if entry.void != nil, FileIO.lstatInfo(layout.voidPath(seq)) == nil {
+                if entry.void != nil, store.storage.info(layout.voidPath(seq)) == nil {
                     var repaired: String?
                     if repair, (try? store.writeVoidNotice(seq)) != nil { repaired = "notice written" }
                     add(.missingEntry, layout.voidPath(seq), "the notice of the void entry \(seq) is missing", repaired: repaired)
@@ -433,7 +432,7 @@ public struct ServerFsck {
                     guard let digest = ContentDigest(hex: name) else { continue }
                     let path = directory + "/" + name
                     report.assets += 1
-                    if try ServerFsck.holds(path, digest) {
+                    if try ServerFsck.holds(path, digest, in: store.storage) {
                         present.insert(digest)
                     } else {
                         add(.corruptAsset, path, "content does not match its digest", repaired: moveAside(path))
@@ -447,23 +446,26 @@ public struct ServerFsck {
 
         /// Temp files interrupted writers left: swept once older than `graceSeconds` when repairing.
         func checkTemps(graceSeconds tempGraceSeconds: Double) throws {
-            let now = Date().timeIntervalSince1970
-            for name in (try FileIO.list(layout.tmpDirectory) ?? []).sorted() {
+            let now = Clock.nowNanoseconds()
+            for name in (try store.storage.list(layout.tmpDirectory) ?? []).sorted() {
                 let path = layout.tmpDirectory + "/" + name
-                guard let info = FileIO.lstatInfo(path) else { continue }
-                let age = now - Double(info.st_mtim.tv_sec)
+                guard let info = store.storage.info(path) else { continue }
+                let age = Double(now - info.mtime) / 1e9
                 var repaired: String?
-                if repair && age >= tempGraceSeconds && unlink(path) == 0 { repaired = "swept" }
+                if repair && age >= tempGraceSeconds && (try? store.storage.remove(path)) == true { repaired = "swept" }
                 add(.tempFile, path, "left by an interrupted writer, \(Int(age)) s old", repaired: repaired)
             }
         }
     }
 
     /// Whether the asset file at `path` holds the text named `digest`: as it is, or (format 3) compressed.
-    static func holds(_ path: String, _ digest: ContentDigest) throws -> Bool {
-        if let actual = try FileDigest.of(path: path), actual.digest == digest { return true }
-        guard let info = FileIO.lstatInfo(path), Int64(info.st_size) < ServerStore.maxEntryBytes,
-            let data = try FileIO.read(path, limit: ServerStore.maxEntryBytes), data.starts(with: AssetCodec.magic),
+    static func holds(_ path: String, _ digest: ContentDigest, in storage: any ServerStorage) throws -> Bool {
+        if !storage.isObjectStore, let actual = try FileDigest.of(path: path), actual.digest == digest { return true }
+        guard let info = storage.info(path), info.size < (storage.isObjectStore ? 1 << 30 : ServerStore.maxEntryBytes),
+            let data = try storage.read(path, limit: 1 << 30)
+        else { return false }
+        if storage.isObjectStore && ContentDigest(of: data) == digest { return true }
+        guard info.size < ServerStore.maxEntryBytes, data.starts(with: AssetCodec.magic),
             let text = AssetCodec.inflate(data.dropFirst(AssetCodec.magic.count), limit: 1 << 30)
         else { return false }
         return ContentDigest(of: text) == digest

@@ -6,13 +6,13 @@ extension ServerStore {
     public func putAsset(_ data: Data) throws -> AssetRef {
         let ref = AssetRef(of: data)
         let path = layout.assetPath(ref.sha256)
-        if let info = FileIO.lstatInfo(path), isStored(info, ref) {
+        if let info = storage.info(path), isStored(info, ref) {
             if hasRetention { touch([ref.sha256]) }
             return ref
         }
-        try FileIO.makeDirectory(layout.assetShard(ref.sha256))
+        try storage.makeDirectory(layout.assetShard(ref.sha256))
         if try publish(hasRetention ? AssetCodec.encode(data) : data, as: path, suffix: "asset") == .published {
-            try FileIO.syncDirectory(layout.assetShard(ref.sha256))
+            try storage.syncDirectory(layout.assetShard(ref.sha256))
         }
         return ref
     }
@@ -39,26 +39,28 @@ extension ServerStore {
         let layout = layout
         let device = device
         let compress = hasRetention
-        let present = Parallel.map(unique.count) { slot in
+        let storage = storage
+        let present = storage.map(unique.count) { slot in
             Result { () -> Bool in
                 let ref = refs[unique[slot]]
-                guard let info = FileIO.lstatInfo(layout.assetPath(ref.sha256)) else { return false }
+                guard let info = storage.info(layout.assetPath(ref.sha256)) else { return false }
                 return Self.isStored(info, ref, compressed: compress)
             }
         }
         let missing = unique.indices.filter { (try? present[$0]?.get()) != true }.map { unique[$0] }
         if hasRetention { touch(unique.indices.filter { (try? present[$0]?.get()) == true }.map { refs[unique[$0]].sha256 }) }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
-        let batched = !isNetwork && items.count >= 16
+        let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
         let written = Parallel.map(missing.count) { slot in
-            Result { () throws -> String in
-                let temp = layout.tempPath(device: device, suffix: "asset")
-                try FileIO.createAndSync(temp, compress ? AssetCodec.encode(items[missing[slot]]) : items[missing[slot]], sync: !batched)
+            Result { () throws -> StagedFile in
+                let data = compress ? AssetCodec.encode(items[missing[slot]]) : items[missing[slot]]
+                let staged = try storage.stage(data, device: device, suffix: "asset", sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
-                return temp
+                return staged
             }
         }
-        let staged = StagedAssets(refs: refs, missing: missing, temps: written.map { try? $0?.get() }, batched: batched)
+        let staged = StagedAssets(
+            storage: storage, refs: refs, missing: missing, files: written.map { try? $0?.get() }, batched: batched)
         if let failure = written.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
             _ = try failure.get()
         }
@@ -70,19 +72,19 @@ extension ServerStore {
         let refs = staged.refs
         let missing = staged.missing
         let layout = layout
+        let storage = storage
         guard !missing.isEmpty else { return refs }
-        if staged.batched { try FileIO.syncFilesystem(layout.tmpDirectory) }
-        let primitive = try primitive()
+        if staged.batched { try storage.syncStaged() }
         // Each shard folder once, not once per asset (256 at most).
         var made = Set<String>()
         for index in missing where made.insert(layout.assetShard(refs[index].sha256)).inserted {
-            try FileIO.makeDirectory(layout.assetShard(refs[index].sha256))
+            try storage.makeDirectory(layout.assetShard(refs[index].sha256))
         }
-        let temps = staged.temps
-        let outcomes = Parallel.map(missing.count) { slot in
+        let files = staged.files
+        let outcomes = storage.map(missing.count) { slot in
             Result { () throws -> String? in
                 let digest = refs[missing[slot]].sha256
-                let outcome = try AtomicPublish.publish(temps[slot]!, as: layout.assetPath(digest), using: primitive)
+                let outcome = try storage.publish(files[slot]!, as: layout.assetPath(digest))
                 try FaultPoint.hit("assets.published")
                 return outcome == .published ? layout.assetShard(digest) : nil
             }
@@ -91,7 +93,7 @@ extension ServerStore {
         for (slot, outcome) in outcomes.enumerated() {
             // A published temp is gone (renamed, or linked and removed); any other is removed with `staged`.
             if case .success(let shard?) = outcome {
-                staged.temps[slot] = nil
+                staged.files[slot] = nil
                 shards.insert(shard)
             }
         }
@@ -99,9 +101,9 @@ extension ServerStore {
             _ = try failure.get()
         }
         if !staged.batched || shards.count < 4 {
-            for shard in shards { try FileIO.syncDirectory(shard) }
+            for shard in shards { try storage.syncDirectory(shard) }
         } else {
-            try FileIO.syncFilesystem(layout.assetsDirectory)
+            try storage.syncStaged()
         }
         return refs
     }
@@ -109,18 +111,18 @@ extension ServerStore {
     /// Whether the file found at an asset's path stands for `ref` without reading it: a regular file of the text's
     /// size, or (format 3, where texts may be stored compressed) any regular file no bigger than the text could
     /// compress to. What it holds is verified when it is read.
-    func isStored(_ info: stat, _ ref: AssetRef) -> Bool { Self.isStored(info, ref, compressed: hasRetention) }
+    func isStored(_ info: StorageInfo, _ ref: AssetRef) -> Bool { Self.isStored(info, ref, compressed: hasRetention) }
 
-    static func isStored(_ info: stat, _ ref: AssetRef, compressed: Bool) -> Bool {
-        guard (info.st_mode & S_IFMT) == S_IFREG else { return false }
-        return Int64(info.st_size) == ref.size || (compressed && Int64(info.st_size) < ref.size)
+    static func isStored(_ info: StorageInfo, _ ref: AssetRef, compressed: Bool) -> Bool {
+        guard info.isFile else { return false }
+        return info.size == ref.size || (compressed && info.size < ref.size)
     }
 
     /// Reads an asset and verifies its digest and size: damaged or substituted content is never returned. A
     /// compressed asset (format 3) is inflated, never past the size the entry states.
     public func readAsset(_ ref: AssetRef) throws -> Data {
         let path = layout.assetPath(ref.sha256)
-        guard let stored = try FileIO.read(path, limit: Int(clamping: max(ref.size, 0)) + 1) else {
+        guard let stored = try storage.read(path, limit: Int(clamping: max(ref.size, 0)) + 1) else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset is missing from the server; the note is left as it is here",
                 fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
@@ -138,7 +140,7 @@ extension ServerStore {
     /// Touches assets a writer reuses (format 3): gc never sweeps an asset touched after its mark
     /// (docs/retention.md). Best effort: a failure only leaves the protection to the grace period.
     func touch(_ digests: [ContentDigest]) {
-        for digest in digests { _ = utimensat(AT_FDCWD, layout.assetPath(digest), nil, AT_SYMLINK_NOFOLLOW) }
+        for digest in digests { storage.touch(layout.assetPath(digest)) }
     }
 
     /// The assets of `refs` that are not on the server (format 3: checked by a writer after its commit, in case gc
@@ -146,35 +148,38 @@ extension ServerStore {
     public func missingAssets(_ refs: [AssetRef]) -> [AssetRef] {
         guard hasRetention else { return [] }
         let layout = layout
-        let found = Parallel.map(refs.count) { index in
-            Result<Bool, any Error>.success(FileIO.lstatInfo(layout.assetPath(refs[index].sha256)) != nil)
+        let storage = storage
+        let found = storage.map(refs.count) { index in
+            Result<Bool, any Error>.success(storage.info(layout.assetPath(refs[index].sha256)) != nil)
         }
         return refs.indices.filter { (try? found[$0]?.get()) != true }.map { refs[$0] }
     }
 
     /// True when the asset file exists (not verified).
     public func hasAsset(_ digest: ContentDigest) -> Bool {
-        FileIO.lstatInfo(layout.assetPath(digest)) != nil
+        storage.info(layout.assetPath(digest)) != nil
     }
 }
 
-/// Texts written to temp files on the server and not published yet (``ServerStore/stageAssets(_:)``). Temps
-/// that are never published are removed when this goes.
+/// Texts staged for the server and not published yet (``ServerStore/stageAssets(_:)``): temp files on a folder.
+/// What is never published is removed when this goes.
 public final class StagedAssets: @unchecked Sendable {
+    let storage: any ServerStorage
     /// Every text's asset, in the order given.
     public let refs: [AssetRef]
     /// The indices of the texts the server lacked, once each.
     let missing: [Int]
-    /// The temp file of each missing text, nil once published.
-    var temps: [String?]
+    /// The staged file of each missing text, nil once published.
+    var files: [StagedFile?]
     let batched: Bool
 
-    init(refs: [AssetRef], missing: [Int], temps: [String?], batched: Bool) {
+    init(storage: any ServerStorage, refs: [AssetRef], missing: [Int], files: [StagedFile?], batched: Bool) {
+        self.storage = storage
         self.refs = refs
         self.missing = missing
-        self.temps = temps
+        self.files = files
         self.batched = batched
     }
 
-    deinit { for temp in temps { if let temp { unlink(temp) } } }
+    deinit { for file in files { if let file { storage.discard(file) } } }
 }

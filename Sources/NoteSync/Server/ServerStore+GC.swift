@@ -137,7 +137,7 @@ extension ServerStore {
 
     /// The devices registered in `devices/` with their tokens.
     func deviceTokenList() -> [(id: String, token: Int64)] {
-        ((try? FileIO.list(layout.devicesDirectory)) ?? []).compactMap { file -> (id: String, token: Int64)? in
+        ((try? storage.list(layout.devicesDirectory)) ?? []).compactMap { file -> (id: String, token: Int64)? in
             guard file.hasSuffix(".json") else { return nil }
             let id = String(file.dropLast(5))
             return deviceInfo(id).map { (id, $0.token) }
@@ -234,11 +234,12 @@ extension ServerStore {
                 // Judged against what it keeps (the pending mark below).
             } else {
                 let data = try SealedFile.seal(snapshot, kind: "snapshot")
-                try FileIO.makeDirectory(layout.snapshotsDirectory)
+                try storage.makeDirectory(layout.snapshotsDirectory)
                 if rethin {
-                    try replace(data, at: layout.snapshotPath(state.token), suffix: "snapshot")
+                    try requireWritable()
+                    try storage.replace(layout.snapshotPath(state.token), with: data, device: device)
                 } else if try publish(data, as: layout.snapshotPath(state.token), suffix: "snapshot") == .published {
-                    try FileIO.syncDirectory(layout.snapshotsDirectory)
+                    try storage.syncDirectory(layout.snapshotsDirectory)
                 }
                 try FaultPoint.hit("gc.snapshotWritten")
                 // Another gc may have published this slot first: what is marked is judged from the file there.
@@ -252,7 +253,7 @@ extension ServerStore {
         var marked: [ContentDigest] = []
         for (digest, info) in try listAssets() where !live.contains(digest) {
             marked.append(digest)
-            report.bytesMarked += Int64(info.st_size)
+            report.bytesMarked += info.size
         }
         report.assetsMarked = marked.count
         // An idle server (nothing new, nothing to thin, nothing left below the snapshot) gets no mark: gc wrote nothing.
@@ -282,35 +283,24 @@ extension ServerStore {
         return texts
     }
 
-    /// Every asset file on the server with its `lstat`.
-    func listAssets() throws -> [(ContentDigest, stat)] {
-        var found: [(ContentDigest, stat)] = []
-        for shard in try FileIO.list(layout.assetsDirectory) ?? [] where shard.utf8.count == 2 {
-            guard let (entries, infos) = try FileIO.listEntriesWithInfo(layout.assetsDirectory + "/" + shard) else { continue }
-            for (entry, info) in zip(entries, infos) {
-                guard let info, (info.st_mode & S_IFMT) == S_IFREG, let digest = ContentDigest(hex: entry.name) else { continue }
+    /// Every asset file on the server with what the storage says of it.
+    func listAssets() throws -> [(ContentDigest, StorageInfo)] {
+        var found: [(ContentDigest, StorageInfo)] = []
+        for shard in try storage.list(layout.assetsDirectory) ?? [] where shard.utf8.count == 2 {
+            for (name, info) in try storage.listWithInfo(layout.assetsDirectory + "/" + shard) ?? [] {
+                guard let info, info.isFile, let digest = ContentDigest(hex: name) else { continue }
                 found.append((digest, info))
             }
         }
         return found
     }
 
-    /// Writes `data` over the file at `destination` in one rename (a snapshot written again, thinner).
-    private func replace(_ data: Data, at destination: String, suffix: String) throws {
-        try requireWritable()
-        let temp = layout.tempPath(device: device, suffix: suffix)
-        try FileIO.createAndSync(temp, data)
-        defer { unlink(temp) }
-        guard rename(temp, destination) == 0 else { throw NoteSyncError.posix("rename", path: destination, errno: errno) }
-        try FileIO.syncDirectory((destination as NSString).deletingLastPathComponent)
-    }
-
     private func writeMark(_ mark: GCMark) throws {
-        try FileIO.makeDirectory(layout.gcDirectory)
-        try FileIO.makeDirectory(layout.marksDirectory)
+        try storage.makeDirectory(layout.gcDirectory)
+        try storage.makeDirectory(layout.marksDirectory)
         let path = layout.marksDirectory + "/" + ServerLayout.pad(mark.time, 19) + "-" + FileIO.randomToken()
         _ = try publish(try SealedFile.seal(mark, kind: "mark"), as: path, suffix: "mark")
-        try FileIO.syncDirectory(layout.marksDirectory)
+        try storage.syncDirectory(layout.marksDirectory)
     }
 
     /// The assets the newest readable snapshot and every entry after it reference: what must stay.
@@ -333,11 +323,11 @@ extension ServerStore {
         report: inout GCReport
     ) throws {
         var due: [(path: String, mtime: Int64, mark: GCMark)] = []
-        for name in try FileIO.list(layout.marksDirectory) ?? [] {
+        for name in try storage.list(layout.marksDirectory) ?? [] {
             let path = layout.marksDirectory + "/" + name
-            guard let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
-            guard let data = try? FileIO.read(path, limit: 1 << 30),
+            guard let info = storage.info(path), info.isFile else { continue }
+            let mtime = info.mtime
+            guard let data = try? storage.read(path, limit: 1 << 30),
                 let mark = try? SealedFile.open(data, kind: "mark", as: GCMark.self)
             else {
                 logger.error("server.gc.markDamaged", metadata: ["server.path": "\(path)"])
@@ -362,38 +352,37 @@ extension ServerStore {
         for (path, markTime, mark) in due {
             for digest in mark.assets where !live.contains(digest) {
                 let asset = layout.assetPath(digest)
-                guard let info = FileIO.lstatInfo(asset), (info.st_mode & S_IFMT) == S_IFREG else { continue }
-                let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+                guard let info = storage.info(asset), info.isFile else { continue }
                 // A writer that reused the asset since the mark touched it.
-                guard mtime < markTime || (dryRun && path.isEmpty) else { continue }
+                guard info.mtime < markTime || (dryRun && path.isEmpty) else { continue }
                 if !dryRun {
-                    guard unlink(asset) == 0 || errno == ENOENT else { throw NoteSyncError.posix("unlink", path: asset, errno: errno) }
+                    try storage.remove(asset)
                     try FaultPoint.hit("gc.assetRemoved")
                 }
                 report.assetsRemoved += 1
-                report.bytesRemoved += Int64(info.st_size)
+                report.bytesRemoved += info.size
             }
             // Entries below the mark's snapshot go only while a snapshot at least that new reads. Older snapshots
             // first: a gc killed among the entries leaves no snapshot whose entry is gone.
             if mark.snapshot > 0 && newest >= mark.snapshot {
                 for seq in try snapshotSequences() where seq < mark.snapshot {
-                    if !dryRun { unlink(layout.snapshotPath(seq)) }
+                    if !dryRun { _ = try? storage.remove(layout.snapshotPath(seq)) }
                     report.snapshotsRemoved += 1
                 }
                 try removeEntries(below: mark.snapshot, dryRun: dryRun, report: &report)
             }
             if !dryRun && !path.isEmpty {
-                unlink(path)
+                _ = try? storage.remove(path)
                 try FaultPoint.hit("gc.markSwept")
             }
         }
-        if !dryRun { try? FileIO.syncDirectory(layout.marksDirectory) }
+        if !dryRun { try? storage.syncDirectory(layout.marksDirectory) }
     }
 
     /// Whether any entry file is left in a slot below `seq` (the oldest log folder is enough to tell).
     private func hasEntries(below seq: Int64) -> Bool {
-        guard let shard = ((try? FileIO.list(layout.logDirectory)) ?? []).filter({ $0.utf8.count == 6 }).min(),
-            let names = try? FileIO.list(layout.logDirectory + "/" + shard)
+        guard let shard = ((try? storage.list(layout.logDirectory)) ?? []).filter({ $0.utf8.count == 6 }).min(),
+            let names = try? storage.list(layout.logDirectory + "/" + shard)
         else { return false }
         return names.contains { name in Int64(name.prefix { $0.isNumber }).map { $0 < seq } ?? false }
     }
@@ -401,29 +390,27 @@ extension ServerStore {
     /// Removes every entry file in a slot below `seq`, and the log folders that leaves empty.
     private func removeEntries(below seq: Int64, dryRun: Bool, report: inout GCReport) throws {
         let lastShard = ServerLayout.shardName(of: seq)
-        for shard in (try FileIO.list(layout.logDirectory) ?? []).sorted()
+        for shard in (try storage.list(layout.logDirectory) ?? []).sorted()
         where shard <= lastShard && shard.utf8.count == lastShard.utf8.count {
             let folder = layout.logDirectory + "/" + shard
-            guard let (entries, infos) = try FileIO.listEntriesWithInfo(folder) else { continue }
+            guard let found = try storage.listWithInfo(folder) else { continue }
             var left = 0
             // Oldest first: a gc killed here leaves the log starting later, never with holes below the snapshot.
-            for (entry, info) in zip(entries, infos).sorted(by: { $0.0.name < $1.0.name }) {
-                guard let slot = ServerLayout.sequence(ofFileName: entry.name), slot < seq, let info,
-                    (info.st_mode & S_IFMT) == S_IFREG
-                else {
+            for (name, info) in found.sorted(by: { $0.name < $1.name }) {
+                guard let slot = ServerLayout.sequence(ofFileName: name), slot < seq, let info, info.isFile else {
                     left += 1
                     continue
                 }
                 if !dryRun {
-                    unlink(folder + "/" + entry.name)
+                    _ = try? storage.remove(folder + "/" + name)
                     try FaultPoint.hit("gc.entryRemoved")
                 }
                 report.entriesRemoved += 1
-                report.entryBytesRemoved += Int64(info.st_size)
+                report.entryBytesRemoved += info.size
             }
-            if left == 0 && !dryRun && shard < lastShard { rmdir(folder) }
+            if left == 0 && !dryRun && shard < lastShard && !storage.isObjectStore { rmdir(folder) }
         }
-        if !dryRun { try? FileIO.syncDirectory(layout.logDirectory) }
+        if !dryRun { try? storage.syncDirectory(layout.logDirectory) }
     }
 
     // MARK: The lease (advisory)
@@ -436,17 +423,16 @@ extension ServerStore {
             var device: String
             var until: Int64
         }
-        if let data = try? FileIO.read(layout.gcLease, limit: 1 << 12), let lease = try? JSONDecoder().decode(Lease.self, from: data),
+        if let data = try? storage.read(layout.gcLease, limit: 1 << 12), let lease = try? JSONDecoder().decode(Lease.self, from: data),
             lease.until > now
         {
             return false
         }
         do {
-            try FileIO.makeDirectory(layout.gcDirectory)
-            let temp = layout.tempPath(device: device, suffix: "lease")
-            try FileIO.createAndSync(temp, try JSONEncoder().encode(Lease(device: device, until: now + seconds * 1_000_000_000)))
-            defer { unlink(temp) }
-            return rename(temp, layout.gcLease) == 0
+            try storage.makeDirectory(layout.gcDirectory)
+            let lease = try JSONEncoder().encode(Lease(device: device, until: now + seconds * 1_000_000_000))
+            try storage.replace(layout.gcLease, with: lease, device: device)
+            return true
         } catch {
             return false
         }
@@ -512,7 +498,7 @@ extension ServerStore {
         ]
         var byBand = bands.map { ServerUsage.Band(band: $0.0, versions: 0, bytes: 0) }
         for (digest, info) in try listAssets() {
-            let size = Int64(info.st_size)
+            let size = info.size
             usage.assets += 1
             usage.assetBytes += size
             if live.contains(digest) {
@@ -529,19 +515,19 @@ extension ServerStore {
             }
         }
         usage.history = byBand
-        for shard in try FileIO.list(layout.logDirectory) ?? [] {
-            guard let (entries, infos) = try FileIO.listEntriesWithInfo(layout.logDirectory + "/" + shard) else { continue }
-            for (entry, info) in zip(entries, infos) where ServerLayout.sequence(ofFileName: entry.name) != nil {
+        for shard in try storage.list(layout.logDirectory) ?? [] {
+            guard let found = try storage.listWithInfo(layout.logDirectory + "/" + shard) else { continue }
+            for (name, info) in found where ServerLayout.sequence(ofFileName: name) != nil {
                 usage.entries += 1
-                usage.entryBytes += Int64(info?.st_size ?? 0)
+                usage.entryBytes += info?.size ?? 0
             }
         }
         for seq in try snapshotSequences() {
             usage.snapshots += 1
-            usage.snapshotBytes += Int64(FileIO.lstatInfo(layout.snapshotPath(seq))?.st_size ?? 0)
+            usage.snapshotBytes += storage.info(layout.snapshotPath(seq))?.size ?? 0
         }
-        usage.marks = (try FileIO.list(layout.marksDirectory) ?? []).count
-        for file in (try FileIO.list(layout.devicesDirectory) ?? []).sorted() where file.hasSuffix(".json") {
+        usage.marks = (try storage.list(layout.marksDirectory) ?? []).count
+        for file in (try storage.list(layout.devicesDirectory) ?? []).sorted() where file.hasSuffix(".json") {
             guard let info = deviceInfo(String(file.dropLast(5))) else { continue }
             usage.devices.append(.init(id: info.id, name: DisplayName.escape(info.name), lastSeen: info.lastSeen, token: info.token))
         }

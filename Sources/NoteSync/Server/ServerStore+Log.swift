@@ -34,7 +34,7 @@ extension ServerStore {
         let path = layout.entryPath(seq)
         let data: Data
         do {
-            guard let read = try FileIO.read(path, limit: Self.maxEntryBytes) else { return .missing }
+            guard let read = try storage.read(path, limit: Self.maxEntryBytes) else { return .missing }
             data = read
         } catch let error as NoteSyncError where error.kind == .corrupt {
             return .damaged(DamagedEntry(seq: seq, path: path, reason: error.message))
@@ -100,7 +100,7 @@ extension ServerStore {
         let token = state.token
         guard token > 0 else { return }
         let path = layout.entryPath(token)
-        guard let file = FileIO.lstatInfo(path).map(StatFingerprint.init) else {
+        guard let file = storage.info(path)?.fingerprint else {
             // A share unmounted (or a server folder taken away) since it was opened is away, not behind.
             try requireStillThere()
             throw NoteSyncError(
@@ -112,7 +112,7 @@ extension ServerStore {
                     + "server lost and deletes nothing")
         }
         if file != state.verifiedTail {
-            let bytes = state.chain == nil ? nil : try? FileIO.read(path, limit: Self.maxEntryBytes)
+            let bytes = state.chain == nil ? nil : try? storage.read(path, limit: Self.maxEntryBytes)
             // With no chain known yet (a token stored by 0.1.0) the entry's digest is taken, as the chain's start.
             if state.chain == nil || bytes.flatMap({ $0 }).map({ ContentDigest(of: $0) }) != state.chain {
                 let found: ContentDigest?
@@ -157,7 +157,7 @@ extension ServerStore {
     /// the whole server went away (a share unmounted, its folder renamed) after it was opened, which is
     /// `serverUnreachable`, as when it is opened.
     func requireStillThere() throws {
-        guard FileIO.lstatInfo(layout.marker) == nil else { return }
+        guard storage.info(layout.marker) == nil else { return }
         throw NoteSyncError(
             .serverUnreachable, path: layout.root, "the server folder went away during the sync",
             fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then",
@@ -167,17 +167,17 @@ extension ServerStore {
     /// The sequence of an entry file after the empty slot `missing`, if there is one: the next slot (one `lstat`),
     /// and, when `thorough`, any slot of that folder of the log and any later folder.
     func laterEntry(after missing: Int64, thorough: Bool) -> Int64? {
-        if FileIO.lstatInfo(layout.entryPath(missing + 1)) != nil { return missing + 1 }
+        if storage.info(layout.entryPath(missing + 1)) != nil { return missing + 1 }
         guard thorough else { return nil }
         let shard = layout.shardDirectory(of: missing)
-        if let names = try? FileIO.list(shard),
+        if let names = try? storage.list(shard),
             let later = names.compactMap { ServerLayout.sequence(ofFileName: $0) }.filter({ $0 > missing }).min()
         {
             return later
         }
         let shardName = (shard as NSString).lastPathComponent
-        for name in ((try? FileIO.list(layout.logDirectory)) ?? []).sorted() where name > shardName && name.count == shardName.count {
-            if let later = ((try? FileIO.list(layout.logDirectory + "/" + name)) ?? [])
+        for name in ((try? storage.list(layout.logDirectory)) ?? []).sorted() where name > shardName && name.count == shardName.count {
+            if let later = ((try? storage.list(layout.logDirectory + "/" + name)) ?? [])
                 .compactMap { ServerLayout.sequence(ofFileName: $0) }.min()
             {
                 return later
@@ -283,7 +283,7 @@ extension ServerStore {
                 "server.log.jumped",
                 metadata: ["server.seq.from": "\(state.token)", "server.seq": "\(seq)", "reason": "compacted by gc"])
             state.jump(to: snapshot.state)
-            state.verifiedTail = FileIO.lstatInfo(layout.entryPath(seq)).map(StatFingerprint.init)
+            state.verifiedTail = storage.info(layout.entryPath(seq))?.fingerprint
             return true
         }
         return false
@@ -312,7 +312,6 @@ extension ServerStore {
         }
         if let stale = staleConflicts(changes, state) { return .conflicts(stale) }
         let commitID = UUID().uuidString.lowercased()
-        let primitive = try primitive()
         while true {
             let seq = state.token + 1
             // Slot t+1 is claimed only with entry t read and verified: a device whose server went behind it (or was
@@ -331,15 +330,15 @@ extension ServerStore {
             let data = try SealedFile.seal(entry, kind: "entry")
             entry.digest = ContentDigest(of: data)
             let destination = layout.entryPath(seq)
-            try FileIO.makeDirectory(layout.shardDirectory(of: seq))
-            let temp = layout.tempPath(device: device, suffix: "entry")
-            try FileIO.createAndSync(temp, data)
+            try storage.makeDirectory(layout.shardDirectory(of: seq))
+            let staged = try storage.stage(data, device: device, suffix: "entry", sync: true)
+            defer { storage.discard(staged) }
             try FaultPoint.hit("commit.entryWritten")
             let outcome: AtomicPublish.Outcome
             do {
-                outcome = try AtomicPublish.publish(temp, as: destination, using: primitive)
+                outcome = try storage.publish(staged, as: destination)
             } catch let error as NoteSyncError {
-                unlink(temp)
+                storage.discard(staged)
                 switch try readSlot(seq) {
                 case .missing:
                     throw error
@@ -350,11 +349,11 @@ extension ServerStore {
                     outcome = .exists
                 }
             }
-            unlink(temp)
+            storage.discard(staged)
             if outcome == .published {
                 noteClockSkew(ofPublished: destination, at: Clock.nowNanoseconds())
                 try FaultPoint.hit("commit.claimed")
-                try FileIO.syncDirectory(layout.shardDirectory(of: seq))
+                try storage.syncDirectory(layout.shardDirectory(of: seq))
                 state.apply(entry)
                 return .committed(entry)
             }
@@ -380,9 +379,9 @@ extension ServerStore {
             void: VoidSeal(reason: "slot found empty with entry \(next) present; sealed by fsck", lost: lost))
         let data = try SealedFile.seal(entry, kind: "entry")
         entry.digest = ContentDigest(of: data)
-        try FileIO.makeDirectory(layout.shardDirectory(of: seq))
+        try storage.makeDirectory(layout.shardDirectory(of: seq))
         guard try publish(data, as: layout.entryPath(seq), suffix: "entry") == .published else { return nil }
-        try FileIO.syncDirectory(layout.shardDirectory(of: seq))
+        try storage.syncDirectory(layout.shardDirectory(of: seq))
         try writeVoidNotice(seq)
         logger.notice("server.gap.sealed", metadata: ["server.seq": "\(seq)"])
         return entry
@@ -390,14 +389,14 @@ extension ServerStore {
 
     /// Publishes `voids/<seq>`, the notice that slot `seq` was sealed void (a second seal or a repair finds it there).
     public func writeVoidNotice(_ seq: Int64) throws {
-        try FileIO.makeDirectory(layout.voidsDirectory)
+        try storage.makeDirectory(layout.voidsDirectory)
         _ = try publish(Data(), as: layout.voidPath(seq), suffix: "void")
-        try FileIO.syncDirectory(layout.voidsDirectory)
+        try storage.syncDirectory(layout.voidsDirectory)
     }
 
     /// The slots fsck sealed with void entries, in order.
     public func voidedSlots() throws -> [Int64] {
-        ((try FileIO.list(layout.voidsDirectory)) ?? []).compactMap { ServerLayout.sequence(ofFileName: $0) }.sorted()
+        ((try storage.list(layout.voidsDirectory)) ?? []).compactMap { ServerLayout.sequence(ofFileName: $0) }.sorted()
     }
 
     private func staleConflicts(_ changes: [RecordChange], _ state: ZoneState) -> [ServerChangedConflict]? {

@@ -97,20 +97,20 @@ extension ServerStore {
     public func writeSnapshot(of state: ZoneState) throws {
         let data = try SealedFile.seal(Snapshot(state: state, device: device), kind: "snapshot")
         if try publish(data, as: layout.snapshotPath(state.token), suffix: "snapshot") == .published {
-            try FileIO.syncDirectory(layout.snapshotsDirectory)
+            try storage.syncDirectory(layout.snapshotsDirectory)
         }
     }
 
     /// Sequences of the snapshots on the server, newest first.
     public func snapshotSequences() throws -> [Int64] {
-        let names = try FileIO.list(layout.snapshotsDirectory) ?? []
+        let names = try storage.list(layout.snapshotsDirectory) ?? []
         return names.compactMap { ServerLayout.sequence(ofFileName: $0) }.sorted(by: >)
     }
 
     /// Reads and verifies the snapshot at `seq`.
     public func readSnapshot(_ seq: Int64) throws -> Snapshot {
         let path = layout.snapshotPath(seq)
-        guard let data = try FileIO.read(path, limit: Self.maxSnapshotBytes) else {
+        guard let data = try storage.read(path, limit: Self.maxSnapshotBytes) else {
             throw NoteSyncError(.corrupt, path: path, "snapshot is missing")
         }
         do {

@@ -6,9 +6,9 @@ extension ServerStore {
     /// folder lock), and a sync calls this between commits, so none of them is in flight. Best effort: fsck sweeps
     /// what stays.
     public func removeOwnTemps() {
-        guard !isReadOnly, let names = try? FileIO.list(layout.tmpDirectory) else { return }
+        guard !isReadOnly, !storage.isObjectStore, let names = try? storage.list(layout.tmpDirectory) else { return }
         for name in names where name.hasPrefix(device + "-") {
-            unlink(layout.tmpDirectory + "/" + name)
+            _ = try? storage.remove(layout.tmpDirectory + "/" + name)
         }
     }
 }

@@ -40,15 +40,15 @@ public final class ServerStore: Sendable {
     let logger: Logger
     /// The server is on NFS, SMB or FUSE: flush file by file, poll for changes.
     public let isNetwork: Bool
-    private let forcedPrimitive: PublishPrimitive?
-    private let probedPrimitive = Mutex<PublishPrimitive?>(nil)
+    /// Where the server's files are: a folder, or an object store.
+    public let storage: any ServerStorage
     /// This device's clock minus the server's, as last measured by a commit (the published entry's mtime).
     private let clockSkew = Mutex<Int64?>(nil)
 
     func noteClockSkew(ofPublished path: String, at now: Int64) {
         // A simulation's clock is its own: the filesystem's times are not comparable with it.
-        guard FaultPoint.simulatedNow() == nil, let info = FileIO.lstatInfo(path) else { return }
-        clockSkew.withLock { $0 = now - StatFingerprint(info).mtime }
+        guard FaultPoint.simulatedNow() == nil, let info = storage.info(path) else { return }
+        clockSkew.withLock { $0 = now - info.mtime }
     }
 
     /// The clock difference measured since the last call, if a commit measured one.
@@ -64,8 +64,41 @@ public final class ServerStore: Sendable {
     public static let maxSnapshotBytes = 1 << 30
 
     /// Opens an existing server. A missing directory or marker is an error, never an empty server.
-    public init(root: String, device: String, primitive: PublishPrimitive? = nil, logger: Logger) throws {
+    public convenience init(root: String, device: String, primitive: PublishPrimitive? = nil, logger: Logger) throws {
         let layout = ServerLayout(root: root)
+        try self.init(
+            storage: try Self.openStorage(layout, primitive: primitive, logger: logger), device: device, logger: logger)
+    }
+
+    /// Opens the server held by `storage`. A missing marker is an error, never an empty server.
+    public init(storage: any ServerStorage, device: String, logger: Logger) throws {
+        let layout = ServerLayout(root: storage.root)
+        let data: Data
+        do {
+            guard let read = try storage.read(layout.marker, limit: 1 << 20) else {
+                throw NoteSyncError(
+                    .notAServer, path: layout.marker,
+                    "is missing: this folder is not a notesync server (or the share is not mounted)",
+                    fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then")
+            }
+            data = read
+        }
+        let marker = try Self.usableMarker(data, layout)
+        try Self.validateDevice(device)
+        self.layout = layout
+        self.storage = storage
+        self.marker = marker
+        self.device = device
+        self.isReadOnly = marker.format > ServerMarker.currentFormat
+        self.isNetwork = storage.isNetwork
+        self.logger = logger
+        if isReadOnly {
+            logger.warning("server.format.newer", metadata: ["server.format": "\(marker.format)"])
+        }
+    }
+
+    /// The storage of the server folder at `layout.root`: it must be there and be a folder.
+    static func openStorage(_ layout: ServerLayout, primitive: PublishPrimitive?, logger: Logger) throws -> any ServerStorage {
         ServerRoots.register(layout.root)
         guard let info = FileIO.lstatInfo(layout.root) else {
             throw NoteSyncError(
@@ -78,28 +111,7 @@ public final class ServerStore: Sendable {
                 .notAServer, path: layout.root, "is not a directory",
                 fix: "point --server at the server folder")
         }
-        let data: Data
-        do {
-            guard let read = try FileIO.read(layout.marker, limit: 1 << 20) else {
-                throw NoteSyncError(
-                    .notAServer, path: layout.marker,
-                    "is missing: this folder is not a notesync server (or the share is not mounted)",
-                    fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then")
-            }
-            data = read
-        }
-        let marker = try Self.usableMarker(data, layout)
-        try Self.validateDevice(device)
-        self.layout = layout
-        self.marker = marker
-        self.device = device
-        self.isReadOnly = marker.format > ServerMarker.currentFormat
-        self.isNetwork = (try? FilesystemKind(path: layout.root))?.isNetwork ?? true
-        self.logger = logger
-        self.forcedPrimitive = primitive
-        if isReadOnly {
-            logger.warning("server.format.newer", metadata: ["server.format": "\(marker.format)"])
-        }
+        return FolderStorage(root: layout.root, tmpDirectory: layout.tmpDirectory, primitive: primitive, logger: logger)
     }
 
     /// Creates a new server in `root` (created if missing). Refuses a non-empty folder that is not a server.
@@ -182,13 +194,14 @@ public final class ServerStore: Sendable {
     /// format). A usable marker is never replaced.
     public static func rewriteMarker(root: String, id: String, logger: Logger) throws {
         let layout = ServerLayout(root: root)
-        let old = try? FileIO.read(layout.marker, limit: 1 << 20)
+        let storage = try openStorage(layout, primitive: nil, logger: logger)
+        let old = try? storage.read(layout.marker, limit: 1 << 20)
         if let old, (try? usableMarker(old, layout)) != nil {
             throw NoteSyncError(
                 .usage, path: layout.marker, "is a valid marker: it is not replaced", fix: "run `notesync server fsck` without --server-id")
         }
         let parsed = old.flatMap { try? JSONDecoder().decode(ServerMarker.self, from: $0) }
-        guard FileIO.lstatInfo(layout.logDirectory) != nil else {
+        guard storage.info(layout.logDirectory) != nil else {
             throw NoteSyncError(
                 .usage, path: layout.root, "holds no notesync log: this is not a server's folder",
                 fix: "give the server's folder (the one with zones/\(layout.zone)/log)")
@@ -203,8 +216,8 @@ public final class ServerStore: Sendable {
         let marker = ServerMarker(
             format: format, id: uuid, created: parsed?.created ?? Clock.nowNanoseconds(), zones: [layout.zone],
             chainFrom: parsed?.chainFrom)
-        try FileIO.makeDirectory(layout.tmpDirectory)
-        try replaceMarker(layout, with: marker)
+        try storage.makeDirectory(layout.tmpDirectory)
+        try replaceMarker(storage, with: marker)
         logger.notice("server.marker.rewritten", metadata: ["server.id": "\(uuid)"])
     }
 
@@ -220,7 +233,7 @@ public final class ServerStore: Sendable {
             _ = try fetch(into: &end)
             upgraded.chainFrom = end.token + 1
         }
-        try Self.replaceMarker(layout, with: upgraded)
+        try Self.replaceMarker(storage, with: upgraded)
     }
 
     /// The marker as it is written: indented JSON, keys sorted, a final newline.
@@ -234,27 +247,16 @@ public final class ServerStore: Sendable {
 
     /// Writes `marker` to a temp file, fsyncs it and renames it over the marker: the one file notesync ever
     /// replaces (a reader sees the old marker or the new one, never a torn one).
-    private static func replaceMarker(_ layout: ServerLayout, with marker: ServerMarker) throws {
-        let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
-        try FileIO.createAndSync(temp, try encoded(marker))
-        defer { unlink(temp) }
-        guard rename(temp, layout.marker) == 0 else { throw NoteSyncError.posix("rename", path: layout.marker, errno: errno) }
-        try FileIO.syncDirectory(layout.root)
+    private static func replaceMarker(_ storage: any ServerStorage, with marker: ServerMarker) throws {
+        try storage.replace(ServerLayout(root: storage.root).marker, with: try encoded(marker), device: "marker")
     }
 
-    /// The publish primitive for this server: forced by the caller, or probed once on first use.
+    /// The publish primitive of a server folder: forced by the caller, or probed once on first use.
     public func primitive() throws -> PublishPrimitive {
-        if let forcedPrimitive { return forcedPrimitive }
-        if let known = probedPrimitive.withLock({ $0 }) { return known }
-        let chosen = try FilesystemProbe.probe(in: layout.tmpDirectory, device: device)
-        probedPrimitive.withLock { $0 = chosen.primitive }
-        logger.debug(
-            "server.primitive",
-            metadata: [
-                "server.primitive": "\(chosen.primitive.rawValue)",
-                "server.primitive.reason": "\(chosen.reason)"
-            ])
-        return chosen.primitive
+        guard let folder = storage as? FolderStorage else {
+            throw NoteSyncError(.usage, path: layout.root, "is not a server folder: it has no publish primitive")
+        }
+        return try folder.primitive()
     }
 
     func requireWritable() throws {
@@ -270,11 +272,11 @@ public final class ServerStore: Sendable {
         for directory in [
             layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
             layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory
-        ] {
-            if let info = FileIO.lstatInfo(directory), (info.st_mode & S_IFMT) != S_IFDIR {
+        ] where !storage.isObjectStore {
+            if let info = storage.info(directory), info.kind != .directory {
                 throw NoteSyncError(
                     .corrupt, path: directory,
-                    (info.st_mode & S_IFMT) == S_IFLNK
+                    info.kind == .link
                         ? "is a symbolic link; notesync never writes through links, so it writes nothing to this server"
                         : "is not a folder; notesync writes nothing to this server",
                     fix: "put the server's own folder back in its place (`notesync server fsck` lists what is wrong)")
@@ -286,10 +288,7 @@ public final class ServerStore: Sendable {
     /// Returns whether it was published; the temp file is gone either way.
     func publish(_ data: Data, as destination: String, suffix: String) throws -> AtomicPublish.Outcome {
         try requireWritable()
-        let temp = layout.tempPath(device: device, suffix: suffix)
-        try FileIO.createAndSync(temp, data)
-        defer { unlink(temp) }
-        return try AtomicPublish.publish(temp, as: destination, using: primitive())
+        return try storage.create(data, as: destination, device: device, suffix: suffix)
     }
 
     static func validateDevice(_ device: String) throws {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// Work spread over every core, for the big batches of a first sync (hashing, writing and publishing assets).
 enum Parallel {
@@ -36,6 +37,43 @@ enum Parallel {
                         if case .failure = result { break }
                     }
                 }
+            }
+            initialized = count
+        }
+    }
+}
+
+extension Parallel {
+    /// `body(index)` for every index in `0..<count` on `width` threads of its own, results in index order: for work
+    /// that waits (requests to an object store) rather than computes, where more in flight than cores pays. Each
+    /// thread stops at its first failure; the caller sees every slot that succeeded and the failures.
+    static func threads<T>(
+        _ count: Int, width: Int, _ body: (Int) -> Result<T, any Error>
+    ) -> [Result<T, any Error>?] {
+        let next = Atomic<Int>(0)
+        let failed = Atomic<Bool>(false)
+        return [Result<T, any Error>?](unsafeUninitializedCapacity: count) { buffer, initialized in
+            buffer.initialize(repeating: nil)
+            nonisolated(unsafe) let slots = buffer
+            withoutActuallyEscaping(body) { body in
+                nonisolated(unsafe) let body = body
+                let group = DispatchGroup()
+                for _ in 0..<max(1, width) {
+                    group.enter()
+                    let thread = Thread {
+                        defer { group.leave() }
+                        while !failed.load(ordering: .relaxed) {
+                            let index = next.add(1, ordering: .relaxed).oldValue
+                            guard index < count else { return }
+                            let result = body(index)
+                            slots[index] = result
+                            if case .failure = result { failed.store(true, ordering: .relaxed) }
+                        }
+                    }
+                    thread.stackSize = 1 << 20
+                    thread.start()
+                }
+                group.wait()
             }
             initialized = count
         }

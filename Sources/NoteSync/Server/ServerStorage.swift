@@ -1,0 +1,212 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// What the storage holding a server says about one of its files (or objects).
+public struct StorageInfo: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        case file, directory, link, other
+    }
+
+    public var kind: Kind
+    public var size: Int64
+    /// Last modification, in nanoseconds since 1970 (the server's clock).
+    public var mtime: Int64
+    /// Changes whenever the file is replaced or rewritten: `lstat`'s size, times and inode on a folder; size,
+    /// time and a hash of the ETag on an object store.
+    public var fingerprint: StatFingerprint
+
+    public init(kind: Kind, size: Int64, mtime: Int64, fingerprint: StatFingerprint) {
+        self.kind = kind
+        self.size = size
+        self.mtime = mtime
+        self.fingerprint = fingerprint
+    }
+
+    /// From `lstat(2)`.
+    public init(_ info: stat) {
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: kind = .file
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .link
+        default: kind = .other
+        }
+        fingerprint = StatFingerprint(info)
+        size = fingerprint.size
+        mtime = fingerprint.mtime
+    }
+
+    public var isFile: Bool { kind == .file }
+}
+
+/// A file written for publishing but not published yet (``ServerStorage/stage(_:device:suffix:sync:)``): a temp
+/// file in the zone's `tmp/` on a folder, the bytes themselves on an object store.
+public struct StagedFile: Sendable {
+    public var temp: String?
+    public var data: Data?
+
+    public init(temp: String? = nil, data: Data? = nil) {
+        self.temp = temp
+        self.data = data
+    }
+}
+
+/// The server as a key space (docs/server-format.md, "Storage"): every server feature is written against this,
+/// never against the filesystem, so a folder and an object store hold the same server.
+///
+/// Paths are the server root followed by `/` and the file's name inside the server (`zones/notes/log/…`), on every
+/// backend: errors name them as the user sees the server. Every published file is immutable; the only operation
+/// that decides anything is ``publish(_:as:)``: an atomic create-if-absent.
+public protocol ServerStorage: Sendable {
+    /// The server as the user names it: a folder's path, or `s3://bucket/prefix`.
+    var root: String { get }
+    /// Other devices' writes raise no inotify events here: the agent polls.
+    var isNetwork: Bool { get }
+    /// An object store: no folders, no temp files, no fsync; requests in flight at once, not cores, bound a batch.
+    var isObjectStore: Bool { get }
+
+    /// The file at `path`, or nil when there is none (or it cannot be examined).
+    func info(_ path: String) -> StorageInfo?
+    /// The bytes at `path`, nil when there is none; a file larger than `limit` is `corrupt`.
+    func read(_ path: String, limit: Int) throws -> Data?
+    /// The names directly in `directory` (files and folders), unsorted; nil when there is none.
+    func list(_ directory: String) throws -> [String]?
+    /// The names directly in `directory` with what each is (nil for one that vanished meanwhile).
+    func listWithInfo(_ directory: String) throws -> [(name: String, info: StorageInfo?)]?
+
+    /// Makes `directory` exist (a folder backend; nothing on an object store).
+    func makeDirectory(_ directory: String) throws
+    /// Makes what was published into `directory` durable (a folder's fsync; nothing on an object store).
+    func syncDirectory(_ directory: String) throws
+    /// Makes every staged file durable at once (`syncfs`; nothing on an object store).
+    func syncStaged() throws
+
+    /// Writes `data` to be published (fsynced when `sync`), without publishing it.
+    func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile
+    /// Publishes a staged file as `path` if that name is free: the atomic create-if-absent. Throws on anything
+    /// else; an error may be ambiguous (the file may be published all the same), so callers that must know read
+    /// the path back.
+    func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome
+    /// Removes what staging left (a temp file that was not published).
+    func discard(_ staged: StagedFile)
+    /// Replaces `path` whole with `data` (the marker, a device's status file, gc's lease): readers see the old
+    /// bytes or the new ones, never a mix.
+    func replace(_ path: String, with data: Data, device: String) throws
+    /// Removes the file at `path`; false when there was none. Only gc, fsck and a device's own temps remove.
+    @discardableResult
+    func remove(_ path: String) throws -> Bool
+    /// Moves the file at `path` to `target` (fsck's quarantine), making the folders it needs; false when it could
+    /// not be moved.
+    func move(_ path: String, to target: String) throws -> Bool
+    /// Marks `path` as just used (its mtime), best effort: gc never sweeps an asset touched after its mark.
+    func touch(_ path: String)
+
+    /// `body(index)` for every index in `0..<count`, as wide as this storage does best (cores for a folder,
+    /// requests in flight for an object store), results in index order; see ``Parallel/map(_:serialBelow:_:)``.
+    func map<T>(_ count: Int, _ body: (Int) -> Result<T, any Error>) -> [Result<T, any Error>?]
+}
+
+extension ServerStorage {
+    /// Stages `data` (fsynced) and publishes it as `path` if that name is free; nothing staged is left either way.
+    public func create(_ data: Data, as path: String, device: String, suffix: String) throws -> AtomicPublish.Outcome {
+        let staged = try stage(data, device: device, suffix: suffix, sync: true)
+        defer { discard(staged) }
+        return try publish(staged, as: path)
+    }
+
+    /// The folder that holds `path`.
+    public func parent(of path: String) -> String { FileIO.parent(of: path) }
+}
+
+/// A server in a folder: a local disk, or a share mounted over NFS, SMB or sshfs. Publishes with the atomic
+/// no-replace primitive the filesystem supports (probed once, on the first write): a temp file in the zone's
+/// `tmp/`, fsynced, then `renameat2(RENAME_NOREPLACE)` or `link(2)` to its name.
+public final class FolderStorage: ServerStorage {
+    public let root: String
+    public let isNetwork: Bool
+    public var isObjectStore: Bool { false }
+    let tmpDirectory: String
+    private let forcedPrimitive: PublishPrimitive?
+    private let probedPrimitive = Mutex<PublishPrimitive?>(nil)
+
+    let logger: Logger
+
+    public init(root: String, tmpDirectory: String, primitive: PublishPrimitive? = nil, logger: Logger) {
+        self.root = root
+        self.tmpDirectory = tmpDirectory
+        self.isNetwork = (try? FilesystemKind(path: root))?.isNetwork ?? true
+        self.forcedPrimitive = primitive
+        self.logger = logger
+    }
+
+    /// The publish primitive: forced by the caller, or probed once on first use (and said in the debug log).
+    public func primitive() throws -> PublishPrimitive {
+        if let forcedPrimitive { return forcedPrimitive }
+        if let known = probedPrimitive.withLock({ $0 }) { return known }
+        let chosen = try FilesystemProbe.probe(in: tmpDirectory, device: "probe")
+        probedPrimitive.withLock { $0 = chosen.primitive }
+        logger.debug(
+            "server.primitive",
+            metadata: [
+                "server.primitive": "\(chosen.primitive.rawValue)",
+                "server.primitive.reason": "\(chosen.reason)"
+            ])
+        return chosen.primitive
+    }
+
+    public func info(_ path: String) -> StorageInfo? { FileIO.lstatInfo(path).map(StorageInfo.init) }
+
+    public func read(_ path: String, limit: Int) throws -> Data? { try FileIO.read(path, limit: limit) }
+
+    public func list(_ directory: String) throws -> [String]? { try FileIO.list(directory) }
+
+    public func listWithInfo(_ directory: String) throws -> [(name: String, info: StorageInfo?)]? {
+        guard let (entries, infos) = try FileIO.listEntriesWithInfo(directory) else { return nil }
+        return zip(entries, infos).map { ($0.name, $1.map(StorageInfo.init)) }
+    }
+
+    public func makeDirectory(_ directory: String) throws { try FileIO.makeDirectory(directory) }
+
+    public func syncDirectory(_ directory: String) throws { try FileIO.syncDirectory(directory) }
+
+    public func syncStaged() throws { try FileIO.syncFilesystem(tmpDirectory) }
+
+    public func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {
+        let temp = tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix
+        try FileIO.createAndSync(temp, data, sync: sync)
+        return StagedFile(temp: temp)
+    }
+
+    public func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome {
+        guard let temp = staged.temp else { preconditionFailure("a folder publishes temp files") }
+        return try AtomicPublish.publish(temp, as: path, using: primitive())
+    }
+
+    public func discard(_ staged: StagedFile) {
+        if let temp = staged.temp { unlink(temp) }
+    }
+
+    public func replace(_ path: String, with data: Data, device: String) throws {
+        let staged = try stage(data, device: device, suffix: "replace", sync: true)
+        defer { discard(staged) }
+        guard rename(staged.temp!, path) == 0 else { throw NoteSyncError.posix("rename", path: path, errno: errno) }
+        try FileIO.syncDirectory(parent(of: path))
+    }
+
+    public func remove(_ path: String) throws -> Bool {
+        if unlink(path) == 0 { return true }
+        if errno == ENOENT { return false }
+        throw NoteSyncError.posix("unlink", path: path, errno: errno)
+    }
+
+    public func move(_ path: String, to target: String) throws -> Bool {
+        try FileIO.makeDirectories(parent(of: target))
+        return rename(path, target) == 0
+    }
+
+    public func touch(_ path: String) { _ = utimensat(AT_FDCWD, path, nil, AT_SYMLINK_NOFOLLOW) }
+
+    public func map<T>(_ count: Int, _ body: (Int) -> Result<T, any Error>) -> [Result<T, any Error>?] {
+        Parallel.map(count, body)
+    }
+}
