@@ -14,7 +14,8 @@ struct InitCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Option(help: "The notes folder (created if missing).") var notes: String
-    @Option(help: "The server directory.") var server: String
+    @Option(help: "The server: a folder (local, or an NFS/SMB/sshfs mount), or s3://BUCKET/PREFIX.") var server: String
+    @OptionGroup var location: EndpointOption
     @Option(help: "This device's name in conflict copies (default: the host name).") var deviceName: String?
     @Flag(help: "Make the server directory a new server if it is not one yet.") var createServer = false
     @Flag(name: .shortAndLong, help: "Show no progress line (a terminal shows one for work longer than a second).")
@@ -24,7 +25,8 @@ struct InitCommand: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let folder = NotesFolder(root: notes)
-            let serverRoot = NotesFolder(root: server).root
+            let serverRoot = ServerAddress.normalized(server)
+            let endpoint = location.endpoint
             if folder.isInitialized {
                 // A state that cannot be read (emptied, damaged, replaced by a checkout) is moved aside and made
                 // afresh; the notes stay, and the first sync adopts the ones the server has.
@@ -67,8 +69,14 @@ struct InitCommand: ParsableCommand {
             }
             let id = FileIO.randomToken(bytes: 8)
             do {
-                _ = try ServerStore(root: serverRoot, device: id, logger: logger)
+                _ = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
+            } catch let error as NoteSyncError
+                where ServerAddress.isObjectStore(serverRoot) && error.kind == .notAServer && createServer
+            {
+                try ServerStore.create(root: serverRoot, endpoint: endpoint, logger: logger)
+                print("created a new server in \(DisplayName.escape(serverRoot))")
             } catch let error as NoteSyncError where error.kind == .notAServer || error.kind == .serverUnreachable {
+                if ServerAddress.isObjectStore(serverRoot) { throw error }
                 // The fix depends on what is there: only an empty or missing folder can become a new server.
                 if let info = FileIO.lstatInfo(serverRoot), (info.st_mode & S_IFMT) != S_IFDIR {
                     throw NoteSyncError(
@@ -95,13 +103,14 @@ struct InitCommand: ParsableCommand {
             try FileIO.makeDirectory(folder.stateDirectory)
             folder.keepOtherToolsOut()
             let state = try LocalState(path: folder.database)
-            let store = try ServerStore(root: serverRoot, device: id, logger: logger)
+            let store = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
             // Bound to this server's id: another server found at this path later (a share not mounted and a new
             // server made in its place, another server mounted there) is refused, never synced into.
             try state.setMeta([
                 .deviceID: id, .deviceName: name, .serverPath: serverRoot, .serverID: store.marker.id,
                 .created: String(Clock.nowNanoseconds())
             ])
+            if let endpoint, ServerAddress.isObjectStore(serverRoot) { try state.setMeta([.serverEndpoint: endpoint]) }
             try LocalState.writeDeviceFile(folder.database, device: id)
             try? store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: Clock.nowNanoseconds(), token: 0))
             print(

@@ -103,3 +103,13 @@ extension ExitCodes {
         return report.stoppedShort ? failure : ok
     }
 }
+
+/// Where an `s3://` server's service is: the commands that name a server take it.
+struct EndpointOption: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "For an s3:// server: the S3-compatible service's URL, e.g. http://127.0.0.1:8333 (default: "
+                + "NOTESYNC_S3_ENDPOINT, else AWS S3).",
+            valueName: "url"))
+    var endpoint: String?
+}

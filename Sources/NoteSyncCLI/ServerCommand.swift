@@ -26,11 +26,12 @@ struct ServerInit: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The server directory: a local folder, an NFS/SMB/sshfs mount, or a replicated folder.")
     var directory: String
+    @OptionGroup var location: EndpointOption
 
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let marker = try ServerStore.create(root: directory, logger: logger)
+            let marker = try ServerStore.create(root: directory, endpoint: location.endpoint, logger: logger)
             print("created notesync server \(marker.id) in \(DisplayName.escape(directory))")
             return ExitCodes.ok
         }
@@ -61,6 +62,7 @@ struct ServerFsckCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The server directory.") var directory: String
+    @OptionGroup var location: EndpointOption
     @Flag(help: "Sweep old temp files, quarantine foreign or corrupt files and broken chains, seal old gaps with void entries.")
     var repair = false
     @Option(help: "With --repair: sweep temp files at least this many seconds old.") var tempAge: Double = 3600
@@ -82,10 +84,11 @@ struct ServerFsckCommand: ParsableCommand {
                 guard repair else {
                     throw NoteSyncError(.usage, path: nil, "--server-id rewrites the marker: it needs --repair", fix: "add --repair")
                 }
-                try ServerStore.rewriteMarker(root: NotesFolder(root: directory).root, id: serverID, logger: logger)
+                try ServerStore.rewriteMarker(
+                    root: ServerAddress.normalized(directory), endpoint: location.endpoint, id: serverID, logger: logger)
                 print("wrote the server marker again with id \(serverID.lowercased())")
             }
-            let store = try ServerStore(root: directory, device: "fsck", logger: logger)
+            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "fsck", logger: logger)
             let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge, gapGraceSeconds: gapAge)
             for finding in report.findings { print(finding) }
             let open = report.findings.filter { $0.repaired == nil }.count
@@ -113,11 +116,12 @@ struct ServerUpgrade: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The server directory.") var directory: String
+    @OptionGroup var location: EndpointOption
 
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let store = try ServerStore(root: directory, device: "upgrade", logger: logger)
+            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "upgrade", logger: logger)
             if store.marker.format >= ServerMarker.currentFormat {
                 print("server \(store.marker.id) is already format \(store.marker.format): nothing to do")
                 return ExitCodes.ok

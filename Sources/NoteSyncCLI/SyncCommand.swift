@@ -116,7 +116,7 @@ struct RecoverCommand: ParsableCommand {
             defer { withExtendedLifetime(lock) {} }
             var config = folderConfig
             if let server {
-                config.server = NotesFolder(root: server).root
+                config.server = ServerAddress.normalized(server)
                 if config.server == folder.root || config.server.hasPrefix(folder.root + "/") || folder.root.hasPrefix(config.server + "/")
                 {
                     throw NoteSyncError(
@@ -124,7 +124,7 @@ struct RecoverCommand: ParsableCommand {
                         fix: "choose a server folder outside the notes folder")
                 }
                 // Refused before anything changes: a recovery never makes a server.
-                _ = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+                _ = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
                 if !dryRun { try state.setMeta([.serverPath: config.server]) }
             }
             let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
@@ -191,7 +191,9 @@ func runSync(
         let synced = Result { try engine.sync(options) }
         line?.finish()
         var report = try synced.get()
-        if !report.offline, let store = try? ServerStore(root: config.server, device: config.deviceID, logger: logger) {
+        if !report.offline,
+            let store = try? ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
+        {
             report.warnings += ServerFsck.conflictCopies(in: store, near: report.token).map { SyncWarning(.foreignConflictCopy, $0) }
         }
         if json {

@@ -7,17 +7,29 @@ final class TwoDevices {
     let scratch: Scratch
     var a: String { scratch.path + "/A" }
     var b: String { scratch.path + "/B" }
-    var server: String { scratch.path + "/server" }
+    /// The server folder, or the S3 location of `s3`.
+    let server: String
+    /// The environment every `notesync` gets: an S3 server's credentials and endpoint.
+    var environment: [String: String] = [:]
 
-    init(_ label: String) throws {
+    /// Two devices on a new server: a folder in the scratch folder, or a new prefix in `s3`'s bucket.
+    init(_ label: String, s3: S3TestServer? = nil) throws {
         scratch = try Scratch(label)
+        if let s3 {
+            server = "s3://\(S3TestServer.bucket)/\(label)-\(UUID().uuidString.prefix(8).lowercased())"
+            environment = s3.environment
+        } else {
+            server = scratch.path + "/server"
+        }
         try expectOK(["init", "--notes", a, "--server", server, "--device-name", "alice", "--create-server"])
         try expectOK(["init", "--notes", b, "--server", server, "--device-name", "bob"])
     }
 
     @discardableResult
-    func run(_ arguments: [String], directory: String? = nil) throws -> ProcessResult {
-        try notesync(arguments, scratch: scratch.path, directory: directory)
+    func run(_ arguments: [String], directory: String? = nil, environment extra: [String: String] = [:]) throws -> ProcessResult {
+        try NotesyncProcess(
+            arguments, scratch: scratch.path, environment: environment.merging(extra) { _, new in new }, directory: directory
+        ).wait()
     }
 
     /// The server id `notesync status` shows for `folder`: what the fix of a damaged marker asks the user for.

@@ -41,12 +41,15 @@ public struct FolderConfig: Sendable, Hashable {
     /// The id of the server this notes folder syncs with (its marker's id), bound at `init`; `nil` for a folder
     /// made by a build before binding: the first sync that reaches a server binds it.
     public var serverID: String?
+    /// The S3-compatible service of an `s3://` server (nil: `NOTESYNC_S3_ENDPOINT`, else AWS S3).
+    public var serverEndpoint: String?
 
-    public init(deviceID: String, deviceName: String, server: String, serverID: String? = nil) {
+    public init(deviceID: String, deviceName: String, server: String, serverID: String? = nil, serverEndpoint: String? = nil) {
         self.deviceID = deviceID
         self.deviceName = deviceName
         self.server = server
         self.serverID = serverID
+        self.serverEndpoint = serverEndpoint
     }
 
     public init(state: LocalState, folder: NotesFolder) throws {
@@ -58,7 +61,9 @@ public struct FolderConfig: Sendable, Hashable {
                 fix: "run `notesync init --notes \(folder.root) --server DIR` again: it moves this state aside and "
                     + "starts afresh, keeping every note")
         }
-        self.init(deviceID: id, deviceName: name, server: server, serverID: try state.meta(.serverID))
+        self.init(
+            deviceID: id, deviceName: name, server: server, serverID: try state.meta(.serverID),
+            serverEndpoint: try state.meta(.serverEndpoint))
     }
 }
 
@@ -456,16 +461,18 @@ public final class SyncEngine {
     /// Opens the server and checks it is this folder's server (its id). A folder not bound yet (made by an earlier
     /// build) is bound by ``sync(_:only:)`` once a fetch has checked the log against what the folder knew.
     func openStore(anyServer: Bool = false) throws -> ServerStore {
-        let marker = FileIO.lstatInfo(ServerLayout(root: config.server).marker).map(StatFingerprint.init)
+        // The marker as the open server's storage sees it: another file there (a share mounted again, a server put in
+        // its place) is opened and checked again.
+        let marker = store?.storage.info(ServerLayout(root: config.server).marker)?.fingerprint
         if let store, marker != nil, marker == markerSeen, !anyServer { return store }
-        let opened = try ServerStore(root: config.server, device: config.deviceID, logger: logger)
+        let opened = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
         if anyServer {
             // `notesync recover`: the server there becomes this folder's server.
         } else if let bound = boundServerID {
             try opened.requireID(bound)
         }
         store = opened
-        markerSeen = marker
+        markerSeen = opened.storage.info(opened.layout.marker)?.fingerprint
         return opened
     }
 

@@ -11,6 +11,8 @@ public enum MetaKey: String, CaseIterable, Sendable {
     /// The server folder's path and the id of the server the folder is bound to (its marker's).
     case serverPath = "server.path"
     case serverID = "server.id"
+    /// The S3-compatible service of an `s3://` server (`init --endpoint`); absent for a folder or AWS S3.
+    case serverEndpoint = "server.endpoint"
     /// The change token, the chain digest of the entry at it, those of the entries before it (`ZoneState.earlier`),
     /// and the stat fingerprint of the entry file last verified.
     case token

@@ -152,25 +152,28 @@ public struct ServerFsck {
 
         /// The folders of the layout hold only what the format puts there.
         func checkFolders() throws {
-            _ = try checkListing(layout.root) { [ServerLayout.markerName, "zones", "devices"].contains($0) }
+            _ = try checkListing(layout.root) {
+                [ServerLayout.markerName, "zones", "devices"].contains($0)
+                    || (store.storage.isObjectStore && $0.hasPrefix(S3Client.probePrefix))
+            }
             _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
             let format3 = store.hasRetention
             _ = try checkListing(layout.zoneDirectory) {
                 ["log", "assets", "snapshots", "tmp", "voids"].contains($0) || (format3 && ["retention", "gc"].contains($0))
             }
-            if format3 && store.storage.info(layout.retentionDirectory) != nil {
+            if format3 && store.storage.hasEntry(layout.retentionDirectory) {
                 _ = try checkListing(layout.retentionDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
             }
-            if format3 && store.storage.info(layout.gcDirectory) != nil {
+            if format3 && store.storage.hasEntry(layout.gcDirectory) {
                 _ = try checkListing(layout.gcDirectory) { ["marks", "lease"].contains($0) }
-                if store.storage.info(layout.marksDirectory) != nil {
+                if store.storage.hasEntry(layout.marksDirectory) {
                     _ = try checkListing(layout.marksDirectory) { name in
                         let parts = name.split(separator: "-")
                         return parts.count == 2 && parts[0].utf8.count == 19 && parts[0].allSatisfy(\.isNumber)
                     }
                 }
             }
-            if store.storage.info(layout.voidsDirectory) != nil {
+            if store.storage.hasEntry(layout.voidsDirectory) {
                 _ = try checkListing(layout.voidsDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
             }
             _ = try checkListing(layout.devicesDirectory) { $0.hasSuffix(".json") && !$0.hasPrefix(".") }

@@ -67,6 +67,9 @@ public protocol ServerStorage: Sendable {
 
     /// The file at `path`, or nil when there is none (or it cannot be examined).
     func info(_ path: String) -> StorageInfo?
+    /// Whether anything is at `path` (a folder, or a file in its place): on an object store, whether any key
+    /// starts with it.
+    func hasEntry(_ path: String) -> Bool
     /// The bytes at `path`, nil when there is none; a file larger than `limit` is `corrupt`.
     func read(_ path: String, limit: Int) throws -> Data?
     /// The names directly in `directory` (files and folders), unsorted; nil when there is none.
@@ -155,6 +158,8 @@ public final class FolderStorage: ServerStorage {
     }
 
     public func info(_ path: String) -> StorageInfo? { FileIO.lstatInfo(path).map(StorageInfo.init) }
+
+    public func hasEntry(_ path: String) -> Bool { FileIO.lstatInfo(path) != nil }
 
     public func read(_ path: String, limit: Int) throws -> Data? { try FileIO.read(path, limit: limit) }
 

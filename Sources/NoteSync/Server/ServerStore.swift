@@ -64,10 +64,14 @@ public final class ServerStore: Sendable {
     public static let maxSnapshotBytes = 1 << 30
 
     /// Opens an existing server. A missing directory or marker is an error, never an empty server.
-    public convenience init(root: String, device: String, primitive: PublishPrimitive? = nil, logger: Logger) throws {
+    /// `endpoint` is the S3-compatible service of an `s3://` server (nil: `NOTESYNC_S3_ENDPOINT`, else AWS S3).
+    public convenience init(
+        root: String, endpoint: String? = nil, device: String, primitive: PublishPrimitive? = nil, logger: Logger
+    ) throws {
         let layout = ServerLayout(root: root)
         try self.init(
-            storage: try Self.openStorage(layout, primitive: primitive, logger: logger), device: device, logger: logger)
+            storage: try Self.openStorage(layout, endpoint: endpoint, primitive: primitive, logger: logger), device: device,
+            logger: logger)
     }
 
     /// Opens the server held by `storage`. A missing marker is an error, never an empty server.
@@ -76,6 +80,13 @@ public final class ServerStore: Sendable {
         let data: Data
         do {
             guard let read = try storage.read(layout.marker, limit: 1 << 20) else {
+                if storage.isObjectStore {
+                    throw NoteSyncError(
+                        .notAServer, path: layout.marker,
+                        "is missing: no notesync server at \(layout.root) (wrong bucket or prefix, or none made yet)",
+                        fix: "check the bucket, the prefix and --endpoint; for a new server, run `notesync server init "
+                            + "\(layout.root)` (or `notesync init --create-server`)")
+                }
                 throw NoteSyncError(
                     .notAServer, path: layout.marker,
                     "is missing: this folder is not a notesync server (or the share is not mounted)",
@@ -98,7 +109,12 @@ public final class ServerStore: Sendable {
     }
 
     /// The storage of the server folder at `layout.root`: it must be there and be a folder.
-    static func openStorage(_ layout: ServerLayout, primitive: PublishPrimitive?, logger: Logger) throws -> any ServerStorage {
+    static func openStorage(
+        _ layout: ServerLayout, endpoint: String? = nil, primitive: PublishPrimitive?, logger: Logger
+    ) throws -> any ServerStorage {
+        if ServerAddress.isObjectStore(layout.root) {
+            return try ServerAddress.openObjectStore(layout.root, endpoint: endpoint, logger: logger)
+        }
         ServerRoots.register(layout.root)
         guard let info = FileIO.lstatInfo(layout.root) else {
             throw NoteSyncError(
@@ -116,7 +132,10 @@ public final class ServerStore: Sendable {
 
     /// Creates a new server in `root` (created if missing). Refuses a non-empty folder that is not a server.
     @discardableResult
-    public static func create(root: String, logger: Logger) throws -> ServerMarker {
+    public static func create(root: String, endpoint: String? = nil, logger: Logger) throws -> ServerMarker {
+        if ServerAddress.isObjectStore(root) {
+            return try ServerAddress.createObjectStore(root, endpoint: endpoint, logger: logger)
+        }
         let layout = ServerLayout(root: root)
         ServerRoots.register(layout.root)
         if let names = try FileIO.list(layout.root) {
@@ -192,16 +211,16 @@ public final class ServerStore: Sendable {
     /// while its log is there (`notesync server fsck --repair --server-id ID`): the id devices are bound to, the
     /// default zone, and the format and creation time of the old marker when it still says them (else the current
     /// format). A usable marker is never replaced.
-    public static func rewriteMarker(root: String, id: String, logger: Logger) throws {
+    public static func rewriteMarker(root: String, endpoint: String? = nil, id: String, logger: Logger) throws {
         let layout = ServerLayout(root: root)
-        let storage = try openStorage(layout, primitive: nil, logger: logger)
+        let storage = try openStorage(layout, endpoint: endpoint, primitive: nil, logger: logger)
         let old = try? storage.read(layout.marker, limit: 1 << 20)
         if let old, (try? usableMarker(old, layout)) != nil {
             throw NoteSyncError(
                 .usage, path: layout.marker, "is a valid marker: it is not replaced", fix: "run `notesync server fsck` without --server-id")
         }
         let parsed = old.flatMap { try? JSONDecoder().decode(ServerMarker.self, from: $0) }
-        guard storage.info(layout.logDirectory) != nil else {
+        guard storage.hasEntry(layout.logDirectory) else {
             throw NoteSyncError(
                 .usage, path: layout.root, "holds no notesync log: this is not a server's folder",
                 fix: "give the server's folder (the one with zones/\(layout.zone)/log)")

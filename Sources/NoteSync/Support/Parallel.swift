@@ -56,7 +56,9 @@ extension Parallel {
             buffer.initialize(repeating: nil)
             nonisolated(unsafe) let slots = buffer
             withoutActuallyEscaping(body) { body in
-                nonisolated(unsafe) let body = body
+                // The threads reach `body` through a box emptied before this returns: a Thread keeps its closure a
+                // moment after the work is done, and `body` must not outlive this block.
+                let box = ClosureBox(body)
                 let group = DispatchGroup()
                 for _ in 0..<max(1, width) {
                     group.enter()
@@ -64,7 +66,7 @@ extension Parallel {
                         defer { group.leave() }
                         while !failed.load(ordering: .relaxed) {
                             let index = next.add(1, ordering: .relaxed).oldValue
-                            guard index < count else { return }
+                            guard index < count, let body = box.body else { return }
                             let result = body(index)
                             slots[index] = result
                             if case .failure = result { failed.store(true, ordering: .relaxed) }
@@ -74,8 +76,15 @@ extension Parallel {
                     thread.start()
                 }
                 group.wait()
+                box.body = nil
             }
             initialized = count
         }
     }
+}
+
+/// A closure shared with threads that must drop it before its owner returns.
+private final class ClosureBox<T>: @unchecked Sendable {
+    var body: ((Int) -> Result<T, any Error>)?
+    init(_ body: @escaping (Int) -> Result<T, any Error>) { self.body = body }
 }

@@ -1,0 +1,149 @@
+import Crypto
+import Foundation
+import Logging
+import Synchronization
+
+/// A server in an S3 bucket (AWS S3 or an S3-compatible service): the server's files are objects under the
+/// location's prefix, named as in a folder (`zones/notes/log/000000/000000000001`). Every publish is a
+/// `PutObject` with `If-None-Match: *`, the object store's create-if-absent (docs/object-storage.md).
+public final class S3Storage: ServerStorage {
+    public let root: String
+    public let client: S3Client
+    public var isNetwork: Bool { true }
+    public var isObjectStore: Bool { true }
+    /// Requests in flight at once for a batch.
+    let width: Int
+
+    /// `root` is `s3://BUCKET/PREFIX` as the user gave it (the paths' start); the client talks to its location.
+    public init(root: String, client: S3Client, width: Int = 32) {
+        var root = root
+        while root.hasSuffix("/") && root.count > 5 { root.removeLast() }
+        self.root = root
+        self.client = client
+        self.width = width
+    }
+
+    /// The object key of `path`, relative to the location's prefix.
+    func key(_ path: String) -> String {
+        precondition(path.hasPrefix(root), "\(path) is not under \(root)")
+        var key = path.dropFirst(root.count)
+        while key.hasPrefix("/") { key = key.dropFirst() }
+        return String(key)
+    }
+
+    static func info(_ object: S3Client.Object) -> StorageInfo {
+        // The ETag changes with the bytes; its first 8 bytes of digest stand for the inode of a folder's fingerprint.
+        let tag = SHA256.hash(data: Data(object.etag.utf8)).withUnsafeBytes { $0.load(as: UInt64.self) }
+        return StorageInfo(
+            kind: .file, size: object.size, mtime: object.lastModified,
+            fingerprint: StatFingerprint(size: object.size, mtime: object.lastModified, ctime: 0, inode: tag))
+    }
+
+    static let directoryInfo = StorageInfo(
+        kind: .directory, size: 0, mtime: 0, fingerprint: StatFingerprint(size: 0, mtime: 0, ctime: 0, inode: 0))
+
+    public func info(_ path: String) -> StorageInfo? {
+        let key = key(path)
+        guard !key.isEmpty, let object = try? client.head(key) else { return nil }
+        return Self.info(object)
+    }
+
+    public func hasEntry(_ path: String) -> Bool {
+        if info(path) != nil { return true }
+        let key = key(path)
+        guard let listed = try? client.list(prefix: key.isEmpty ? "" : key + "/", delimiter: "/", maxKeys: 1) else { return false }
+        return !listed.objects.isEmpty || !listed.prefixes.isEmpty
+    }
+
+    public func read(_ path: String, limit: Int) throws -> Data? { try client.read(key(path), limit: limit) }
+
+    public func list(_ directory: String) throws -> [String]? {
+        try listWithInfo(directory)?.map(\.name)
+    }
+
+    public func listWithInfo(_ directory: String) throws -> [(name: String, info: StorageInfo?)]? {
+        let key = key(directory)
+        let prefix = key.isEmpty ? "" : key + "/"
+        let listed = try client.list(prefix: prefix, delimiter: "/")
+        var found: [(name: String, info: StorageInfo?)] = []
+        for object in listed.objects where object.key.count > prefix.count {
+            found.append((String(object.key.dropFirst(prefix.count)), Self.info(object)))
+        }
+        for folder in listed.prefixes where folder.count > prefix.count {
+            var name = folder.dropFirst(prefix.count)
+            while name.hasSuffix("/") { name = name.dropLast() }
+            if !name.isEmpty { found.append((String(name), Self.directoryInfo)) }
+        }
+        return found.isEmpty ? nil : found
+    }
+
+    public func makeDirectory(_ directory: String) throws {}
+
+    public func syncDirectory(_ directory: String) throws {}
+
+    public func syncStaged() throws {}
+
+    public func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {
+        StagedFile(data: data)
+    }
+
+    public func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome {
+        guard let data = staged.data else { preconditionFailure("an object store publishes bytes") }
+        switch try client.createIfAbsent(key(path), data) {
+        case .created:
+            StopPoint.pass("server.published")
+            return .published
+        case .exists: return .exists
+        }
+    }
+
+    public func discard(_ staged: StagedFile) {}
+
+    public func replace(_ path: String, with data: Data, device: String) throws { try client.put(key(path), data) }
+
+    public func remove(_ path: String) throws -> Bool {
+        try client.delete(key(path))
+        return true
+    }
+
+    public func move(_ path: String, to target: String) throws -> Bool {
+        guard let data = try client.read(key(path), limit: 1 << 30) else { return false }
+        _ = try client.createIfAbsent(key(target), data)
+        try client.delete(key(path))
+        return true
+    }
+
+    public func touch(_ path: String) { try? client.touch(key(path)) }
+
+    public func map<T>(_ count: Int, _ body: (Int) -> Result<T, any Error>) -> [Result<T, any Error>?] {
+        if count < 2 || FaultPoint.isActive { return Parallel.map(count, body) }
+        return Parallel.threads(count, width: min(width, count), body)
+    }
+}
+
+extension S3Storage {
+    private static let opened = Mutex<[String: S3Storage]>([:])
+
+    /// The storage of the server at `root` (`s3://BUCKET/PREFIX`) on `endpoint` (else `NOTESYNC_S3_ENDPOINT`, else
+    /// AWS S3), with credentials from the AWS environment variables or `~/.aws` profiles. The service is probed
+    /// once per process for honest preconditions: one that ignores `If-None-Match` would let every writer win.
+    public static func open(root: String, endpoint: String?, logger: Logger) throws -> S3Storage {
+        let environment = ProcessInfo.processInfo.environment
+        let endpoint = endpoint.flatMap { $0.isEmpty ? nil : $0 } ?? environment["NOTESYNC_S3_ENDPOINT"].flatMap { $0.isEmpty ? nil : $0 }
+        let cacheKey = root + " " + (endpoint ?? "")
+        if let known = opened.withLock({ $0[cacheKey] }) { return known }
+        let (credentials, region) = try S3Credentials.load(environment: environment)
+        let location = try S3Location(url: root, endpoint: endpoint, region: region)
+        let client = try S3Client(location: location, credentials: credentials, logger: logger)
+        try client.probePreconditions()
+        let storage = S3Storage(root: root, client: client)
+        return opened.withLock { cache in
+            if let known = cache[cacheKey] {
+                client.shutdown()
+                return known
+            }
+            cache[cacheKey] = storage
+            return storage
+        }
+    }
+}
