@@ -59,6 +59,36 @@ import Testing
     }
 
     @Test(arguments: S3TestServer.Kind.allCases)
+    func aMissingServerOrCredentialsSayTheFixThatWorks(_ kind: S3TestServer.Kind) throws {
+        let s3 = try S3TestServer(kind, label: "fixes")
+        let scratch = try Scratch("s3-fixes")
+        let server = "s3://\(S3TestServer.bucket)/fixes-\(UUID().uuidString.prefix(8).lowercased())"
+        let notes = scratch.path + "/notes"
+
+        // No credentials anywhere: a configuration error that says where they go; following it works.
+        let credentials = scratch.path + "/credentials"
+        let none = ["AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SHARED_CREDENTIALS_FILE": credentials]
+        let refused = try s3.notesync(["server", "init", server], extra: none)
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add a [default] section"), "\(refused.stderr)")
+        try Data(
+            "[default]\naws_access_key_id = \(S3TestServer.accessKey)\naws_secret_access_key = \(S3TestServer.secretKey)\n".utf8
+        ).write(to: URL(fileURLWithPath: credentials))
+        let created = try s3.notesync(["server", "init", server], extra: none)
+        #expect(created.status == 0, "\(created.stderr)")
+
+        // A prefix with no server: `init` says how to make one; doing so works.
+        let other = server + "-new"
+        let missing = try s3.notesync(["init", "--notes", notes, "--server", other])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("run `notesync server init \(other)`"), "\(missing.stderr)")
+        #expect(try s3.notesync(["server", "init", other]).status == 0)
+        let joined = try s3.notesync(["init", "--notes", notes, "--server", other])
+        #expect(joined.status == 0, "\(joined.stderr)")
+    }
+
+    @Test(arguments: S3TestServer.Kind.allCases)
     func aServiceThatIgnoresPreconditionsIsRefused(_ kind: S3TestServer.Kind) throws {
         let s3 = try S3TestServer(kind, label: "probe")
         let honest = try s3.makeClient()

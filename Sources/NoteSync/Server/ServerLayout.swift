@@ -44,11 +44,6 @@ public struct ServerLayout: Sendable, Hashable {
     public func assetPath(_ digest: ContentDigest) -> String { assetShard(digest) + "/" + digest.hex }
     public func snapshotPath(_ seq: Int64) -> String { snapshotsDirectory + "/" + Self.pad(seq, 12) }
 
-    /// A fresh temp file name for `device` under the zone's `tmp/`.
-    public func tempPath(device: String, suffix: String) -> String {
-        tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix
-    }
-
     static func pad(_ value: Int64, _ width: Int) -> String {
         let digits = String(value)
         return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits

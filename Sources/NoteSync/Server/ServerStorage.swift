@@ -176,6 +176,7 @@ public final class FolderStorage: ServerStorage {
 
     public func syncStaged() throws { try FileIO.syncFilesystem(tmpDirectory) }
 
+    /// `tmp/<device>-<hex>.<suffix>`: a device finds its own leftovers by the prefix (``ServerStore/removeOwnTemps()``).
     public func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {
         let temp = tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix
         try FileIO.createAndSync(temp, data, sync: sync)

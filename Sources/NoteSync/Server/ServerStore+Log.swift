@@ -332,7 +332,7 @@ extension ServerStore {
             let destination = layout.entryPath(seq)
             try storage.makeDirectory(layout.shardDirectory(of: seq))
             let staged = try storage.stage(data, device: device, suffix: "entry", sync: true)
-            defer { storage.discard(staged) }
+            // A crash here leaves the temp for removeOwnTemps and fsck; every other way out removes it.
             try FaultPoint.hit("commit.entryWritten")
             let outcome: AtomicPublish.Outcome
             do {

@@ -39,7 +39,7 @@ public final class ServerStore: Sendable {
     public var hasRetention: Bool { marker.format >= 3 }
     let logger: Logger
     /// The server is on NFS, SMB or FUSE: flush file by file, poll for changes.
-    public let isNetwork: Bool
+    public var isNetwork: Bool { storage.isNetwork }
     /// Where the server's files are: a folder, or an object store.
     public let storage: any ServerStorage
     /// This device's clock minus the server's, as last measured by a commit (the published entry's mtime).
@@ -101,7 +101,6 @@ public final class ServerStore: Sendable {
         self.marker = marker
         self.device = device
         self.isReadOnly = marker.format > ServerMarker.currentFormat
-        self.isNetwork = storage.isNetwork
         self.logger = logger
         if isReadOnly {
             logger.warning("server.format.newer", metadata: ["server.format": "\(marker.format)"])
@@ -268,14 +267,6 @@ public final class ServerStore: Sendable {
     /// replaces (a reader sees the old marker or the new one, never a torn one).
     private static func replaceMarker(_ storage: any ServerStorage, with marker: ServerMarker) throws {
         try storage.replace(ServerLayout(root: storage.root).marker, with: try encoded(marker), device: "marker")
-    }
-
-    /// The publish primitive of a server folder: forced by the caller, or probed once on first use.
-    public func primitive() throws -> PublishPrimitive {
-        guard let folder = storage as? FolderStorage else {
-            throw NoteSyncError(.usage, path: layout.root, "is not a server folder: it has no publish primitive")
-        }
-        return try folder.primitive()
     }
 
     func requireWritable() throws {
