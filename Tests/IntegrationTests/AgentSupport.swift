@@ -23,19 +23,21 @@ final class TwoAgents {
         try self.init(devices: TwoDevices(label))
     }
 
-    /// Agents on devices the caller prepared (e.g. with the server moved onto a filesystem the test mounted).
-    init(devices: TwoDevices, extra: [String] = []) throws {
+    /// Agents on devices the caller prepared (e.g. with the server moved onto a filesystem the test mounted); with
+    /// `onlyA`, device B has none (it syncs one-shot).
+    init(devices: TwoDevices, onlyA: Bool = false, extra: [String] = []) throws {
         self.devices = devices
         agentA = try start(devices.a, extra: extra)
-        agentB = try start(devices.b, extra: extra)
+        agentB = onlyA ? nil : try start(devices.b, extra: extra)
     }
 
-    /// Starts an agent and waits until it has done its first sync.
+    /// Starts an agent and waits until it has done its first sync. It gets the devices' environment (an S3
+    /// server's credentials and endpoint) and `environment`.
     func start(_ folder: String, environment: [String: String] = [:], extra: [String] = []) throws -> NotesyncProcess {
         try? FileManager.default.removeItem(atPath: folder + "/.notesync/status.json")
         let agent = try NotesyncProcess(
             ["watch", "--notes", folder, "--log-level", "debug"] + extra, scratch: devices.scratch.path,
-            environment: environment)
+            environment: devices.environment.merging(environment) { _, new in new })
         let started = eventually(30) { FileManager.default.fileExists(atPath: folder + "/.notesync/status.json") }
         #expect(started, "the agent did not start: \(agent.stderrText)")
         return agent

@@ -52,7 +52,9 @@ final class S3TestServer {
         let venv = try #require(Self.venv)
         let dir = scratch.path
         for _ in 0..<5 {
-            let base = Int.random(in: 20_000..<29_000)
+            // Below the kernel's ephemeral ports (32768 up), SeaweedFS's gRPC ports (10000 above each) included:
+            // a port an outgoing connection took meanwhile would stop the server from starting again.
+            let base = Int.random(in: 20_000..<22_700)
             let command: String
             switch kind {
             case .moto:
@@ -71,25 +73,54 @@ final class S3TestServer {
                     + "-volume.port=\(base + 1) -filer.port=\(base + 2) -s3 -s3.port=\(port) -s3.config=\(dir)/s3.json "
                     + "-volume.max=4 -master.volumeSizeLimitMB=64 -s3.port.iceberg=0 -s3.port.lance=0"
             }
-            // Started directly (a shell's background job would keep the shell's waiter waiting for the server).
-            let process = Process()
-            let words = command.split(separator: " ").map(String.init)
-            process.executableURL = URL(fileURLWithPath: words[0])
-            process.arguments = Array(words.dropFirst())
-            process.currentDirectoryURL = URL(fileURLWithPath: dir)
+            self.command = command.split(separator: " ").map(String.init)
             _ = FileManager.default.createFile(atPath: dir + "/server.log", contents: nil)
-            let log = try FileHandle(forWritingTo: URL(fileURLWithPath: dir + "/server.log"))
-            process.standardOutput = log
-            process.standardError = log
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            self.process = process
-            pid = process.processIdentifier
+            try launch()
             if eventually(60, { self.answers() || self.process?.isRunning != true }) && answers() { break }
             stop()
         }
         try #require(answers(), "the \(kind) server did not start: \(log)")
-        // SeaweedFS answers before its volume servers take writes: wait until a bucket can be made and written.
+        try awaitWrites()
+    }
+
+    /// The server's command line, as started.
+    private var command: [String] = []
+
+    /// Starts the server's process, its output appended to `server.log`. Started directly: a shell's background job
+    /// would keep the shell's waiter waiting for the server.
+    private func launch() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        process.currentDirectoryURL = URL(fileURLWithPath: scratch.path)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: scratch.path + "/server.log"))
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        pid = process.processIdentifier
+    }
+
+    /// Kills the server with SIGKILL, as a crash or a power cut would: no request in flight is answered.
+    func crash() {
+        guard pid > 0 else { return }
+        kill(pid, SIGKILL)
+        process?.waitUntilExit()
+        pid = 0
+    }
+
+    /// Starts the server again on the same ports and data (SeaweedFS keeps its data on disk; moto's is gone).
+    func restart() throws {
+        crash()
+        try launch()
+        try #require(eventually(90, { self.answers() }), "the \(kind) server did not start again: \(log)")
+        try awaitWrites()
+    }
+
+    /// SeaweedFS answers before its volume servers take writes: waits until a bucket can be made and written.
+    private func awaitWrites() throws {
         let client = try makeClient()
         var ready = false
         for _ in 0..<60 where !ready {

@@ -89,6 +89,14 @@ public final class SyncEngine {
     /// When a sync first found a gap at a slot (``SyncOptions/gapGrace``).
     private var gapSeen: (path: String, since: Int64)?
     private var lastReportedToken: Int64 = -1
+    /// When a sync of this engine last checked the server's marker and the end of its log (every sync but an idle
+    /// poll of an object store does); ``endCheckInterval`` after it, an idle poll checks them again.
+    private var lastEndCheck: ContinuousClock.Instant?
+    /// This sync is an agent's idle poll of an object store that reads the next slot only (``cheapPoll(_:)``).
+    private var pollsCheaply = false
+    /// How long an agent's idle polls of an object store read only the next slot before one checks the marker and
+    /// the end of the log again: a server replaced or restored from a backup is noticed within this time.
+    static let endCheckInterval: Duration = .seconds(60)
     /// For a process that exits after one sync: what a sync held is left to the exit (``OneShotProcess``)
     /// instead of being released record by record (a cost that grows with the notes). Never for the agent.
     public var leavesMemoryToExit = false
@@ -125,7 +133,8 @@ public final class SyncEngine {
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
         // the sync changes no note.
-        let opened = Result { try openStore(anyServer: options.forgetServer) }
+        pollsCheaply = !options.forgetServer && cheapPoll(paths)
+        let opened = Result { try openStore(anyServer: options.forgetServer, idlePoll: pollsCheaply) }
         do {
             if options.forgetServer { try forgetServer(try opened.get(), options: options) }
             if !options.dryRun {
@@ -262,7 +271,9 @@ public final class SyncEngine {
         for round in 1...options.maxRounds {
             report.rounds = round
             let tokenBefore = zone.token
-            let fetched = try fetch(store, zone: &zone, bases: bases, check: paths == nil && round == 1 ? .full : .quick, options: options)
+            let check = endCheck(only: paths, round: round)
+            let fetched = try fetch(store, zone: &zone, bases: bases, check: check, options: options)
+            if check != .nextSlot { lastEndCheck = .now }
             var recovered: [RecordName: BaseRecord?] = [:]
             if let jumpedFrom = zone.jumpedFrom {
                 report.warnings += try checkJump(&zone, bases: bases, store: store, options: options)
@@ -320,6 +331,23 @@ public final class SyncEngine {
             // with the race, and no later event names them (the agent ignores its own writes).
             scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) })
         }
+    }
+
+    /// How much of the log's end a fetch checks: all of it in a full sync's first round; nothing in a cheap idle
+    /// poll (``cheapPoll(_:)``); else the slot after the next.
+    private func endCheck(only paths: [String]?, round: Int) -> ServerStore.EndCheck {
+        if paths == nil && round == 1 { return .full }
+        return pollsCheaply ? .nextSlot : .quick
+    }
+
+    /// Whether this sync is an agent's idle poll (nothing changed here) of an object store whose marker and log end
+    /// were checked less than ``endCheckInterval`` ago: it costs one request, the next slot. Every request to a
+    /// bucket is billed and takes a round trip, where a share's `lstat` is nearly free. A push, a full sync, and the
+    /// first idle poll after the interval check the marker, the tip and a gap; an entry fetched meanwhile is still
+    /// checked against the chain this device read (an entry of another server breaks it).
+    private func cheapPoll(_ paths: [String]?) -> Bool {
+        guard paths?.isEmpty == true, let store, store.storage.isObjectStore, let lastEndCheck else { return false }
+        return ContinuousClock.now - lastEndCheck < Self.endCheckInterval
     }
 
     /// Entries this device read that were lost from the server since (fsck sealed their slots): the heads folded
@@ -460,7 +488,9 @@ public final class SyncEngine {
     /// The server, opened once and kept while it stays reachable.
     /// Opens the server and checks it is this folder's server (its id). A folder not bound yet (made by an earlier
     /// build) is bound by ``sync(_:only:)`` once a fetch has checked the log against what the folder knew.
-    func openStore(anyServer: Bool = false) throws -> ServerStore {
+    func openStore(anyServer: Bool = false, idlePoll: Bool = false) throws -> ServerStore {
+        // A cheap idle poll of an object store (``cheapPoll(_:)``) does not look at the marker.
+        if let store, idlePoll, !anyServer { return store }
         // The marker as the open server's storage sees it: another file there (a share mounted again, a server put in
         // its place) is opened and checked again.
         let marker = store?.storage.info(ServerLayout(root: config.server).marker)?.fingerprint

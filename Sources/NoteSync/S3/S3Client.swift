@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// The S3 primitives a server needs (docs/server-format.md, "Storage"): create-if-absent, read, head, list,
 /// replace, delete. Requests are signed with SigV4 (the body's SHA-256 signed, never `UNSIGNED-PAYLOAD`);
@@ -46,8 +47,12 @@ public final class S3Client: Sendable {
         self.location = location
         self.signer = SigV4Signer(credentials: credentials, region: location.region)
         var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .seconds(10), read: .seconds(timeoutSeconds))
+        configuration.timeout = .init(connect: .seconds(5), read: .seconds(timeoutSeconds))
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+        // A refused connection fails the request at once; ``retrying(_:_:)`` tries again with its own backoff. The
+        // client's own retries would wait out the connect timeout on each attempt: 4 × 5 s before a service that is
+        // down counts as offline.
+        configuration.connectionPool.retryConnectionEstablishment = false
         configuration.decompression = .disabled
         self.http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.logger = logger
@@ -75,8 +80,8 @@ public final class S3Client: Sendable {
                 response = try send(
                     "PUT", path: location.path(of: key), headers: [("If-None-Match", "*")], body: data, payloadHash: hash)
             } catch let failure as Transient {
-                // Sent or not, we cannot tell: the key tells.
-                if let outcome = try settle(key, data) { return outcome }
+                // Sent or not, we cannot tell (unless no connection was made): the key tells.
+                if failure.sent, let outcome = try settle(key, data) { return outcome }
                 reason = failure.reason
                 pause(after: attempt, reason)
                 continue
@@ -250,6 +255,20 @@ public final class S3Client: Sendable {
     /// A failure that may pass: no connection, a timeout, a reset.
     struct Transient: Error {
         var reason: String
+        /// False when no connection was made: the request never left, so nothing it asked can have happened.
+        var sent = true
+    }
+
+    /// Whether `error` is a connection that could not be made (refused, unreachable, a name that does not resolve,
+    /// the connect timeout): the request was not sent.
+    static func neverConnected(_ error: any Error) -> Bool {
+        switch error {
+        case let error as IOError: return [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL].contains(error.errnoCode)
+        case is NIOConnectionError: return true
+        case ChannelError.connectTimeout: return true
+        case let error as HTTPClientError: return error == .connectTimeout
+        default: return false
+        }
     }
 
     func send(
@@ -279,7 +298,7 @@ public final class S3Client: Sendable {
             response = try http.execute(request: request, deadline: .now() + timeout).wait()
         } catch {
             // No answer: no connection, a timeout, a reset, a name that does not resolve. It may pass.
-            throw Transient(reason: "\(error)")
+            throw Transient(reason: "\(error)", sent: !Self.neverConnected(error))
         }
         let bytes = response.body.map { Data($0.readableBytesView) } ?? Data()
         if bytes.count > limit && response.status.code == 200 {
@@ -309,8 +328,10 @@ public final class S3Client: Sendable {
 
     /// After an ambiguous claim: `.created` when our bytes are at the key, `.exists` when others are, nil when the
     /// key is empty (the claim did not land: try again).
+    /// A service that does not answer the read (after its retries) leaves the outcome unknown: unreachable, which
+    /// the engine settles as any ambiguous claim, by reading the slot back on its next sync.
     func settle(_ key: String, _ data: Data) throws -> CreateOutcome? {
-        guard let stored = try? read(key, limit: max(data.count, 1) + 1) else { return nil }
+        guard let stored = try read(key, limit: max(data.count, 1) + 1) else { return nil }
         return stored == data ? .created : .exists
     }
 

@@ -62,8 +62,12 @@ extension ServerStore {
     public enum EndCheck: Sendable {
         /// Nothing: the caller checks it (a commit that folds in one winner).
         case none
-        /// An entry after a missing one is looked for in the next slot only (one `lstat`): an agent's poll.
+        /// An entry after a missing one is looked for in the next slot only (one `lstat`): an agent's partial sync.
         case quick
+        /// The end is not checked: an idle poll of an object store, where each check is a request of its own. The
+        /// tip, a gap and the marker are checked by the next sync that pushes and by every full sync; an entry
+        /// fetched is still checked against the chain this device read.
+        case nextSlot
         /// An entry after a missing one is looked for in that folder of the log and every later one: what every
         /// full sync does.
         case full
@@ -134,7 +138,7 @@ extension ServerStore {
     /// the entry read (``checkTip(_:)``), and no entry is there after the empty slot. Returns true when the slot
     /// turns out to be there after all (claimed meanwhile: read it again), unless `retried`.
     func checkEnd(_ state: inout ZoneState, _ check: EndCheck, retried: Bool = false) throws -> Bool {
-        if check == .none { return false }
+        if check == .none || check == .nextSlot { return false }
         try requireStillThere()
         let token = state.token
         try checkTip(&state)
