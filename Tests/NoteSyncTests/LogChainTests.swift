@@ -20,7 +20,7 @@ import Testing
     }
 
     func fileDigest(_ store: ServerStore, _ seq: Int64) throws -> ContentDigest {
-        ContentDigest(of: try #require(try FileIO.read(store.layout.entryPath(seq))))
+        ContentDigest(of: try #require(try ServerFiles(store).read(store.layout.entryPath(seq))))
     }
 
     @Test func everyEntryNamesTheFileBeforeIt() throws {
@@ -47,8 +47,7 @@ import Testing
         try store.fetch(into: &reader)
         // Another history's entry 2: names a digest that is not entry 1's.
         let forged = LogEntry(seq: 2, commit: "fork", device: "dev-b", time: 0, changes: [], prev: ContentDigest(of: Data("x".utf8)))
-        try FileIO.makeDirectories(store.layout.shardDirectory(of: 2))
-        try FileIO.createAndSync(store.layout.entryPath(2), try SealedFile.seal(forged, kind: "entry"))
+        try ServerFiles(store).write(store.layout.entryPath(2), try SealedFile.seal(forged, kind: "entry"))
         #expect { try store.fetch(into: &reader) } throws: { ($0 as? NoteSyncError)?.kind == .serverMismatch }
         #expect(reader.token == 1, "nothing past the break is folded in")
         // A device that never read the log takes it as it comes, up to the break.
@@ -62,11 +61,11 @@ import Testing
         var state = ZoneState()
         _ = try save(store, &state, "a.md", "one")
         _ = try save(store, &state, "b.md", "two")
-        unlink(store.layout.entryPath(2))
+        try ServerFiles(store).remove(store.layout.entryPath(2))
         var reader = state
         #expect { try store.fetch(into: &reader) } throws: { ($0 as? NoteSyncError)?.kind == .serverMismatch }
         #expect { _ = try save(store, &state, "c.md", "three") } throws: { ($0 as? NoteSyncError)?.kind == .serverMismatch }
-        #expect(FileIO.lstatInfo(store.layout.entryPath(2)) == nil, "no slot is claimed past an end the device never read")
+        #expect(!ServerFiles(store).exists(store.layout.entryPath(2)), "no slot is claimed past an end the device never read")
     }
 
     @Test func anEntryReplacedInPlaceIsFound() throws {
@@ -75,8 +74,7 @@ import Testing
         var state = ZoneState()
         _ = try save(store, &state, "a.md", "one")
         let replaced = LogEntry(seq: 1, commit: "other", device: "dev-b", time: 0, changes: [])
-        unlink(store.layout.entryPath(1))
-        try FileIO.createAndSync(store.layout.entryPath(1), try SealedFile.seal(replaced, kind: "entry"))
+        try ServerFiles(store).write(store.layout.entryPath(1), try SealedFile.seal(replaced, kind: "entry"))
         var reader = state
         reader.verifiedTail = nil
         #expect { try store.fetch(into: &reader) } throws: { ($0 as? NoteSyncError)?.kind == .serverMismatch }
@@ -90,7 +88,7 @@ import Testing
         _ = try save(store, &state, "b.md", "two")
         let third = try save(store, &state, "c.md", "three")
         let lost = try fileDigest(store, 2)
-        unlink(store.layout.entryPath(2))
+        try ServerFiles(store).remove(store.layout.entryPath(2))
         var reader = ZoneState()
         #expect { try store.fetch(into: &reader) } throws: { ($0 as? NoteSyncError)?.kind == .logGap }
         #expect(reader.token == 1)
@@ -138,13 +136,13 @@ import Testing
         let store = try makeServer(dir)
         var state = ZoneState()
         let mine = try save(store, &state, "a.md", "new one")
-        try FileIO.makeDirectories(store.layout.shardDirectory(of: 3))
-        try FileIO.createAndSync(store.layout.entryPath(3), try #require(try FileIO.read(old.layout.entryPath(3))))
+        let files = ServerFiles(store)
+        try files.write(store.layout.entryPath(3), try #require(try ServerFiles(old).read(old.layout.entryPath(3))))
 
         let report = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
         #expect(report.findings.contains { $0.kind == .brokenChain && $0.repaired != nil }, "\(report.findings)")
         #expect(try store.voidedSlots().isEmpty, "no slot is sealed under it")
-        #expect(FileIO.lstatInfo(store.layout.entryPath(3)) == nil, "moved to quarantine/")
+        #expect(!files.exists(store.layout.entryPath(3)), "moved to quarantine/")
         var reader = ZoneState()
         try store.fetch(into: &reader)
         let aName = try RecordName(validating: "a.md")

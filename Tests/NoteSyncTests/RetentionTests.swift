@@ -104,7 +104,7 @@ import Testing
         #expect(report.entriesRemoved == 120)
         let after = try store.listAssets().count
         #expect(after == before - report.assetsRemoved)
-        #expect(FileIO.lstatInfo(store.layout.entryPath(121)) != nil, "the entry at the snapshot stays")
+        #expect(ServerFiles(store).exists(store.layout.entryPath(121)), "the entry at the snapshot stays")
         // Heads and the kept history still read.
         let versions = try store.history(of: try name("a.md"))
         #expect(versions.count >= 2 && versions.count <= 4, "\(versions.map(\.seq))")
@@ -133,16 +133,16 @@ import Testing
         let first = try store.collectGarbage(grace: 0, dryRun: false, now: now)
         #expect(first.snapshot == 40 && first.assetsRemoved == 0 && first.versionsKept == 40, "\(first)")
         // Nothing new, nothing to thin: nothing is written.
-        let listing = try treeListing(store.layout.root)
+        let listing = try ServerFiles(store).listing()
         let idle = try store.collectGarbage(grace: 0, dryRun: false, now: now)
         #expect(idle.snapshot == nil && idle.assetsRemoved == 0)
-        #expect(try treeListing(store.layout.root) == listing)
+        #expect(try ServerFiles(store).listing() == listing)
         // A policy that keeps nothing younger than an hour: a dry run says what goes and writes nothing.
         var noAll = RetentionPolicy.default
         noAll.all = 0
         let preview = try store.collectGarbage(grace: 0, dryRun: true, policy: noAll, now: now)
         #expect(preview.snapshot == 40 && preview.assetsRemoved >= 36, "\(preview)")
-        #expect(try treeListing(store.layout.root) == listing)
+        #expect(try ServerFiles(store).listing() == listing)
         let thinned = try store.collectGarbage(grace: 0, dryRun: false, policy: noAll, now: now)
         #expect(thinned.snapshot == 40 && thinned.assetsRemoved == preview.assetsRemoved, "\(thinned)")
         #expect(try store.listAssets().count == 40 - thinned.assetsRemoved)
@@ -172,9 +172,9 @@ import Testing
         try save(store, &state, "n0.md", "v6", at: now)
         let assets = try store.listAssets().count
         // The anchor of snapshot 6 and the entry after it away (not delivered yet).
-        let held = dir.sub("held")
-        try FileIO.makeDirectory(held)
-        for seq: Int64 in [6, 7] { #expect(rename(store.layout.entryPath(seq), held + "/\(seq)") == 0) }
+        let files = ServerFiles(store)
+        var held: [Int64: Data] = [:]
+        for seq: Int64 in [6, 7] { held[seq] = try files.take(store.layout.entryPath(seq)) }
         for dryRun in [true, false] {
             #expect {
                 try store.collectGarbage(grace: 0, dryRun: dryRun, now: now + RetentionPolicy.day * Self.second)
@@ -184,10 +184,10 @@ import Testing
             }
         }
         #expect(try store.listAssets().count == assets)
-        for seq: Int64 in [6, 7] { #expect(rename(held + "/\(seq)", store.layout.entryPath(seq)) == 0) }
+        for seq: Int64 in [6, 7] { try files.write(store.layout.entryPath(seq), try #require(held[seq])) }
         // A device that has read further than the log ends (entry 7 lost, a server restored from an older copy).
         try store.writeDeviceInfo(DeviceInfo(id: "dev-b", name: "b", lastSeen: now, token: 7))
-        #expect(rename(store.layout.entryPath(7), held + "/7") == 0)
+        held[7] = try files.take(store.layout.entryPath(7))
         #expect {
             try store.collectGarbage(grace: 0, dryRun: false, now: now + RetentionPolicy.day * Self.second)
         } throws: { error in
@@ -196,7 +196,7 @@ import Testing
         }
         #expect(try store.listAssets().count == assets)
         // The log whole again: gc runs, and every head reads.
-        #expect(rename(held + "/7", store.layout.entryPath(7)) == 0)
+        try files.write(store.layout.entryPath(7), try #require(held[7]))
         _ = try store.collectGarbage(grace: 0, dryRun: false, now: now + RetentionPolicy.day * Self.second)
         var fresh = ZoneState()
         try store.fetch(into: &fresh)
@@ -232,10 +232,10 @@ import Testing
         let store = try makeServer(dir)
         var state = ZoneState()
         for step in 0..<20 { try save(store, &state, "a.md", "v\(step)", at: now - 5 * 3600 * Self.second + Int64(step) * Self.second) }
-        let listing = try treeListing(store.layout.root)
+        let listing = try ServerFiles(store).listing()
         let report = try store.collectGarbage(grace: 0, dryRun: true, now: now)
         #expect(report.dryRun && report.snapshot == 20 && report.assetsRemoved == 19 && report.entriesRemoved == 19, "\(report)")
-        #expect(try treeListing(store.layout.root) == listing)
+        #expect(try ServerFiles(store).listing() == listing)
     }
 
     /// gc stopped at each of its steps leaves a server that fsck finds clean and a new device reads whole; the next
@@ -266,7 +266,8 @@ import Testing
         #expect(try store.listAssets().count == 4)
     }
 
-    /// A writer that reuses a text touches it, and a mark older than the touch does not sweep it.
+    /// A writer that reuses a text touches it, and a mark older than the touch does not sweep it, though the
+    /// writer's commit has not landed yet (nothing references the text when the sweep comes).
     @Test func aReusedTextIsNotSweptByAnOlderMark() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)
@@ -274,14 +275,19 @@ import Testing
         let old = now - 3 * 3600 * Self.second
         try save(store, &state, "a.md", "first", at: old)
         try save(store, &state, "a.md", "second", at: old + Self.second)
-        // Marked now (first is history beyond the hour: unreferenced once thinned to one an hour)…
-        _ = try store.collectGarbage(grace: 3600, dryRun: false, now: Clock.nowNanoseconds())
-        // …then a device saves "first" again (reused, touched), and the sweep comes after the grace period.
-        Thread.sleep(forTimeInterval: 0.05)
+        // Marked now, after the texts were written (first is history beyond the hour: unreferenced once thinned to
+        // one an hour)…
+        TestServer.waitForTheServersClock()
+        let marking = try store.collectGarbage(grace: 3600, dryRun: false, now: Clock.nowNanoseconds())
+        #expect(marking.assetsMarked == 1 && marking.assetsRemoved == 0, "\(marking)")
+        // …then a device publishes "first" again (reused: touched), and the sweep comes after the grace period,
+        // before the device commits.
+        TestServer.waitForTheServersClock()
+        let reused = try store.putAsset(Data("first".utf8))
+        let sweep = try store.collectGarbage(grace: 3600, dryRun: false, now: Clock.nowNanoseconds() + 7200 * Self.second)
+        #expect(sweep.assetsRemoved == 0, "\(sweep)")
+        #expect(store.hasAsset(reused.sha256))
         try save(store, &state, "b.md", "first", at: Clock.nowNanoseconds())
-        let report = try store.collectGarbage(grace: 0, dryRun: false, now: Clock.nowNanoseconds() + 7200 * Self.second)
-        _ = report
-        #expect(store.hasAsset(AssetRef(of: Data("first".utf8)).sha256))
         #expect(try ServerFsck(store: store).run(repair: false).isClean)
     }
 
@@ -295,16 +301,6 @@ import Testing
         let (policy, number) = try store.retentionPolicy()
         #expect(policy.all == 120 && number == 2)
         #expect(try ServerFsck(store: store).run(repair: false).isClean)
-    }
-
-    func treeListing(_ root: String) throws -> [String] {
-        var result: [String] = []
-        let enumerator = FileManager.default.enumerator(atPath: root)
-        while let path = enumerator?.nextObject() as? String {
-            let info = FileIO.lstatInfo(root + "/" + path)
-            result.append("\(path) \(info?.st_size ?? -1) \(info?.st_mtim.tv_nsec ?? 0)")
-        }
-        return result.sorted()
     }
 }
 
@@ -320,6 +316,8 @@ import Testing
         let gc = try ServerStore(root: harness.serverRoot, device: "gc", logger: testLogger)
         let swept = Mutex(0)
         let hooks = FaultPoint.Hooks.once(at: "assets.published") {
+            // The mark is written after the text, as the server's clock tells: untouched since, the text is swept.
+            TestServer.waitForTheServersClock()
             let report = try gc.collectGarbage(grace: 0, dryRun: false)
             swept.withLock { $0 = report.assetsRemoved }
         }
@@ -343,7 +341,7 @@ extension RetentionTests {
         try store.fetch(into: &other)
         for step in 0..<5 { try save(store, &other, "b.md", "b\(step)", at: now - Int64(90 - step) * Self.second) }
         _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
-        #expect(FileIO.lstatInfo(store.layout.entryPath(1)) == nil, "the writer's tip is gone")
+        #expect(!ServerFiles(store).exists(store.layout.entryPath(1)), "the writer's tip is gone")
         let entry = try save(store, &writer, "a.md", "two", at: now)
         #expect(entry.seq == 7)
         #expect(writer.heads == other.heads.merging([try name("a.md"): writer.heads[try name("a.md")]!]) { $1 })
@@ -358,10 +356,9 @@ extension RetentionTests {
         var writer = ZoneState()
         for step in 0..<4 { try save(store, &writer, "n\(step % 2).md", "v\(step)", at: now - Int64(90 - step) * Self.second) }
         _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
-        #expect(FileIO.lstatInfo(store.layout.entryPath(1)) == nil)
-        let held = dir.sub("held")
-        try FileIO.makeDirectory(held)
-        #expect(rename(store.layout.entryPath(4), held + "/4") == 0)
+        let files = ServerFiles(store)
+        #expect(!files.exists(store.layout.entryPath(1)))
+        var held = try files.take(store.layout.entryPath(4))
         for check: ServerStore.EndCheck in [.full, .quick] {
             var fresh = ZoneState()
             #expect {
@@ -375,14 +372,14 @@ extension RetentionTests {
         // fsck waits for it while it is young.
         let young = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 3600)
         #expect(young.findings.contains { $0.path == store.layout.snapshotPath(4) && $0.repaired == nil })
-        #expect(FileIO.lstatInfo(store.layout.snapshotPath(4)) != nil)
+        #expect(files.exists(store.layout.snapshotPath(4)))
         // Delivered: a new device jumps to the snapshot and reads the heads.
-        #expect(rename(held + "/4", store.layout.entryPath(4)) == 0)
+        try files.write(store.layout.entryPath(4), held)
         var fresh = ZoneState()
         try store.fetch(into: &fresh)
         #expect(fresh.token == 4 && fresh.heads == writer.heads)
         // Lost for good: fsck past --gap-age sets the snapshot aside, and the log reads as the server it now is.
-        #expect(rename(store.layout.entryPath(4), held + "/4") == 0)
+        held = try files.take(store.layout.entryPath(4))
         let lost = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
         #expect(lost.findings.contains { $0.path == store.layout.snapshotPath(4) && $0.repaired != nil })
         var after = ZoneState()
@@ -405,19 +402,18 @@ extension RetentionTests {
         let store = try makeServer(dir)
         var early = ZoneState()
         try save(store, &early, "todo.md", "written before the backup", at: now - 100 * Self.second)
-        let backup = dir.sub("backup")
-        try FileManager.default.copyItem(atPath: store.layout.root, toPath: backup)
+        let files = ServerFiles(store)
+        let backup = try files.contents()
         var ahead = early
         try save(store, &ahead, "todo.md", "written after the backup", at: now - 99 * Self.second)
         try save(store, &ahead, "other.md", "also after the backup", at: now - 98 * Self.second)
 
-        try FileManager.default.removeItem(atPath: store.layout.root)
-        try FileManager.default.moveItem(atPath: backup, toPath: store.layout.root)
+        try files.restore(backup)
         var others = ZoneState()
         try store.fetch(into: &others)
         for step in 0..<4 { try save(store, &others, "n\(step).md", "another life \(step)", at: now - Int64(90 - step) * Self.second) }
         _ = try store.collectGarbage(grace: 0, dryRun: false, now: now)
-        #expect(FileIO.lstatInfo(store.layout.entryPath(3)) == nil, "compacted")
+        #expect(!files.exists(store.layout.entryPath(3)), "compacted")
         let snapshot = try store.readSnapshot(5)
         #expect(snapshot.linksFrom == 1 && snapshot.links?.count == 5 * 4)
 

@@ -17,7 +17,7 @@ import Testing
     /// A first sync's batch: written, flushed and published on every core. Duplicates and assets already there
     /// are written once or not at all, every asset reads back verified, and no temp file is left, with either
     /// publish primitive.
-    @Test(arguments: [PublishPrimitive.rename, .link])
+    @Test(arguments: TestServer.primitives([.rename, .link]))
     func aBigBatchOfAssetsIsPublishedOnceEach(_ primitive: PublishPrimitive) throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir, primitive: primitive)
@@ -27,15 +27,16 @@ import Testing
         #expect(refs == texts.map(AssetRef.init(of:)))
         #expect(refs[5] == early)
         for (ref, text) in zip(refs, texts) { #expect(try store.readAsset(ref) == text) }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: store.layout.tmpDirectory).isEmpty)
-        let published = try FileManager.default.subpathsOfDirectory(atPath: store.layout.assetsDirectory)
-            .filter { $0.contains("/") }
-        #expect(published.count == Set(refs).count)
+        let files = ServerFiles(store)
+        #expect(try files.names(in: store.layout.tmpDirectory).isEmpty)
+        let assets = store.layout.assetsDirectory.dropFirst(store.layout.root.count + 1) + "/"
+        #expect(try files.listing().keys.filter { $0.hasPrefix(assets) && !$0.hasSuffix("/") }.count == Set(refs).count)
     }
 
     /// A batch that cannot be published (a file stands where a shard folder must go) fails with that file named,
     /// and leaves no temp file behind; the assets that could be published are there and verified.
-    @Test func aBatchThatFailsLeavesNoTempFile() throws {
+    @Test(.folderOnly("a file stands where a folder must be: a bucket has no folders"))
+    func aBatchThatFailsLeavesNoTempFile() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)
         let texts = (0..<300).map { Data("text \($0)\n".utf8) }
@@ -53,24 +54,27 @@ import Testing
 
     @Test func createRefusesForeignAndExistingFolders() throws {
         let dir = try TempDirectory()
-        try FileIO.makeDirectory(dir.sub("foreign"))
-        try writeFile(dir.sub("foreign/notes.txt"), Data("mine".utf8))
-        #expect(throws: NoteSyncError.self) { try ServerStore.create(root: dir.sub("foreign"), logger: testLogger) }
-        #expect(try String(contentsOfFile: dir.sub("foreign/notes.txt"), encoding: .utf8) == "mine")
-        try ServerStore.create(root: dir.sub("fresh/nested"), logger: testLogger)
-        #expect(throws: NoteSyncError.self) { try ServerStore.create(root: dir.sub("fresh/nested"), logger: testLogger) }
+        let foreign = try TestServer.root(dir, "foreign")
+        let files = try ServerFiles(root: foreign)
+        try files.write(foreign + "/notes.txt", Data("mine".utf8))
+        #expect(throws: NoteSyncError.self) { try ServerStore.create(root: foreign, logger: testLogger) }
+        #expect(try files.read(foreign + "/notes.txt") == Data("mine".utf8))
+        let fresh = try TestServer.root(dir, "fresh/nested")
+        try ServerStore.create(root: fresh, logger: testLogger)
+        #expect(throws: NoteSyncError.self) { try ServerStore.create(root: fresh, logger: testLogger) }
     }
 
+    /// A folder that is not there is unreachable (a share not mounted); a prefix with nothing in it is no server.
     @Test func openWithoutMarkerIsNotAnEmptyServer() throws {
         let dir = try TempDirectory()
-        _ = try makeServer(dir)
-        unlink(dir.sub("server/notesync-server.json"))
+        let store = try makeServer(dir)
+        try ServerFiles(store).remove(store.layout.marker)
         #expect {
-            try ServerStore(root: dir.sub("server"), device: "dev-a", logger: testLogger)
+            try ServerStore(root: store.layout.root, device: "dev-a", logger: testLogger)
         } throws: { ($0 as? NoteSyncError)?.kind == .notAServer }
         #expect {
-            try ServerStore(root: dir.sub("gone"), device: "dev-a", logger: testLogger)
-        } throws: { ($0 as? NoteSyncError)?.kind == .serverUnreachable }
+            try ServerStore(root: try TestServer.root(dir, "gone"), device: "dev-a", logger: testLogger)
+        } throws: { ($0 as? NoteSyncError)?.kind == (TestServer.isFolder ? .serverUnreachable : .notAServer) }
     }
 
     @Test func newerFormatIsReadOnly() throws {
@@ -78,12 +82,11 @@ import Testing
         let store = try makeServer(dir)
         var state = ZoneState()
         _ = try store.commit([.save(try name("a.md"), base: 0, text: try store.putAsset(Data("a".utf8)), modified: 1)], into: &state)
-        let marker = dir.sub("server/notesync-server.json")
-        let text = try String(contentsOfFile: marker, encoding: .utf8).replacingOccurrences(
+        let files = ServerFiles(store)
+        let text = String(decoding: try #require(try files.read(store.layout.marker)), as: UTF8.self).replacingOccurrences(
             of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : \(ServerMarker.currentFormat + 1)")
-        unlink(marker)
-        try writeFile(marker, Data(text.utf8))
-        let newer = try ServerStore(root: dir.sub("server"), device: "dev-b", logger: testLogger)
+        try files.write(store.layout.marker, Data(text.utf8))
+        let newer = try ServerStore(root: store.layout.root, device: "dev-b", logger: testLogger)
         #expect(newer.isReadOnly)
         var other = ZoneState()
         try newer.fetch(into: &other)
@@ -100,25 +103,25 @@ import Testing
         let data = Data("hello notes\n".utf8)
         let ref = try store.putAsset(data)
         let path = store.layout.assetPath(ref.sha256)
-        let inode = try #require(FileIO.lstatInfo(path)).st_ino
+        let files = ServerFiles(store)
+        // The file's identity: its inode in a folder, its ETag in a bucket (a reuse touches it: its time changes).
+        let written = try #require(store.storage.info(path)).fingerprint.inode
         #expect(try store.putAsset(data) == ref)
-        #expect(try #require(FileIO.lstatInfo(path)).st_ino == inode, "an existing digest is not rewritten")
+        #expect(try #require(store.storage.info(path)).fingerprint.inode == written, "an existing digest is not rewritten")
         #expect(try store.readAsset(ref) == data)
-        #expect(try FileIO.list(store.layout.tmpDirectory) == [], "no temp file left behind")
+        #expect(try files.names(in: store.layout.tmpDirectory) == [], "no temp file left behind")
 
-        chmod(path, 0o644)
-        unlink(path)
-        try writeFile(path, Data("hello NOTES\n".utf8))
+        try files.write(path, Data("hello NOTES\n".utf8))
         #expect { try store.readAsset(ref) } throws: { ($0 as? NoteSyncError)?.kind == .corrupt }
-        unlink(path)
+        try files.remove(path)
         #expect { try store.readAsset(ref) } throws: { ($0 as? NoteSyncError)?.kind == .corrupt }
     }
 
-    @Test(arguments: PublishPrimitive.allCases)
+    @Test(arguments: TestServer.primitives())
     func commitClaimsTheNextSlotAndDetectsConflicts(_ primitive: PublishPrimitive) throws {
         let dir = try TempDirectory()
         let a = try makeServer(dir, device: "dev-a", primitive: primitive)
-        let b = try ServerStore(root: dir.sub("server"), device: "dev-b", primitive: primitive, logger: testLogger)
+        let b = try ServerStore(root: a.layout.root, device: "dev-b", primitive: primitive, logger: testLogger)
         var stateA = ZoneState()
         var stateB = ZoneState()
         let note = try name("n.md")
@@ -155,7 +158,7 @@ import Testing
         }
         #expect(conflicts == [ServerChangedConflict(name: note, base: 1, ours: ours, server: stateB.heads[note])])
         #expect(stateA == stateB, "the lost claim folded the winner in")
-        #expect(try FileIO.list(a.layout.tmpDirectory) == [])
+        #expect(try ServerFiles(a).names(in: a.layout.tmpDirectory) == [])
         let report = try ServerFsck(store: a).run(repair: false)
         #expect(report.isClean && report.entries == 3, "\(report.findings)")
     }
@@ -202,8 +205,12 @@ import Testing
         flipped[flipped.count - 3] ^= 1
         try plantBytes(store, seq: 4, flipped)
         try plant(store, seq: 5, LogEntry(seq: 9, commit: "m", device: "evil", time: 0, changes: []))
-        try FileIO.makeDirectory(store.layout.shardDirectory(of: 6))
-        symlink(store.layout.marker, store.layout.entryPath(6))
+        // A link to the marker in a folder; in a bucket, which has no links, a copy of it.
+        if TestServer.isFolder {
+            symlink(store.layout.marker, store.layout.entryPath(6))
+        } else {
+            try plantBytes(store, seq: 6, try #require(try ServerFiles(store).read(store.layout.marker)))
+        }
         try plant(
             store, seq: 7,
             LogEntry(
@@ -228,8 +235,9 @@ import Testing
 
         let report = try ServerFsck(store: store).run(repair: false)
         let kinds = report.findings.map(\.kind)
-        #expect(kinds.filter { $0 == .damagedEntry }.count == 3)
-        #expect(kinds.contains(.symlink) && kinds.filter { $0 == .quarantinedChange }.count == hostile.count)
+        #expect(kinds.filter { $0 == .damagedEntry }.count == (TestServer.isFolder ? 3 : 4))
+        #expect(kinds.contains(.symlink) == TestServer.isFolder)
+        #expect(kinds.filter { $0 == .quarantinedChange }.count == hostile.count)
         #expect(!report.isClean)
     }
 
@@ -248,18 +256,18 @@ import Testing
             ], into: &state)
         #expect(try ServerFsck(store: store).run(repair: false).isClean)
 
-        unlink(store.layout.assetPath(lose.sha256))
-        unlink(store.layout.assetPath(damage.sha256))
-        try writeFile(store.layout.assetPath(damage.sha256), Data("DAMAGE".utf8))
+        let files = ServerFiles(store)
+        try files.remove(store.layout.assetPath(lose.sha256))
+        try files.write(store.layout.assetPath(damage.sha256), Data("DAMAGE".utf8))
         let conflictCopy = store.layout.shardDirectory(of: 1) + "/000000000001.sync-conflict-20240101-120000-ABCDEFG"
-        try writeFile(conflictCopy, Data("x".utf8))
+        try files.write(conflictCopy, Data("x".utf8))
         let dropbox = store.layout.root + "/notesync-server (Ann's conflicted copy 2024-01-01).json"
-        try writeFile(dropbox, Data("x".utf8))
-        try writeFile(store.layout.tmpDirectory + "/dev-a-0011.entry", Data("partial".utf8))
+        try files.write(dropbox, Data("x".utf8))
+        try files.write(store.layout.tmpDirectory + "/dev-a-0011.entry", Data("partial".utf8))
 
-        let before = try snapshotTree(store.layout.root)
+        let before = try files.listing()
         let report = try ServerFsck(store: store).run(repair: false)
-        #expect(try snapshotTree(store.layout.root) == before, "fsck changes nothing unless asked to repair")
+        #expect(try files.listing() == before, "fsck changes nothing unless asked to repair")
         let byKind = Dictionary(grouping: report.findings, by: \.kind)
         #expect(byKind[.missingAsset]?.count == 2)
         #expect(byKind[.corruptAsset]?.first?.path == store.layout.assetPath(damage.sha256))
@@ -272,36 +280,21 @@ import Testing
             repaired.findings.filter { $0.repaired == nil }.map(\.kind).sorted { $0.rawValue < $1.rawValue } == [
                 .missingAsset, .missingAsset
             ])
-        #expect(FileIO.lstatInfo(conflictCopy) == nil && FileIO.lstatInfo(dropbox) == nil)
-        #expect(try FileIO.list(store.layout.tmpDirectory) == [])
+        #expect(!files.exists(conflictCopy) && !files.exists(dropbox))
+        #expect(try files.names(in: store.layout.tmpDirectory) == [])
         #expect(try store.readAsset(keep) == Data("keep".utf8))
     }
 
     /// Plants `entry` in slot `seq`, chained to the file in the slot before it (as a device writes it).
     private func plant(_ store: ServerStore, seq: Int64, _ entry: LogEntry) throws {
         var entry = entry
-        if entry.prev == nil, let before = (try? FileIO.read(store.layout.entryPath(seq - 1))) ?? nil {
+        if entry.prev == nil, let before = (try? ServerFiles(store).read(store.layout.entryPath(seq - 1))) ?? nil {
             entry.prev = ContentDigest(of: before)
         }
         try plantBytes(store, seq: seq, try SealedFile.seal(entry, kind: "entry"))
     }
 
     private func plantBytes(_ store: ServerStore, seq: Int64, _ data: Data) throws {
-        try FileIO.makeDirectory(store.layout.shardDirectory(of: seq))
-        try writeFile(store.layout.entryPath(seq), data)
-    }
-
-    private func snapshotTree(_ root: String) throws -> [String: Data] {
-        var files: [String: Data] = [:]
-        let enumerator = FileManager.default.enumerator(atPath: root)
-        while let path = enumerator?.nextObject() as? String {
-            let full = root + "/" + path
-            if let info = FileIO.lstatInfo(full), (info.st_mode & S_IFMT) == S_IFREG {
-                files[path] = try Data(contentsOf: URL(fileURLWithPath: full))
-            } else {
-                files[path] = Data()
-            }
-        }
-        return files
+        try ServerFiles(store).write(store.layout.entryPath(seq), data)
     }
 }

@@ -56,7 +56,7 @@ final class SyncHarness {
         precondition((1...3).contains(deviceCount))
         self.clockStep = clockStep
         directory = try TempDirectory("notesync-props")
-        serverRoot = directory.sub("server")
+        serverRoot = try TestServer.root(directory)
         try ServerStore.create(root: serverRoot, logger: testLogger)
         var devices: [Device] = []
         for index in 0..<deviceCount {
@@ -185,18 +185,22 @@ final class SyncHarness {
         case directory(mtime: Int64)
         case file(Data, mtime: Int64)
         case other(mode: UInt32)
+        /// An object of a server in a bucket: its size, time and ETag (``StorageInfo/fingerprint``).
+        case object(StorageInfo)
 
         var description: String {
             switch self {
             case .directory(let mtime): "folder, mtime \(mtime)"
             case .file(let data, let mtime): "file of \(data.count) bytes, sha256 \(ContentDigest(of: data).hex.prefix(12)), mtime \(mtime)"
             case .other(let mode): "special file, mode \(String(mode, radix: 8))"
+            case .object(let info): "object of \(info.size) bytes, mtime \(info.mtime), etag hash \(info.fingerprint.inode)"
             }
         }
     }
 
     /// Everything under the test directory (every notes folder with its local state database, and the server):
-    /// each folder with its mtime, each file with its bytes and mtime.
+    /// each folder with its mtime, each file with its bytes and mtime; a server in a bucket as its objects, under
+    /// `s3:`.
     ///
     /// SQLite's `-shm` file is left out: it is the shared-memory lock table of a WAL database, holds nothing
     /// durable, and a reader must register in it while a writer (here the harness's own open state, in real
@@ -211,6 +215,9 @@ final class SyncHarness {
             case S_IFREG: entries[relative] = .file(try FileIO.read(directory.path + "/" + relative) ?? Data(), mtime: mtime)
             default: entries[relative] = .other(mode: UInt32(info.st_mode))
             }
+        }
+        if ServerAddress.isObjectStore(serverRoot) {
+            for (path, info) in try ServerFiles(root: serverRoot).listing() { entries["s3:" + path] = .object(info) }
         }
         return entries
     }

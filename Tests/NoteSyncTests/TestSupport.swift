@@ -40,12 +40,14 @@ let testLogger: Logger = {
     return logger
 }()
 
+/// The server `folder` of the test that owns `dir` (``TestServer``: a folder in it, or a prefix in a bucket), made on
+/// first use, opened for `device`.
 func makeServer(
     _ dir: TempDirectory, at folder: String = "server", device: String = "dev-a",
     primitive: PublishPrimitive? = nil
 ) throws -> ServerStore {
-    let root = dir.sub(folder)
-    if FileIO.lstatInfo(root + "/" + ServerLayout.markerName) == nil {
+    let root = try TestServer.root(dir, folder)
+    if !(try ServerFiles(root: root).exists(ServerLayout(root: root).marker)) {
         try ServerStore.create(root: root, logger: testLogger)
     }
     return try ServerStore(root: root, device: device, primitive: primitive, logger: testLogger)

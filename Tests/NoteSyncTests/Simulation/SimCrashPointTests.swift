@@ -7,7 +7,7 @@ import Testing
 /// notes, merge, keep conflict copies both ways, upload, commit), the process is killed at each fault point in
 /// turn (FaultPoint.swift), restarted from what it persisted, and, in a second run, killed again at the same
 /// point of its first sync after the restart. Every run heals and must keep every invariant (SimRunner.swift).
-@Suite struct SimCrashPointTests {
+@Suite(.simulationFolder) struct SimCrashPointTests {
     struct Scenario: Sendable, CustomTestStringConvertible {
         var name: String
         var before: [SimSchedule.Step]

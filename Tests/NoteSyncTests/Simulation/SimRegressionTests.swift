@@ -5,7 +5,7 @@ import Testing
 
 /// Schedules the simulation (SimRunner.swift) failed on, shrunk, kept as deterministic tests once the engine was
 /// fixed. Each runs the schedule with every invariant checked.
-@Suite struct SimRegressionTests {
+@Suite(.simulationFolder) struct SimRegressionTests {
     static func expectClean(_ schedule: SimSchedule, sourceLocation: SourceLocation = #_sourceLocation) {
         let (findings, _) = SimRunner.run(schedule)
         #expect(findings.isEmpty, "\(findings)", sourceLocation: sourceLocation)

@@ -1,7 +1,15 @@
 import Foundation
 import Synchronization
+import Testing
 
 @testable import NoteSync
+
+extension Trait where Self == ConditionTrait {
+    /// The simulation's server is a folder of its own whatever ``TestServer`` says: its faults act on the folder.
+    static var simulationFolder: Self {
+        .folderOnly("the simulation's faults act on its server folder: renamed away, files lost, held, restored")
+    }
+}
 
 /// Runs one ``SimSchedule`` on real folders: 3–5 devices with persistent local state and one server directory,
 /// all in-process through ``SyncEngine`` as the agent drives it, then heals (server back, every device online,

@@ -5,7 +5,7 @@ import Testing
 
 /// The rule *no device silently stops syncing* (SimServerOracle.swift, SimRunner's `judgeReport`): the oracle names
 /// the devices a server fault affects, as the engine finds them, and the simulation judges their syncs by it.
-@Suite struct SimSilentStopTests {
+@Suite(.simulationFolder) struct SimSilentStopTests {
     /// Devices synced with one server: alice wrote `count` entries, bob read the first.
     struct World {
         let scratch: SimScratch

@@ -11,7 +11,7 @@ import Testing
 ///
 /// A failing seed is printed (replay it with `NOTESYNC_SIM_SEED=N`), and the first few are shrunk and printed as
 /// Swift for a regression test.
-@Suite struct SimulationSoak {
+@Suite(.simulationFolder) struct SimulationSoak {
     static let environment = ProcessInfo.processInfo.environment
     static let enabled = environment["NOTESYNC_SOAK_SCHEDULES"] != nil || environment["NOTESYNC_SOAK_SECONDS"] != nil
 

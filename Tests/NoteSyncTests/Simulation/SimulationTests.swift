@@ -9,7 +9,7 @@ import Testing
 ///
 /// A failure prints the schedule as Swift: paste it into SimRegressionTests.swift once the engine is fixed.
 /// `NOTESYNC_SIM_SEED=N` replays soak seed N (``replaysTheSeedInTheEnvironment()``); scripts/soak runs many.
-@Suite struct SimulationTests {
+@Suite(.simulationFolder) struct SimulationTests {
     static func expectClean(
         _ findings: SimFindings, _ schedule: SimSchedule, seed: UInt64? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
