@@ -1382,6 +1382,24 @@ def agent_rows(agent, ntools):
     ]
 
 
+def latency_rows(titles, results, blank):
+    """The rows of edits timed one way and the other: for each key of `titles`, its percentiles and lost edits."""
+    rows = []
+    for key, title in titles.items():
+        r = results.get(key, {})
+        if "p50" not in r:
+            rows.append([title, "(failed)", "—"] + blank + [""])
+            continue
+        rows += [
+            [f"{title} ({r['edits']} edits)", "p50 ms", f"{r['p50']:.1f}"] + blank + [""],
+            ["", "p95 ms", f"{r['p95']:.1f}"] + blank + [""],
+            ["", "p99 ms", f"{r['p99']:.1f}"] + blank + [""],
+            ["", "max ms", f"{r['max']:.1f}"] + blank + [""],
+            ["", "lost edits", f"{r['lost']}"] + blank + [f"0 {mark(r['lost'] == 0)}"],
+        ]
+    return rows
+
+
 def sshfs_rows(sshfs, ntools):
     blank = [""] * (ntools - 1)
     if not sshfs:
@@ -1394,18 +1412,7 @@ def sshfs_rows(sshfs, ntools):
                      f"{sshfs['first_sync_b_s']:.2f}"] + blank + [""])
     titles = {"a_to_b": f"sshfs: edit on A (server folder) → B (sshfs mount, polls every {sshfs['poll']} s)",
               "b_to_a": "sshfs: edit on B (sshfs mount) → A (inotify on the server's log)"}
-    for key, title in titles.items():
-        r = sshfs.get(key, {})
-        if "p50" not in r:
-            rows.append([title, "(failed)", "—"] + blank + [""])
-            continue
-        rows += [
-            [f"{title} ({r['edits']} edits)", "p50 ms", f"{r['p50']:.1f}"] + blank + [""],
-            ["", "p95 ms", f"{r['p95']:.1f}"] + blank + [""],
-            ["", "p99 ms", f"{r['p99']:.1f}"] + blank + [""],
-            ["", "max ms", f"{r['max']:.1f}"] + blank + [""],
-            ["", "lost edits", f"{r['lost']}"] + blank + [f"0 {mark(r['lost'] == 0)}"],
-        ]
+    rows += latency_rows(titles, sshfs, blank)
     return rows
 
 
@@ -1425,18 +1432,7 @@ def s3_rows(s3, names, others, notes_10k):
         return rows
     titles = {"a_to_b": f"S3: edit on A → B has it (both agents poll every {agents['poll']} s)",
               "b_to_a": "S3: edit on B → A has it"}
-    for key, title in titles.items():
-        r = agents.get(key, {})
-        if "p50" not in r:
-            rows.append([title, "(failed)", "—"] + blank + [""])
-            continue
-        rows += [
-            [f"{title} ({r['edits']} edits)", "p50 ms", f"{r['p50']:.1f}"] + blank + [""],
-            ["", "p95 ms", f"{r['p95']:.1f}"] + blank + [""],
-            ["", "p99 ms", f"{r['p99']:.1f}"] + blank + [""],
-            ["", "max ms", f"{r['max']:.1f}"] + blank + [""],
-            ["", "lost edits", f"{r['lost']}"] + blank + [f"0 {mark(r['lost'] == 0)}"],
-        ]
+    rows += latency_rows(titles, agents, blank)
     if "idle_requests_per_hour" in agents:
         rows += [
             [f"S3: an idle agent polling every {agents['poll']} s ({agents['idle_seconds']:.0f} s)", "requests/hour",
