@@ -5,10 +5,13 @@ import Testing
 /// The agent on a server in an S3 bucket: what an idle poll costs, and a service killed in the middle of a sync.
 @Suite(.serialized, .enabled(if: S3TestServer.available)) struct S3AgentTests {
     /// The lines of moto's access log: one per request it answered.
-    static func requestsAnswered(_ s3: S3TestServer) -> Int {
+    static func requestsAnswered(_ s3: S3TestServer) -> Int { requests(s3).count }
+
+    /// moto's access log lines of the requests it answered (200, 404 or 412), in order.
+    static func requests(_ s3: S3TestServer) -> [String] {
         let log = (try? String(contentsOfFile: s3.scratch.path + "/server.log", encoding: .utf8)) ?? ""
         return log.split(separator: "\n").filter { $0.contains("\" 200 ") || $0.contains("\" 404 ") || $0.contains("\" 412 ") }
-            .count
+            .map(String.init)
     }
 
     /// The syncs an agent ran, from its debug log (each logs its phases once).

@@ -40,6 +40,51 @@ import Testing
         #expect(raced.filter { $0 == .created }.count == 1)
     }
 
+    /// Many paths at once (an upload's assets after its commit) are looked up by listing their folder, a page per
+    /// 25 paths at most; paths past the last key listed are asked one by one, and every answer is a HEAD's.
+    @Test(arguments: S3TestServer.Kind.allCases)
+    func manyPathsAreFoundByListingTheirFolder(_ kind: S3TestServer.Kind) throws {
+        let s3 = try S3TestServer(kind, label: "infos")
+        let prefix = "infos-" + UUID().uuidString.prefix(8).lowercased()
+        let client = try s3.makeClient(prefix: prefix)
+        defer { client.shutdown() }
+        let storage = S3Storage(root: "s3://\(S3TestServer.bucket)/\(prefix)", client: client)
+        let folder = "zones/notes/assets/"
+        let keys = (0..<2_100).map { folder + String(format: "%05d", $0 * 2) }
+        _ = try onThreads(keys.count, width: 16) { index in
+            try client.createIfAbsent(keys[index], Data(repeating: 0x61, count: index % 7 + 1))
+        }
+        try client.put("zones/notes/other", Data("not asked".utf8))
+        // 60 present, spread over all 2,100 (so past the two pages 60 paths may list), and 10 absent: between
+        // keys, before the first and after the last.
+        let present = stride(from: 0, to: keys.count, by: 35).map { keys[$0] }
+        let absent = ["00001", "00003", "01001", "02223", "04199", "04201", "99999", "0", "zzz", "03999x"].map { folder + $0 }
+        let asked = (present + absent).shuffled().map { storage.root + "/" + $0 }
+        let requestsBefore = S3AgentTests.requests(s3)
+        let found = storage.infos(asked)
+        usleep(500_000)  // moto logs a request after answering it
+        let requests = S3AgentTests.requests(s3).dropFirst(requestsBefore.count)
+        let each = asked.map { storage.info($0) }
+        #expect(found.count == asked.count)
+        for (path, (listed, headed)) in zip(asked, zip(found, each)) {
+            #expect(listed?.size == headed?.size && listed?.kind == headed?.kind, "\(path)")
+            #expect((listed != nil) == present.contains(String(path.dropFirst(storage.root.count + 1))), "\(path)")
+        }
+        if kind == .moto {
+            // Two pages (70 / 25), which reach key 2,000; the 2 present and 5 absent paths after it are HEADs.
+            // moto colours a 404's line: "\e[33mHEAD ...".
+            let lists = requests.filter { $0.contains("GET /") && $0.contains("list-type=2") }
+            let heads = requests.filter { $0.contains("HEAD /") }
+            let beyond = asked.filter { $0.dropFirst(storage.root.count + 1) > keys[1_999] }
+            #expect(lists.count == 2, "\(requests)")
+            #expect(heads.count == beyond.count, "\(requests.suffix(12))")
+            #expect(beyond.count == 7)
+        }
+        // Few paths: a HEAD each, no listing.
+        let few = Array(asked.prefix(10))
+        #expect(storage.infos(few).map { $0?.size } == few.map { storage.info($0)?.size })
+    }
+
     @Test(arguments: S3TestServer.Kind.allCases)
     func refusedCredentialsAreAConfigurationErrorAndNoAnswerIsOffline(_ kind: S3TestServer.Kind) throws {
         let s3 = try S3TestServer(kind, label: "errors")

@@ -583,6 +583,31 @@ struct SigV4Vector: Sendable, CustomTestStringConvertible {
         }
     }
 
+    /// The signing key is derived once a day and kept; a copy of the signer with another secret, region or day
+    /// derives its own, never the kept one.
+    @Test func theKeptSigningKeyIsOnlyUsedForWhatItWasDerivedFrom() throws {
+        let vector = try #require(Self.s3Vectors.first)
+        let signer = SigV4Signer(credentials: vector.credentials, region: "us-east-1")
+        func derived(_ signer: SigV4Signer, _ day: String) -> SymmetricKey {
+            SigV4Signer.deriveSigningKey(
+                secret: signer.credentials.secretAccessKey, dateStamp: day, region: signer.region, service: signer.service)
+        }
+        #expect(signer.signingKey(dateStamp: "20150830") == derived(signer, "20150830"))
+        #expect(signer.signingKey(dateStamp: "20150830") == derived(signer, "20150830"))
+        #expect(signer.signingKey(dateStamp: "20150831") == derived(signer, "20150831"))
+        var other = signer
+        other.credentials.secretAccessKey += "x"
+        #expect(other.signingKey(dateStamp: "20150831") == derived(other, "20150831"))
+        #expect(signer.signingKey(dateStamp: "20150831") == derived(signer, "20150831"))
+        var elsewhere = signer
+        elsewhere.region = "eu-west-1"
+        #expect(elsewhere.signingKey(dateStamp: "20150831") == derived(elsewhere, "20150831"))
+        #expect(signer.signingKey(dateStamp: "20150831") != elsewhere.signingKey(dateStamp: "20150831"))
+        for vector in Self.s3Vectors {
+            #expect(vector.signed().signature == vector.signed().signature)
+        }
+    }
+
     /// The timestamp is UTC from the epoch, whatever the process's time zone and locale.
     @Test func theTimestampIsUTCFromTheEpoch() {
         #expect(SigV4Signer.timestamp(Self.suiteDate) == "20150830T123600Z")
@@ -614,6 +639,8 @@ struct SigV4Vector: Sendable, CustomTestStringConvertible {
             accessKeyID: "AKIDEXAMPLE", secretAccessKey: "very-secret-key", sessionToken: "very-secret-token"
         )
         let signer = SigV4Signer(credentials: credentials, region: "us-east-1")
+        // After signing, when the signer holds the day's signing key.
+        _ = signer.sign(method: "GET", host: "example.com", path: "/", payloadHash: SigV4Signer.emptyPayloadHash, date: Self.suiteDate)
         var dumped = ""
         dump(credentials, to: &dumped)
         dump(signer, to: &dumped)

@@ -140,39 +140,66 @@ public final class S3Client: Sendable {
         var prefixes: [String] = []
         var continuation: String?
         repeat {
-            var query = [("list-type", "2"), ("prefix", location.prefix + prefix)]
-            if let delimiter { query.append(("delimiter", delimiter)) }
-            if let maxKeys { query.append(("max-keys", String(maxKeys))) }
-            if let continuation {
-                query.append(("continuation-token", continuation))
-            } else if let startAfter {
-                query.append(("start-after", location.prefix + startAfter))
-            }
-            let page = query
-            let response = try retrying(prefix) {
-                try self.send("GET", path: self.location.bucketPath, query: page, limit: 1 << 26)
-            }
-            guard response.status == 200 else { throw refusal(response, key: prefix) }
-            let text = String(decoding: response.body, as: UTF8.self)
-            for block in Self.elements("Contents", in: text) {
-                guard let key = Self.elements("Key", in: block).first, key.hasPrefix(location.prefix) else { continue }
-                objects.append(
-                    Object(
-                        key: String(key.dropFirst(location.prefix.count)),
-                        size: Int64(Self.elements("Size", in: block).first ?? "") ?? 0,
-                        lastModified: Self.elements("LastModified", in: block).first.flatMap(Self.isoDate) ?? 0,
-                        etag: Self.elements("ETag", in: block).first ?? ""))
-            }
-            for block in Self.elements("CommonPrefixes", in: text) {
-                for name in Self.elements("Prefix", in: block) where name.hasPrefix(location.prefix) {
-                    prefixes.append(String(name.dropFirst(location.prefix.count)))
-                }
-            }
-            continuation =
-                maxKeys == nil && Self.elements("IsTruncated", in: text).first == "true"
-                ? Self.elements("NextContinuationToken", in: text).first : nil
+            let page = try listPage(
+                prefix: prefix, startAfter: startAfter, continuation: continuation, delimiter: delimiter, maxKeys: maxKeys)
+            objects += page.objects
+            prefixes += page.prefixes
+            continuation = maxKeys == nil ? page.next : nil
         } while continuation != nil
         return (objects, prefixes)
+    }
+
+    /// The objects under `prefix`, in key order, from at most `pages` pages of `ListObjectsV2` (1,000 keys each);
+    /// `complete` is false when more keys follow the last one returned.
+    public func list(prefix: String, pages: Int) throws -> (objects: [Object], complete: Bool) {
+        var objects: [Object] = []
+        var continuation: String?
+        for _ in 0..<max(pages, 1) {
+            let page = try listPage(prefix: prefix, startAfter: nil, continuation: continuation, delimiter: nil, maxKeys: nil)
+            objects += page.objects
+            guard let next = page.next else { return (objects, true) }
+            continuation = next
+        }
+        return (objects, false)
+    }
+
+    /// One page of `ListObjectsV2`; `next` is the continuation token when the listing goes on.
+    func listPage(
+        prefix: String, startAfter: String?, continuation: String?, delimiter: String?, maxKeys: Int?
+    ) throws -> (objects: [Object], prefixes: [String], next: String?) {
+        var query = [("list-type", "2"), ("prefix", location.prefix + prefix)]
+        if let delimiter { query.append(("delimiter", delimiter)) }
+        if let maxKeys { query.append(("max-keys", String(maxKeys))) }
+        if let continuation {
+            query.append(("continuation-token", continuation))
+        } else if let startAfter {
+            query.append(("start-after", location.prefix + startAfter))
+        }
+        let page = query
+        let response = try retrying(prefix) {
+            try self.send("GET", path: self.location.bucketPath, query: page, limit: 1 << 26)
+        }
+        guard response.status == 200 else { throw refusal(response, key: prefix) }
+        let text = String(decoding: response.body, as: UTF8.self)
+        var objects: [Object] = []
+        var prefixes: [String] = []
+        for block in Self.elements("Contents", in: text) {
+            guard let key = Self.elements("Key", in: block).first, key.hasPrefix(location.prefix) else { continue }
+            objects.append(
+                Object(
+                    key: String(key.dropFirst(location.prefix.count)),
+                    size: Int64(Self.elements("Size", in: block).first ?? "") ?? 0,
+                    lastModified: Self.elements("LastModified", in: block).first.flatMap(Self.isoDate) ?? 0,
+                    etag: Self.elements("ETag", in: block).first ?? ""))
+        }
+        for block in Self.elements("CommonPrefixes", in: text) {
+            for name in Self.elements("Prefix", in: block) where name.hasPrefix(location.prefix) {
+                prefixes.append(String(name.dropFirst(location.prefix.count)))
+            }
+        }
+        let next =
+            Self.elements("IsTruncated", in: text).first == "true" ? Self.elements("NextContinuationToken", in: text).first : nil
+        return (objects, prefixes, next)
     }
 
     /// Removes `key` (gc, fsck); a key already gone is fine.
@@ -341,22 +368,58 @@ public final class S3Client: Sendable {
         usleep(useconds_t(backoff * Double(1 << (attempt - 1)) * 1e6))
     }
 
-    /// `Last-Modified` (RFC 1123) in nanoseconds since 1970.
+    /// `Last-Modified` (RFC 1123, `Wed, 21 Oct 2015 07:28:00 GMT`) in nanoseconds since 1970; nil for any other
+    /// form. Parsed by hand: a formatter per answer cost more CPU than the request it described.
     static func httpDate(_ text: String) -> Int64? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: text).map { Int64($0.timeIntervalSince1970 * 1e9) }
+        let bytes = Array(text.utf8)
+        // "Www, DD Mon YYYY HH:MM:SS GMT"
+        guard bytes.count == 29, bytes[3] == 0x2C, bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
+            bytes[16] == 0x20, bytes[19] == 0x3A, bytes[22] == 0x3A, bytes[25] == 0x20,
+            String(decoding: bytes[26...], as: UTF8.self) == "GMT",
+            let day = number(bytes[5..<7]), let year = number(bytes[12..<16]), let hour = number(bytes[17..<19]),
+            let minute = number(bytes[20..<22]), let second = number(bytes[23..<25]),
+            let month = monthNames.firstIndex(of: String(decoding: bytes[8..<11], as: UTF8.self))
+        else { return nil }
+        return nanoseconds(year: year, month: month + 1, day: day, hour: hour, minute: minute, second: second, fraction: 0)
     }
 
-    /// A listing's `LastModified` (ISO 8601, with or without fractions) in nanoseconds since 1970.
+    /// A listing's `LastModified` (ISO 8601 in UTC, `2009-10-12T17:50:30.000Z`, with or without fractions) in
+    /// nanoseconds since 1970; nil for any other form.
     static func isoDate(_ text: String) -> Int64? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return Int64(date.timeIntervalSince1970 * 1e9) }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text).map { Int64($0.timeIntervalSince1970 * 1e9) }
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.last == 0x5A, bytes[4] == 0x2D, bytes[7] == 0x2D, bytes[10] == 0x54,
+            bytes[13] == 0x3A, bytes[16] == 0x3A,
+            let year = number(bytes[0..<4]), let month = number(bytes[5..<7]), let day = number(bytes[8..<10]),
+            let hour = number(bytes[11..<13]), let minute = number(bytes[14..<16]), let second = number(bytes[17..<19])
+        else { return nil }
+        var fraction: Int64 = 0
+        if bytes.count > 20 {
+            let digits = bytes[20..<(bytes.count - 1)]
+            guard bytes[19] == 0x2E, !digits.isEmpty, digits.count <= 9, let value = number(digits) else { return nil }
+            fraction = Int64(value) * Int64((0..<(9 - digits.count)).reduce(1) { value, _ in value * 10 })
+        }
+        return nanoseconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second, fraction: fraction)
+    }
+
+    static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// Decimal digits only (no sign, no spaces), or nil.
+    static func number(_ digits: ArraySlice<UInt8>) -> Int? {
+        guard !digits.isEmpty else { return nil }
+        var value = 0
+        for byte in digits {
+            guard byte >= 0x30 && byte <= 0x39 else { return nil }
+            value = value * 10 + Int(byte - 0x30)
+        }
+        return value
+    }
+
+    /// A UTC date and time in nanoseconds since 1970; nil when a field is out of range.
+    static func nanoseconds(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, fraction: Int64) -> Int64? {
+        guard (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
+        let days = SigV4Signer.daysSince1970(year: year, month: month, day: day)
+        let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
+        return seconds * 1_000_000_000 + fraction
     }
 
     // MARK: errors

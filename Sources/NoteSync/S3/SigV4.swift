@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 /// The keys that sign requests to S3 (or another AWS-style service).
 ///
@@ -91,6 +92,8 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
     public var normalizesPath: Bool
     /// Whether to add and sign `x-amz-content-sha256` with the payload hash. S3: true.
     public var signsContentSHA256: Bool
+    /// The last signing key derived: it changes once a day, and deriving it is four HMACs per request.
+    private let lastKey = SigningKeyCache()
 
     public init(
         credentials: SigV4Credentials, region: String, service: String = "s3", normalizesPath: Bool = false,
@@ -186,7 +189,16 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
     /// The signing key of one day: HMAC-SHA256 chained over the date, the region, the service and `aws4_request`,
     /// starting from `AWS4` followed by the secret access key.
     public func signingKey(dateStamp: String) -> SymmetricKey {
-        var key = SymmetricKey(data: Data(("AWS4" + credentials.secretAccessKey).utf8))
+        // The secret's digest, not the secret: nothing a mirror could print.
+        let inputs = [Self.hex(SHA256.hash(data: Data(credentials.secretAccessKey.utf8))), dateStamp, region, service]
+        if let known = lastKey.key(for: inputs) { return known }
+        let key = Self.deriveSigningKey(secret: credentials.secretAccessKey, dateStamp: dateStamp, region: region, service: service)
+        lastKey.remember(key, for: inputs)
+        return key
+    }
+
+    static func deriveSigningKey(secret: String, dateStamp: String, region: String, service: String) -> SymmetricKey {
+        var key = SymmetricKey(data: Data(("AWS4" + secret).utf8))
         for part in [dateStamp, region, service, "aws4_request"] {
             key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
         }
@@ -316,6 +328,17 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
         return (year: yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month: month, day: day)
     }
 
+    /// The days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`), the inverse of
+    /// ``civilDate(daysSince1970:)``.
+    static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        let year = month <= 2 ? year - 1 : year
+        let era = (year >= 0 ? year : year - 399) / 400
+        let yearOfEra = year - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
     /// A number written with at least `width` digits, zeros in front.
     static func padded(_ number: Int, _ width: Int) -> String {
         let digits = String(number)
@@ -336,4 +359,23 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
         }
         return String(decoding: text, as: UTF8.self)
     }
+}
+
+/// One signing key and what it was derived from (the secret's digest, the day, the region, the service): a signer's
+/// copies share it, and a signer whose fields changed derives a new one.
+final class SigningKeyCache: Sendable, CustomReflectable {
+    private let last = Mutex<(inputs: [String], key: [UInt8])?>(nil)
+
+    func key(for inputs: [String]) -> SymmetricKey? {
+        let bytes = last.withLock { $0?.inputs == inputs ? $0?.key : nil }
+        return bytes.map { SymmetricKey(data: $0) }
+    }
+
+    func remember(_ key: SymmetricKey, for inputs: [String]) {
+        let bytes = key.withUnsafeBytes { Array($0) }
+        last.withLock { $0 = (inputs, bytes) }
+    }
+
+    /// Nothing: a key signs requests for a day, and is never printed.
+    var customMirror: Mirror { Mirror(self, children: [:]) }
 }

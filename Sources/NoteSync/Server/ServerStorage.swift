@@ -67,6 +67,9 @@ public protocol ServerStorage: Sendable {
 
     /// The file at `path`, or nil when there is none (or it cannot be examined).
     func info(_ path: String) -> StorageInfo?
+    /// What ``info(_:)`` says of each of `paths`, in order, as cheaply as the storage can: stats in parallel on a
+    /// folder; on an object store, for many paths, a listing of the folder that holds them in place of a HEAD each.
+    func infos(_ paths: [String]) -> [StorageInfo?]
     /// Whether anything is at `path` (a folder, or a file in its place): on an object store, whether any key
     /// starts with it.
     func hasEntry(_ path: String) -> Bool
@@ -110,6 +113,10 @@ public protocol ServerStorage: Sendable {
 }
 
 extension ServerStorage {
+    public func infos(_ paths: [String]) -> [StorageInfo?] {
+        map(paths.count) { .success(info(paths[$0])) }.map { (try? $0?.get()) ?? nil }
+    }
+
     /// Stages `data` (fsynced) and publishes it as `path` if that name is free; nothing staged is left either way.
     public func create(_ data: Data, as path: String, device: String, suffix: String) throws -> AtomicPublish.Outcome {
         let staged = try stage(data, device: device, suffix: suffix, sync: true)

@@ -40,15 +40,17 @@ extension ServerStore {
         let device = device
         let compress = hasRetention
         let storage = storage
-        let present = storage.map(unique.count) { slot in
-            Result { () -> Bool in
-                let ref = refs[unique[slot]]
-                guard let info = storage.info(layout.assetPath(ref.sha256)) else { return false }
-                return Self.isStored(info, ref, compressed: compress)
-            }
+        // On an object store a text goes straight to its conditional PUT, which answers 412 when the asset is there
+        // (and is then touched, ``publish(_:)``): a HEAD first would be one more request per text. Only a text
+        // too big to send for nothing is looked for first.
+        let looked = unique.filter { !storage.isObjectStore || items[$0].count > Self.sentUnseenBelow }
+        let found = storage.infos(looked.map { layout.assetPath(refs[$0].sha256) })
+        var present = Set<Int>()
+        for (index, info) in zip(looked, found) {
+            if let info, Self.isStored(info, refs[index], compressed: compress) { present.insert(index) }
         }
-        let missing = unique.indices.filter { (try? present[$0]?.get()) != true }.map { unique[$0] }
-        if hasRetention { touch(unique.indices.filter { (try? present[$0]?.get()) == true }.map { refs[unique[$0]].sha256 }) }
+        let missing = unique.filter { !present.contains($0) }
+        if hasRetention { touch(unique.filter { present.contains($0) }.map { refs[$0].sha256 }) }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
         let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
         let written = Parallel.map(missing.count) { slot in
@@ -81,10 +83,13 @@ extension ServerStore {
             try storage.makeDirectory(layout.assetShard(refs[index].sha256))
         }
         let files = staged.files
+        let retained = hasRetention
         let outcomes = storage.map(missing.count) { slot in
             Result { () throws -> String? in
                 let digest = refs[missing[slot]].sha256
                 let outcome = try storage.publish(files[slot]!, as: layout.assetPath(digest))
+                // There already (a writer in between, or a text not looked for first): reused, so touched.
+                if outcome == .exists && retained { storage.touch(layout.assetPath(digest)) }
                 try FaultPoint.hit("assets.published")
                 return outcome == .published ? layout.assetShard(digest) : nil
             }
@@ -107,6 +112,9 @@ extension ServerStore {
         }
         return refs
     }
+
+    /// On an object store, texts up to this size are sent without looking for their asset first.
+    static let sentUnseenBelow = 64 << 10
 
     /// Whether the file found at an asset's path stands for `ref` without reading it: a regular file of the text's
     /// size, or (format 3, where texts may be stored compressed) any regular file no bigger than the text could
@@ -147,12 +155,8 @@ extension ServerStore {
     /// swept one meanwhile; the writer puts it back).
     public func missingAssets(_ refs: [AssetRef]) -> [AssetRef] {
         guard hasRetention else { return [] }
-        let layout = layout
-        let storage = storage
-        let found = storage.map(refs.count) { index in
-            Result<Bool, any Error>.success(storage.info(layout.assetPath(refs[index].sha256)) != nil)
-        }
-        return refs.indices.filter { (try? found[$0]?.get()) != true }.map { refs[$0] }
+        let found = storage.infos(refs.map { layout.assetPath($0.sha256) })
+        return refs.indices.filter { found[$0] == nil }.map { refs[$0] }
     }
 
     /// True when the asset file exists (not verified).
