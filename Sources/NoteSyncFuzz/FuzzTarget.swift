@@ -16,6 +16,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case diff
     /// The `.notesyncignore` parser and matcher: `rules NUL path NUL path …`.
     case ignore
+    /// The encrypted server's files: a sealed body, a sealed asset, a keys file, a recovery key.
+    case vault
 
     /// Runs the target's checks on one input; throws the first invariant that does not hold.
     public func check(_ input: Data) throws(FuzzViolation) {
@@ -25,6 +27,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .merge: try MergeFuzz.check(input)
         case .diff: try DiffFuzz.check(input)
         case .ignore: try IgnoreFuzz.check(input)
+        case .vault: try VaultFuzz.check(input)
         }
     }
 

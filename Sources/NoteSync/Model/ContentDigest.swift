@@ -61,10 +61,27 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
     }
 
     init(_ digest: SHA256.Digest) {
-        words = digest.withUnsafeBytes { raw in
-            func word(_ start: Int) -> UInt64 { raw[start..<start + 8].reduce(0) { $0 << 8 | UInt64($1) } }
-            return (word(0), word(8), word(16), word(24))
+        words = digest.withUnsafeBytes(Self.words)
+    }
+
+    /// An HMAC-SHA256 code taken as a digest: the keyed name of an encrypted server's asset (``Vault/assetName(_:)``).
+    init(_ code: HashedAuthenticationCode<SHA256>) {
+        words = code.withUnsafeBytes(Self.words)
+    }
+
+    /// The four big-endian words of 32 bytes.
+    private static func words(_ raw: UnsafeRawBufferPointer) -> (UInt64, UInt64, UInt64, UInt64) {
+        func word(_ start: Int) -> UInt64 { raw[start..<start + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+        return (word(0), word(8), word(16), word(24))
+    }
+
+    /// The 32 bytes, as SHA-256 produced them.
+    var bytes: Data {
+        var data = Data(capacity: 32)
+        for word in [words.0, words.1, words.2, words.3] {
+            withUnsafeBytes(of: word.bigEndian) { data.append(contentsOf: $0) }
         }
+        return data
     }
 
     /// The first four bytes, never 0 (a first four bytes of 0 is taken as 1): the link a snapshot keeps of each
