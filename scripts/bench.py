@@ -31,6 +31,8 @@ as across sshfs, and the requests and CPU of the two agents left idle for --idle
 skipped (not a failure).
 
 Every tool syncs device folder A and device folder B through a shared folder (for notesync, the server).
+`notesync-encrypted` is notesync on an encrypted server (`--encrypt`, docs/encryption.md), timed side by side with
+plain notesync in the folder scenarios: target at 10,000 notes, its first sync at most 1.2 × plain.
 Each run starts from fresh folders holding the same deterministic corpus (scripts/gen-corpus.py). After every
 scenario A and B must hold exactly the expected files and bytes; a tool that did not sync is reported as a
 failure (and the exit code is 1). Prints one table and writes it as JSON (bench-results.json by default).
@@ -208,6 +210,20 @@ class NoteSync:
 
     def version(self):
         return capture([self.bin, "--version"])
+
+
+class NoteSyncEncrypted(NoteSync):
+    """notesync on an encrypted server (docs/encryption.md): `init --create-server --encrypt`, the passphrase in the
+    environment, scrypt at its real cost (each `init` unlocks the key once, timed with the first syncs)."""
+    name = "notesync-encrypted"
+
+    def __init__(self, binary, s3=None):
+        super().__init__(binary, s3)
+        self.env = dict(self.env or os.environ, NOTESYNC_PASSPHRASE="a benchmark passphrase")
+
+    def first_a(self, ctx):
+        (init, env), sync = super().first_a(ctx)
+        return [(init + ["--encrypt"], env), sync]
 
 
 class Unison:
@@ -477,7 +493,7 @@ def one_shot_run(tool, ctx, corpus, seed, run):
     if before_counters is not None:
         results["rename"].update(counters_delta(before_counters, after_counters))
     check(f"renaming {folders} folders of {moved} notes", with_shared=True)
-    if tool.name == "notesync":
+    if tool.name.startswith("notesync"):
         trash = os.path.join(ctx.b, ".notesync", "trash")
         if os.path.exists(trash) and any(os.scandir(trash)):
             raise BenchFailure("notesync: the rename filled B's trash")
@@ -1338,6 +1354,11 @@ def targets_10k(scenario, metric, med):
     if metric != "wall" or not med.get("notesync"):
         return ""
     out = []
+    encrypted = med.get("notesync-encrypted")
+    if encrypted and scenario == "first_a":
+        out.append(f"encrypted ≤1.2×plain {mark(encrypted <= 1.2 * med['notesync'])} ({encrypted / med['notesync']:.2f})")
+    elif encrypted and scenario in ("noop", "edit1"):
+        out.append(f"encrypted/plain {encrypted / med['notesync']:.2f}")
     if scenario in ("first_a", "noop", "edit1") and med.get("unison"):
         out.append(f"≤0.5×unison {mark(med['notesync'] <= 0.5 * med['unison'])}")
     if med.get("rclone"):
@@ -1484,7 +1505,8 @@ def main():
     parser.add_argument("--large", action="store_true", help="also the one-shot scenarios at 100,000 notes")
     parser.add_argument("--large-notes", type=int, default=100_000)
     parser.add_argument("--large-runs", type=int, help="runs at the large size (default: --runs)")
-    parser.add_argument("--tools", default="notesync,unison,rclone", help="comma-separated subset")
+    parser.add_argument("--tools", default="notesync,notesync-encrypted,unison,rclone",
+                        help="comma-separated subset (notesync-encrypted: notesync on an encrypted server)")
     parser.add_argument("--agent-edits", type=int, default=200)
     parser.add_argument("--agent-gap", type=float, default=0.2, help="seconds between two agent edits")
     parser.add_argument("--idle-seconds", type=float, default=60)
@@ -1535,7 +1557,8 @@ def main():
         parser.error("give the notesync binary with --notesync or NOTESYNC_BIN (scripts/bench does)")
     args.notesync = os.path.abspath(args.notesync)
 
-    available = {"notesync": NoteSync(args.notesync), "unison": Unison(), "rclone": Rclone()}
+    available = {"notesync": NoteSync(args.notesync), "notesync-encrypted": NoteSyncEncrypted(args.notesync),
+                 "unison": Unison(), "rclone": Rclone()}
     tools = [available[n] for n in args.tools.split(",")]
     names = [t.name for t in tools]
     info = machine_info()

@@ -20,7 +20,8 @@ struct HistoryCommand: ParsableCommand {
         try reportingErrors {
             let (folder, state, config) = try folderOptions.open(readOnly: true)
             let name = try recordName(note, folder: folder)
-            let store = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
+            let store = try ServerStore(
+                root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
             // Another server at the path is not this folder's history.
             if let bound = config.serverID { try store.requireID(bound) }
             let versions = try store.history(of: name)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import NoteSync
 
 struct InitCommand: ParsableCommand {
@@ -8,7 +9,10 @@ struct InitCommand: ParsableCommand {
         abstract: "Connect a notes folder to a server directory.",
         discussion: """
             Keeps the local state in NOTES/.notesync/ (never synced). The server must already be a notesync \
-            server unless --create-server is given.
+            server unless --create-server is given (with --encrypt: an encrypted one).
+            An encrypted server asks for its passphrase once (or the recovery key; --passphrase-file or \
+            NOTESYNC_PASSPHRASE for scripts); the key is kept in NOTES/.notesync/vault-key (mode 600). Run on a \
+            notes folder already synced with that server but without its key, init only keeps the key.
             """
     )
 
@@ -18,6 +22,8 @@ struct InitCommand: ParsableCommand {
     @OptionGroup var location: EndpointOption
     @Option(help: "This device's name in conflict copies (default: the host name).") var deviceName: String?
     @Flag(help: "Make the server directory a new server if it is not one yet.") var createServer = false
+    @Flag(help: "With --create-server: make it an encrypted server (`notesync server init --encrypt`).") var encrypt = false
+    @OptionGroup var secret: PassphraseOptions
     @Flag(name: .shortAndLong, help: "Show no progress line (a terminal shows one for work longer than a second).")
     var quiet = false
 
@@ -27,6 +33,16 @@ struct InitCommand: ParsableCommand {
             let folder = NotesFolder(root: notes)
             let serverRoot = ServerAddress.normalized(server)
             let endpoint = location.endpoint
+            if encrypt && !createServer {
+                throw NoteSyncError(
+                    .usage, path: serverRoot, "--encrypt makes a new server: it needs --create-server",
+                    fix: "add --create-server (an existing server stays as it was made)")
+            }
+            if folder.isInitialized, Self.unreadableState(folder) == nil,
+                let kept = try keepKey(folder, serverRoot: serverRoot, endpoint: endpoint, logger: logger)
+            {
+                return kept
+            }
             if folder.isInitialized {
                 // A state that cannot be read (emptied, damaged, replaced by a checkout) is moved aside and made
                 // afresh; the notes stay, and the first sync adopts the ones the server has.
@@ -68,13 +84,21 @@ struct InitCommand: ParsableCommand {
                     fix: "choose a server folder outside the notes folder")
             }
             let id = FileIO.randomToken(bytes: 8)
+            var created: ServerStore.NewVault?
             do {
-                _ = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
+                let found = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
+                if encrypt && !found.marker.isEncrypted {
+                    throw NoteSyncError(
+                        .usage, path: serverRoot, "is a notesync server already, and it is not encrypted",
+                        fix: "leave out --encrypt to sync with it as it is; to encrypt it, `notesync server encrypt`")
+                }
             } catch let error as NoteSyncError
                 where ServerAddress.isObjectStore(serverRoot) && error.kind == .notAServer && createServer
             {
-                try ServerStore.create(root: serverRoot, endpoint: endpoint, logger: logger)
+                created = encrypt ? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
+                try ServerStore.create(root: serverRoot, endpoint: endpoint, logger: logger, encryption: created)
                 print("created a new server in \(DisplayName.escape(serverRoot))")
+                if let created { ServerInit.printRecovery(created.recovery) }
             } catch let error as NoteSyncError where error.kind == .notAServer || error.kind == .serverUnreachable {
                 if ServerAddress.isObjectStore(serverRoot) { throw error }
                 // The fix depends on what is there: only an empty or missing folder can become a new server.
@@ -95,15 +119,21 @@ struct InitCommand: ParsableCommand {
                         fix: "if the server lives on a share, mount it there; if this is the first device of a new server, "
                             + "add --create-server")
                 }
-                try ServerStore.create(root: serverRoot, logger: logger)
+                created = encrypt ? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
+                try ServerStore.create(root: serverRoot, logger: logger, encryption: created)
                 print("created a new server in \(DisplayName.escape(serverRoot))")
+                if let created { ServerInit.printRecovery(created.recovery) }
             }
+            // The key before anything is written here: a wrong passphrase leaves the folder as it was.
+            let opened = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
+            let vault = try created?.vault ?? secret.vault(opened)
             let name = Self.sanitize(deviceName ?? ProcessInfo.processInfo.hostName)
             try FileIO.makeDirectories(folder.root)
             try FileIO.makeDirectory(folder.stateDirectory)
             folder.keepOtherToolsOut()
             let state = try LocalState(path: folder.database)
-            let store = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
+            let store = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger, vault: vault)
+            if let vault { try VaultKeyFile.write(vault, serverID: store.marker.id, to: folder.vaultKeyFile) }
             // Bound to this server's id: another server found at this path later (a share not mounted and a new
             // server made in its place, another server mounted there) is refused, never synced into.
             try state.setMeta([
@@ -121,12 +151,48 @@ struct InitCommand: ParsableCommand {
         }
     }
 
+    /// For a notes folder that syncs with the encrypted server at `serverRoot` and has no key for it: asks for the
+    /// passphrase and keeps the key; nothing else changes. Nil when that is not the case (the usual checks follow).
+    func keepKey(_ folder: NotesFolder, serverRoot: String, endpoint: String?, logger: Logger) throws -> Int32? {
+        let state = try LocalState(path: folder.database, readOnly: true)
+        let config: FolderConfig
+        do {
+            defer { try? state.close() }
+            config = try FolderConfig(state: state, folder: folder)
+        } catch let error as NoteSyncError where error.kind == .key {
+            // A key file that cannot be used: written again below.
+            let state = try LocalState(path: folder.database, readOnly: true)
+            defer { try? state.close() }
+            guard let id = try state.meta(.serverID), try state.meta(.serverPath) == serverRoot else { return nil }
+            return try keepKey(
+                folder, serverRoot: serverRoot, endpoint: endpoint, serverID: id, device: try state.meta(.deviceID), logger: logger)
+        }
+        guard config.server == serverRoot, let id = config.serverID, config.vaultServerID != id || config.vault == nil else {
+            return nil
+        }
+        return try keepKey(folder, serverRoot: serverRoot, endpoint: endpoint, serverID: id, device: config.deviceID, logger: logger)
+    }
+
+    private func keepKey(
+        _ folder: NotesFolder, serverRoot: String, endpoint: String?, serverID: String, device: String?, logger: Logger
+    ) throws -> Int32? {
+        let store = try ServerStore(root: serverRoot, endpoint: endpoint, device: device ?? "init", logger: logger)
+        guard store.marker.isEncrypted, store.marker.id == serverID else { return nil }
+        let vault = try store.unlock(passphrase: try secret.passphrase(purpose: "passphrase of the server (or its recovery key)"))
+        try VaultKeyFile.write(vault, serverID: serverID, to: folder.vaultKeyFile)
+        print("kept the key of encrypted server \(serverID) in \(DisplayName.escape(folder.vaultKeyFile)); every note is as it was")
+        return ExitCodes.ok
+    }
+
     /// Why the folder's state cannot be used, or nil when it can.
     static func unreadableState(_ folder: NotesFolder) -> String? {
         do {
             let state = try LocalState(path: folder.database, readOnly: true)
             _ = try FolderConfig(state: state, folder: folder)
             try state.close()
+            return nil
+        } catch let error as NoteSyncError where error.kind == .key {
+            // The state reads; only the kept key cannot be used (`init` writes it again).
             return nil
         } catch let error as NoteSyncError {
             return error.message

@@ -7,7 +7,8 @@ struct ServerCommand: ParsableCommand {
         commandName: "server",
         abstract: "Create and check server directories.",
         subcommands: [
-            ServerInit.self, ServerFsckCommand.self, ServerUpgrade.self, ServerGC.self, ServerRetention.self, ServerDu.self
+            ServerInit.self, ServerFsckCommand.self, ServerUpgrade.self, ServerGC.self, ServerRetention.self, ServerDu.self,
+            ServerPassphrase.self
         ]
     )
 }
@@ -15,11 +16,15 @@ struct ServerCommand: ParsableCommand {
 struct ServerInit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
-        abstract: "Make DIR a new notesync server (format \(ServerMarker.currentFormat), zone \"notes\").",
+        abstract: "Make DIR a new notesync server (format \(ServerMarker.plainFormat), or \(ServerMarker.encryptedFormat) encrypted).",
         discussion: """
             DIR is created if missing. A non-empty folder that is not a server is refused. Only for the first \
             device of a new server: a notes folder is bound to its server's id at `notesync init` and never syncs \
             with a server made later in its place.
+            With --encrypt, every file the server holds is encrypted (note texts, names, device names; \
+            docs/encryption.md): a random key is wrapped with the passphrase (asked twice on the terminal, or \
+            --passphrase-file, or NOTESYNC_PASSPHRASE) and with a recovery key, printed once: keep it somewhere \
+            safe. Each device's `notesync init` asks for the passphrase once and keeps the key.
             """
     )
 
@@ -27,12 +32,64 @@ struct ServerInit: ParsableCommand {
     @Argument(help: "The server directory: a local folder, an NFS/SMB/sshfs mount, or a replicated folder.")
     var directory: String
     @OptionGroup var location: EndpointOption
+    @Flag(help: "Encrypt everything the server holds, with a passphrase (see the discussion).") var encrypt = false
+    @OptionGroup var secret: PassphraseOptions
 
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let marker = try ServerStore.create(root: directory, endpoint: location.endpoint, logger: logger)
+            let encryption = encrypt ? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
+            let marker = try ServerStore.create(
+                root: directory, endpoint: location.endpoint, logger: logger, encryption: encryption)
             print("created notesync server \(marker.id) in \(DisplayName.escape(directory))")
+            if let encryption { Self.printRecovery(encryption.recovery) }
+            return ExitCodes.ok
+        }
+    }
+
+    /// The recovery key, shown once: it opens the server's key when the passphrase is lost.
+    static func printRecovery(_ key: RecoveryKey) {
+        print("the server is encrypted. Its recovery key opens it if the passphrase is lost; it is shown only now:")
+        print("")
+        print("    \(key.text)")
+        print("")
+        print("keep it away from the server (on paper, or in a password manager); give it in place of the passphrase")
+    }
+}
+
+struct ServerPassphrase: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "passphrase",
+        abstract: "Change the passphrase of an encrypted server.",
+        discussion: """
+            Asks for the current passphrase (or the recovery key), then the new one twice; scripts give both with \
+            --passphrase-file and --new-passphrase-file. The server's key is wrapped again under the new \
+            passphrase: nothing is encrypted again and nothing is uploaded but one small file; the recovery key \
+            stays valid. Devices keep syncing without asking (they keep the key, not the passphrase).
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The server directory.") var directory: String
+    @OptionGroup var location: EndpointOption
+    @OptionGroup var secret: PassphraseOptions
+    @Option(help: ArgumentHelp("Read the new passphrase from this file.", valueName: "file")) var newPassphraseFile: String?
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "passphrase", logger: logger)
+            let vault = try store.unlock(passphrase: try secret.passphrase(purpose: "current passphrase (or recovery key)"))
+            let fresh: String
+            if let newPassphraseFile {
+                var options = PassphraseOptions()
+                options.passphraseFile = newPassphraseFile
+                fresh = try options.newPassphrase()
+            } else {
+                fresh = try PassphraseOptions().newPassphrase()
+            }
+            let generation = try store.changePassphrase(vault: vault, to: fresh)
+            print("the passphrase of server \(store.marker.id) is changed (key file \(generation)); the recovery key is unchanged")
             return ExitCodes.ok
         }
     }
@@ -76,6 +133,7 @@ struct ServerFsckCommand: ParsableCommand {
             "With --repair: write a damaged, unusable or missing marker again with this server id (`notesync status` on a device shows it)."
     )
     var serverID: String?
+    @OptionGroup var secret: PassphraseOptions
 
     func run() throws {
         let logger = global.makeLogger()
@@ -88,8 +146,16 @@ struct ServerFsckCommand: ParsableCommand {
                     root: ServerAddress.normalized(directory), endpoint: location.endpoint, id: serverID, logger: logger)
                 print("wrote the server marker again with id \(serverID.lowercased())")
             }
-            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "fsck", logger: logger)
+            var store = try ServerStore(root: directory, endpoint: location.endpoint, device: "fsck", logger: logger)
+            if store.marker.isEncrypted, let vault = try secret.optionalVault(store) {
+                store = try ServerStore(storage: store.storage, device: "fsck", logger: logger, vault: vault)
+            }
             let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge, gapGraceSeconds: gapAge)
+            if report.withoutKey {
+                print(
+                    "checked without the key (no passphrase given): each file's integrity and the log's slots; give the "
+                        + "passphrase (--passphrase-file, NOTESYNC_PASSPHRASE) to check what they hold")
+            }
             for finding in report.findings { print(finding) }
             let open = report.findings.filter { $0.repaired == nil }.count
             print(
@@ -103,7 +169,7 @@ struct ServerFsckCommand: ParsableCommand {
 struct ServerUpgrade: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upgrade",
-        abstract: "Move a server of format 1 or 2 to format \(ServerMarker.currentFormat).",
+        abstract: "Move a server of format 1 or 2 to format \(ServerMarker.plainFormat).",
         discussion: """
             Format 2 hash-chains the log; format 3 adds compressed assets, the retention policy, `server gc` and \
             compaction (docs/retention.md). This build reads and writes format-1 and format-2 servers as they are \
@@ -122,12 +188,12 @@ struct ServerUpgrade: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "upgrade", logger: logger)
-            if store.marker.format >= ServerMarker.currentFormat {
+            if store.marker.format >= ServerMarker.plainFormat {
                 print("server \(store.marker.id) is already format \(store.marker.format): nothing to do")
                 return ExitCodes.ok
             }
             try store.upgradeMarker()
-            print("server \(store.marker.id) is now format \(ServerMarker.currentFormat)")
+            print("server \(store.marker.id) is now format \(ServerMarker.plainFormat)")
             return ExitCodes.ok
         }
     }

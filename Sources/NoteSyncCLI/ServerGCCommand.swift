@@ -31,6 +31,7 @@ struct ServerGC: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The server directory.") var directory: String
     @OptionGroup var location: EndpointOption
+    @OptionGroup var secret: PassphraseOptions
     @Flag(help: "Print what would be compacted and removed; write nothing.") var dryRun = false
     @Option(help: "Remove only what was marked at least this long ago (24h, 1h, 0 for tests and single-device servers).")
     var grace: Duration = Duration(seconds: RetentionPolicy.day)
@@ -39,7 +40,7 @@ struct ServerGC: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "gc", logger: logger)
+            let store = try secret.open(directory, endpoint: location.endpoint, device: "gc", logger: logger)
             let report = try store.collectGarbage(grace: grace.seconds, dryRun: dryRun)
             if json {
                 let encoder = JSONEncoder()
@@ -80,6 +81,7 @@ struct ServerRetention: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The server directory.") var directory: String
     @OptionGroup var location: EndpointOption
+    @OptionGroup var secret: PassphraseOptions
     @Option(help: "Keep every version younger than this.") var all: Duration?
     @Option(help: "Keep one version an hour for versions younger than this.") var hourly: Duration?
     @Option(help: "Keep one version a day for versions younger than this.") var daily: Duration?
@@ -88,7 +90,7 @@ struct ServerRetention: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "retention", logger: logger)
+            let store = try secret.open(directory, endpoint: location.endpoint, device: "retention", logger: logger)
             var policy = store.hasRetention ? try store.retentionPolicy().policy : RetentionPolicy.default
             if all != nil || hourly != nil || daily != nil || weekly != nil {
                 if let all { policy.all = all.seconds }
@@ -118,12 +120,13 @@ struct ServerDu: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The server directory.") var directory: String
     @OptionGroup var location: EndpointOption
+    @OptionGroup var secret: PassphraseOptions
     @Flag(help: "Print as JSON.") var json = false
 
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "du", logger: logger)
+            let store = try secret.open(directory, endpoint: location.endpoint, device: "du", logger: logger)
             let usage = try store.usage()
             if json {
                 let encoder = JSONEncoder()

@@ -61,7 +61,8 @@ struct StatusCommand: ParsableCommand {
                 status.lastError = agent.lastError
             }
             do {
-                let store = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
+                let store = try ServerStore(
+                    root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
                 if let bound = config.serverID { try store.requireID(bound) }
                 var zone = try state.zoneState()
                 try store.fetch(into: &zone)

@@ -90,6 +90,7 @@ struct RecoverCommand: ParsableCommand {
     @Flag(help: "Show what the recovery would do, as diffs; change nothing.") var dryRun = false
     @Flag(help: "Print the result as JSON.") var json = false
     @Option(help: "Move the notes folder to this server directory (an existing notesync server).") var server: String?
+    @OptionGroup var secret: PassphraseOptions
     @Flag(name: .shortAndLong, help: "Show no progress line (a terminal shows one for work longer than a second).")
     var quiet = false
 
@@ -124,8 +125,23 @@ struct RecoverCommand: ParsableCommand {
                         fix: "choose a server folder outside the notes folder")
                 }
                 // Refused before anything changes: a recovery never makes a server.
-                _ = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
-                if !dryRun { try state.setMeta([.serverPath: config.server]) }
+                let target = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
+                // The key of an encrypted server comes first (a wrong passphrase changes nothing); a plain one needs none.
+                var kept: Vault?
+                if target.marker.isEncrypted {
+                    kept = config.vaultServerID == target.marker.id ? config.vault : nil
+                    if kept == nil { kept = try secret.vault(target) }
+                }
+                config.vaultKey = kept?.keyBytes
+                config.vaultServerID = kept == nil ? nil : target.marker.id
+                if !dryRun {
+                    if let kept {
+                        try VaultKeyFile.write(kept, serverID: target.marker.id, to: folder.vaultKeyFile)
+                    } else {
+                        unlink(folder.vaultKeyFile)
+                    }
+                    try state.setMeta([.serverPath: config.server])
+                }
             }
             let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
             var options = SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json)
@@ -192,7 +208,8 @@ func runSync(
         line?.finish()
         var report = try synced.get()
         if !report.offline,
-            let store = try? ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
+            let store = try? ServerStore(
+                root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
         {
             report.warnings += ServerFsck.conflictCopies(in: store, near: report.token).map { SyncWarning(.foreignConflictCopy, $0) }
         }

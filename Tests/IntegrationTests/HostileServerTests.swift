@@ -361,7 +361,7 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         unlink(marker)
         let newerFormat = ServerMarker.currentFormat + 1
         try Data(
-            text.replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : \(newerFormat)").utf8
+            text.replacingOccurrences(of: "\"format\" : \(ServerMarker.plainFormat)", with: "\"format\" : \(newerFormat)").utf8
         ).write(to: URL(fileURLWithPath: marker))
         try w.t.write(w.t.b, "mine.md", "written on B\n")
         let server = try treeState(w.t.server)
@@ -379,7 +379,7 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
             seq: seq, commit: "v2", device: "newer", time: 0, changes: [try w.forger.save("v2.md", "from v2\n")],
             prev: w.forger.prev(before: seq))
         var sealed = try SealedFile.seal(newer, kind: "entry")
-        sealed.replaceSubrange(0..<16, with: Data("notesync-entry 2".utf8))
+        sealed.replaceSubrange(0..<16, with: Data("notesync-entry 3".utf8))
         try w.forger.plantBytes(sealed, seq: seq)
         try w.forger.plant([try w.forger.save("v2-later.md", "after it\n")], seq: seq + 1)
         let second = try w.t.run(["sync", "--notes", w.t.b])

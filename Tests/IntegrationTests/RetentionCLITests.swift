@@ -90,7 +90,7 @@ import Testing
         // A format 2 server: gc names the fix.
         let marker = ServerLayout(root: t.server).marker
         let text = try String(contentsOfFile: marker, encoding: .utf8)
-        try Data(text.replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : 2").utf8)
+        try Data(text.replacingOccurrences(of: "\"format\" : \(ServerMarker.plainFormat)", with: "\"format\" : 2").utf8)
             .write(to: URL(fileURLWithPath: marker))
         let refused = try t.run(["server", "gc", t.server])
         #expect(refused.status != 0 && refused.stderr.contains("notesync server upgrade"), "\(refused.stderr)")

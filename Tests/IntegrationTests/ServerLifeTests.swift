@@ -293,7 +293,7 @@ import Testing
         let marker = ServerLayout(root: t.server).marker
         let text = try String(contentsOfFile: marker, encoding: .utf8)
         unlink(marker)
-        try Data(text.replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : 1").utf8)
+        try Data(text.replacingOccurrences(of: "\"format\" : \(ServerMarker.plainFormat)", with: "\"format\" : 1").utf8)
             .write(to: URL(fileURLWithPath: marker))
         // An entry as a format-1 build writes it: no chain link.
         let forger = ServerForger(t.server)
@@ -305,8 +305,8 @@ import Testing
         #expect(t.read(t.b, "v1.md") == "from 0.1.0\n" && t.read(t.b, "new.md") == "from this build\n")
         let log = try Self.entries(t.server).mapValues { try Data(contentsOf: URL(fileURLWithPath: $0)) }
         let upgraded = try t.expectOK(["server", "upgrade", t.server])
-        #expect(upgraded.stdout.contains("now format \(ServerMarker.currentFormat)"))
-        #expect(try String(contentsOfFile: marker, encoding: .utf8).contains("\"format\" : \(ServerMarker.currentFormat)"))
+        #expect(upgraded.stdout.contains("now format \(ServerMarker.plainFormat)"))
+        #expect(try String(contentsOfFile: marker, encoding: .utf8).contains("\"format\" : \(ServerMarker.plainFormat)"))
         #expect(try Self.entries(t.server).mapValues { try Data(contentsOf: URL(fileURLWithPath: $0)) } == log, "the log was rewritten")
         try t.write(t.b, "after.md", "after the upgrade\n")
         try t.sync(t.b)

@@ -154,7 +154,7 @@ import Testing
         let layout = ServerLayout(root: server)
         let markerText = try String(contentsOfFile: layout.marker, encoding: .utf8)
         unlink(layout.marker)
-        try Data(markerText.replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : 1").utf8)
+        try Data(markerText.replacingOccurrences(of: "\"format\" : \(ServerMarker.plainFormat)", with: "\"format\" : 1").utf8)
             .write(to: URL(fileURLWithPath: layout.marker))
         let serverID = try JSONDecoder().decode(ServerMarker.self, from: Data(markerText.utf8)).id
 
@@ -231,7 +231,7 @@ import Testing
         #expect(try String(contentsOfFile: other + "/new.md", encoding: .utf8) == "written by this build\n")
 
         let upgraded = try run(["server", "upgrade", server])
-        #expect(upgraded.status == 0 && upgraded.stdout.contains("now format \(ServerMarker.currentFormat)"), "\(upgraded.stderr)")
+        #expect(upgraded.status == 0 && upgraded.stdout.contains("now format \(ServerMarker.plainFormat)"), "\(upgraded.stderr)")
         try Data("after the upgrade\n".utf8).write(to: URL(fileURLWithPath: other + "/upgraded.md"))
         #expect(try run(["sync", "--notes", other]).status == 0)
         #expect(try run(["sync", "--notes", notes]).status == 0)

@@ -12,8 +12,12 @@ final class TwoDevices {
     /// The environment every `notesync` gets: an S3 server's credentials and endpoint.
     var environment: [String: String] = [:]
 
-    /// Two devices on a new server: a folder in the scratch folder, or a new prefix in `s3`'s bucket.
-    init(_ label: String, s3: S3TestServer? = nil) throws {
+    /// The passphrase of an encrypted server made by ``init(_:s3:encrypted:)``.
+    static let passphrase = "correct horse battery staple"
+
+    /// Two devices on a new server: a folder in the scratch folder, or a new prefix in `s3`'s bucket. `encrypted`:
+    /// an encrypted server, its passphrase in every process's environment (scrypt made cheap for tests).
+    init(_ label: String, s3: S3TestServer? = nil, encrypted: Bool = false) throws {
         scratch = try Scratch(label)
         if let s3 {
             server = "s3://\(S3TestServer.bucket)/\(label)-\(UUID().uuidString.prefix(8).lowercased())"
@@ -21,7 +25,13 @@ final class TwoDevices {
         } else {
             server = scratch.path + "/server"
         }
-        try expectOK(["init", "--notes", a, "--server", server, "--device-name", "alice", "--create-server"])
+        if encrypted {
+            environment["NOTESYNC_PASSPHRASE"] = Self.passphrase
+            environment["NOTESYNC_SCRYPT_LOG_N"] = "12"
+        }
+        try expectOK(
+            ["init", "--notes", a, "--server", server, "--device-name", "alice", "--create-server"]
+                + (encrypted ? ["--encrypt"] : []))
         try expectOK(["init", "--notes", b, "--server", server, "--device-name", "bob"])
     }
 

@@ -28,7 +28,8 @@ import Testing
     func aFailedClaimIsSettledByReadingTheSlotBack(_ primitive: PublishPrimitive, _ server: Server) throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir, device: "dev-a", primitive: primitive)
-        let other = try ServerStore(root: dir.sub("server"), device: "dev-b", primitive: primitive, logger: testLogger)
+        let other = try ServerStore(
+            root: dir.sub("server"), device: "dev-b", primitive: primitive, logger: testLogger, vault: TestServer.vault)
         var state = ZoneState()
         let first = try name("first.md")
         let ours = try name("ours.md")

@@ -54,12 +54,13 @@ import Testing
     }
 
     /// A format 3 server stores texts compressed and reads them back; a format 2 server stores them as they are.
-    @Test func theServerFormatDecides() throws {
+    @Test(.plainOnly("reads the stored bytes of plain and compressed assets and makes a format 2 server"))
+    func theServerFormatDecides() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)
         let ref = try store.putAsset(Self.prose)
         let files = ServerFiles(store)
-        let onDisk = try #require(try files.read(store.layout.assetPath(ref.sha256)))
+        let onDisk = try #require(try files.read(store.assetPath(ref.sha256)))
         #expect(onDisk.starts(with: AssetCodec.magic) && onDisk.count < Self.prose.count / 4)
         #expect(try store.readAsset(ref) == Self.prose)
         let staged = try store.putAssets([Self.prose + Data("x\n".utf8)])
@@ -68,20 +69,20 @@ import Testing
         // A damaged compressed asset is found by a read and by fsck.
         var damaged = onDisk
         damaged[damaged.count - 8] ^= 0xFF
-        try files.write(store.layout.assetPath(ref.sha256), damaged)
+        try files.write(store.assetPath(ref.sha256), damaged)
         #expect(throws: NoteSyncError.self) { try store.readAsset(ref) }
         #expect(try ServerFsck(store: store).run(repair: false).findings.contains { $0.kind == .corruptAsset })
 
         let old = try TempDirectory()
         let root = try TestServer.root(old)
-        try ServerStore.create(root: root, logger: testLogger)
+        try TestServer.create(root)
         let marker = ServerLayout(root: root).marker
         let oldFiles = try ServerFiles(root: root)
         let text = String(decoding: try #require(try oldFiles.read(marker)), as: UTF8.self)
         try oldFiles.write(
-            marker, Data(text.replacingOccurrences(of: "\"format\" : \(ServerMarker.currentFormat)", with: "\"format\" : 2").utf8))
-        let formatTwo = try ServerStore(root: root, device: "dev-a", logger: testLogger)
+            marker, Data(text.replacingOccurrences(of: "\"format\" : \(ServerMarker.plainFormat)", with: "\"format\" : 2").utf8))
+        let formatTwo = try ServerStore(root: root, device: "dev-a", logger: testLogger, vault: TestServer.vault)
         let plain = try formatTwo.putAsset(Self.prose)
-        #expect(try oldFiles.read(formatTwo.layout.assetPath(plain.sha256)) == Self.prose)
+        #expect(try oldFiles.read(formatTwo.assetPath(plain.sha256)) == Self.prose)
     }
 }

@@ -38,7 +38,8 @@ import Testing
         #expect(reader.token == 2 && reader.chain == state.chain)
     }
 
-    @Test func aLinkThatDoesNotFollowIsRefused() throws {
+    @Test(.plainOnly("plants entries sealed in plain; EncryptionTests plants sealed ones"))
+    func aLinkThatDoesNotFollowIsRefused() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)
         var state = ZoneState()
@@ -124,7 +125,8 @@ import Testing
     /// replaced, past the end of the new log: its slot numbers and bases happen to fit the new log. Sealing the gap
     /// under it took its `prev` on trust, and its save replaced a head it never saw (the new log's note, lost).
     /// fsck now seals a gap only under an entry naming the entry before the gap; this one goes to quarantine/.
-    @Test func aGapUnderAnEntryOfAnotherHistoryIsNotSealed() throws {
+    @Test(.plainOnly("plants an entry of another history sealed in plain"))
+    func aGapUnderAnEntryOfAnotherHistoryIsNotSealed() throws {
         let dir = try TempDirectory()
         let old = try makeServer(dir, at: "old")
         var oldState = ZoneState()

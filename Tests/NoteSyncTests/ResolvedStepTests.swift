@@ -73,7 +73,7 @@ import Testing
         let harness = try everyKindOfStep()
         let device = harness.devices[1]
         let engine = SyncEngine(folder: device.folder, state: device.state, config: device.config, logger: testLogger)
-        let store = try ServerStore(root: device.config.server, device: device.config.deviceID, logger: testLogger)
+        let store = try ServerStore(root: device.config.server, device: device.config.deviceID, logger: testLogger, vault: TestServer.vault)
         let bases = try device.state.bases()
         var zone = try device.state.zoneState()
         _ = try store.fetch(into: &zone)

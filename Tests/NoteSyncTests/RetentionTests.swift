@@ -313,7 +313,7 @@ import Testing
         try harness.write(0, "a.md", Data("first\n".utf8))
         _ = try harness.sync(0)
         try harness.write(0, "a.md", Data("second, swept before its commit\n".utf8))
-        let gc = try ServerStore(root: harness.serverRoot, device: "gc", logger: testLogger)
+        let gc = try ServerStore(root: harness.serverRoot, device: "gc", logger: testLogger, vault: TestServer.vault)
         let swept = Mutex(0)
         let hooks = FaultPoint.Hooks.once(at: "assets.published") {
             // The mark is written after the text, as the server's clock tells: untouched since, the text is swept.

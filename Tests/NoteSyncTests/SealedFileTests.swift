@@ -63,9 +63,13 @@ import Testing
             try SealedFile.open(data, kind: "entry", as: LogEntry.self)
         }
         let body = Data("{}".utf8)
-        var newer = Data("notesync-entry 2 \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
+        var newer = Data("notesync-entry 3 \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
         newer.append(body)
-        #expect(throws: SealedFile.Failure.newerFormat(2)) { try SealedFile.verify(newer, kind: "entry") }
+        #expect(throws: SealedFile.Failure.newerFormat(3)) { try SealedFile.verify(newer, kind: "entry") }
+        // Format 2 is an encrypted body: its header checks without the key, and it opens only with one.
+        let encrypted = SealedFile.wrap(body, kind: "entry", format: 2)
+        #expect(try SealedFile.verify(encrypted, kind: "entry") == body)
+        #expect(throws: SealedFile.Failure.encrypted) { try SealedFile.open(encrypted, kind: "entry", as: LogEntry.self) }
         #expect(throws: SealedFile.Failure.badHeader) { try SealedFile.verify(Data("garbage".utf8), kind: "entry") }
     }
 

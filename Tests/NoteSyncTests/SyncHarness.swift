@@ -57,20 +57,22 @@ final class SyncHarness {
         self.clockStep = clockStep
         directory = try TempDirectory("notesync-props")
         serverRoot = try TestServer.root(directory)
-        try ServerStore.create(root: serverRoot, logger: testLogger)
+        let marker = try TestServer.create(serverRoot)
         var devices: [Device] = []
         for index in 0..<deviceCount {
             let folder = NotesFolder(root: directory.sub(Self.deviceNames[index]))
             try FileIO.makeDirectories(folder.root)
             try FileIO.makeDirectory(folder.stateDirectory)
             let state = persistentState ? try LocalState(path: folder.database) : try LocalState()
-            let config = FolderConfig(deviceID: Self.deviceIDs[index], deviceName: Self.deviceNames[index], server: serverRoot)
-            let store = try ServerStore(root: serverRoot, device: config.deviceID, logger: testLogger)
+            let config = FolderConfig(
+                deviceID: Self.deviceIDs[index], deviceName: Self.deviceNames[index], server: serverRoot,
+                vault: TestServer.vault, vaultServerID: marker.id)
+            let store = try ServerStore(root: serverRoot, device: config.deviceID, logger: testLogger, vault: TestServer.vault)
             try store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName, lastSeen: 0, token: 0))
             devices.append(Device(id: config.deviceID, name: config.deviceName, folder: folder, state: state, config: config))
         }
         self.devices = devices
-        checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger)
+        checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger, vault: TestServer.vault)
     }
 
     /// The next logical time, in nanoseconds.

@@ -62,6 +62,22 @@ enum TestServer {
         return FolderStorage(root: root, tmpDirectory: ServerLayout(root: root).tmpDirectory, logger: testLogger)
     }
 
+    /// `NOTESYNC_TEST_ENCRYPTED=1`: every server the tests make is encrypted (docs/encryption.md), with one key for
+    /// the whole run, and every store and device opens it with that key. scripts/test runs the store's suites so, on
+    /// a folder and in a bucket: every server feature runs encrypted as well.
+    static let isEncrypted = ProcessInfo.processInfo.environment["NOTESYNC_TEST_ENCRYPTED"] == "1"
+
+    /// The run's key when servers are encrypted, else nil: what every store and device of a test opens its server
+    /// with.
+    static let vault: Vault? = isEncrypted ? Vault.generate() : nil
+
+    /// Makes a new server at `root`: encrypted with ``vault`` when the run is.
+    @discardableResult
+    static func create(_ root: String) throws -> ServerMarker {
+        let encryption = vault.map { ServerStore.NewVault(vault: $0, passphrase: "test passphrase for the run") }
+        return try ServerStore.create(root: root, logger: testLogger, encryption: encryption)
+    }
+
     /// Waits until the server's clock has moved on: a bucket's times are whole seconds (`Last-Modified`), so a file
     /// written after this is newer than one written before only a second later.
     static func waitForTheServersClock() { Thread.sleep(forTimeInterval: isFolder ? 0.05 : 1.1) }
@@ -77,6 +93,10 @@ extension Trait where Self == ConditionTrait {
     /// Runs only against a folder server, for `reason`: the test works on the folder itself (a file where a
     /// folder must be, a link, a temp file) or on what only a folder has.
     static func folderOnly(_ reason: Comment) -> Self { .enabled(if: TestServer.isFolder, reason) }
+
+    /// Runs only against a plain server, for `reason`: the test reads or plants a server file by its plain name or
+    /// bytes, which an encrypted server never holds (its own tests check the encrypted ones).
+    static func plainOnly(_ reason: Comment) -> Self { .enabled(if: !TestServer.isEncrypted, reason) }
 }
 
 /// A server's files as a test plants, damages, holds back or lists them: through its storage, so that the test runs

@@ -48,9 +48,9 @@ func makeServer(
 ) throws -> ServerStore {
     let root = try TestServer.root(dir, folder)
     if !(try ServerFiles(root: root).exists(ServerLayout(root: root).marker)) {
-        try ServerStore.create(root: root, logger: testLogger)
+        try TestServer.create(root)
     }
-    return try ServerStore(root: root, device: device, primitive: primitive, logger: testLogger)
+    return try ServerStore(root: root, device: device, primitive: primitive, logger: testLogger, vault: TestServer.vault)
 }
 
 func name(_ text: String) throws -> RecordName { try RecordName(validating: text) }

@@ -13,7 +13,7 @@ import Testing
     @Test func aWinnerFoldedInDuringACommitIsStoredAndPlanned() throws {
         let dir = try TempDirectory()
         let alice = try makeServer(dir)
-        let bob = try ServerStore(root: alice.layout.root, device: "dev-b", logger: testLogger)
+        let bob = try ServerStore(root: alice.layout.root, device: "dev-b", logger: testLogger, vault: TestServer.vault)
 
         var aliceZone = ZoneState()
         _ = try alice.commit(

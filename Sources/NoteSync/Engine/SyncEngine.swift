@@ -43,14 +43,25 @@ public struct FolderConfig: Sendable, Hashable {
     public var serverID: String?
     /// The S3-compatible service of an `s3://` server (nil: `NOTESYNC_S3_ENDPOINT`, else AWS S3).
     public var serverEndpoint: String?
+    /// The key of an encrypted server (``VaultKeyFile``) and the id of the server it is for; nil for a plain one.
+    public var vaultKey: Data?
+    public var vaultServerID: String?
 
-    public init(deviceID: String, deviceName: String, server: String, serverID: String? = nil, serverEndpoint: String? = nil) {
+    public init(
+        deviceID: String, deviceName: String, server: String, serverID: String? = nil, serverEndpoint: String? = nil,
+        vault: Vault? = nil, vaultServerID: String? = nil
+    ) {
         self.deviceID = deviceID
         self.deviceName = deviceName
         self.server = server
         self.serverID = serverID
         self.serverEndpoint = serverEndpoint
+        self.vaultKey = vault?.keyBytes
+        self.vaultServerID = vaultServerID
     }
+
+    /// The kept key, if any.
+    public var vault: Vault? { vaultKey.flatMap { try? Vault(keyBytes: $0) } }
 
     public init(state: LocalState, folder: NotesFolder) throws {
         guard let id = try state.meta(.deviceID), let name = try state.meta(.deviceName),
@@ -61,9 +72,10 @@ public struct FolderConfig: Sendable, Hashable {
                 fix: "run `notesync init --notes \(folder.root) --server DIR` again: it moves this state aside and "
                     + "starts afresh, keeping every note")
         }
+        let kept = try VaultKeyFile.read(folder.vaultKeyFile)
         self.init(
             deviceID: id, deviceName: name, server: server, serverID: try state.meta(.serverID),
-            serverEndpoint: try state.meta(.serverEndpoint))
+            serverEndpoint: try state.meta(.serverEndpoint), vault: kept?.vault, vaultServerID: kept?.serverID)
     }
 }
 
@@ -495,7 +507,15 @@ public final class SyncEngine {
         // its place) is opened and checked again.
         let marker = store?.storage.info(ServerLayout(root: config.server).marker)?.fingerprint
         if let store, marker != nil, marker == markerSeen, !anyServer { return store }
-        let opened = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
+        let opened = try ServerStore(
+            root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
+        if opened.marker.isEncrypted && (opened.vault == nil || config.vaultServerID != opened.marker.id) {
+            throw NoteSyncError(
+                .key, path: opened.layout.marker,
+                "is the marker of an encrypted server, and this notes folder has no key for it",
+                fix: "run `notesync init --notes \(folder.root) --server \(config.server)` with the server's passphrase "
+                    + "(--passphrase-file FILE, NOTESYNC_PASSPHRASE, or typed at the prompt): it keeps the key and every note")
+        }
         if anyServer {
             // `notesync recover`: the server there becomes this folder's server.
         } else if let bound = boundServerID {

@@ -19,6 +19,8 @@ public struct NotesFolder: Sendable, Hashable {
     public var stateDirectory: String { root + "/" + IgnoreRules.stateDirectoryName }
     public var database: String { stateDirectory + "/state.sqlite" }
     public var lockFile: String { stateDirectory + "/lock" }
+    /// The key of an encrypted server (``VaultKeyFile``), mode 600.
+    public var vaultKeyFile: String { stateDirectory + "/vault-key" }
     public var trash: String { stateDirectory + "/trash" }
     /// Where versions wait on their way into and out of notes (``NoteApplier``): on the notes folder's filesystem,
     /// out of reach of what the user does to their notes.

@@ -5,6 +5,10 @@ import Foundation
 /// Layout: one header line `notesync-<kind> <format> <length> <sha256>\n`, then exactly `length` bytes of JSON
 /// whose SHA-256 is the header's digest. A torn file (short), a file with bytes appended, and a damaged
 /// file are all detected before a byte of JSON is trusted.
+///
+/// On an encrypted server (docs/encryption.md) the format is 2 and the body is the JSON sealed with the server's
+/// vault (``Vault/sealFile(_:kind:context:)``): the header's length and digest are those of the ciphertext, so a
+/// torn or damaged file is still found without the key.
 public enum SealedFile {
     /// What went wrong with a sealed file.
     public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
@@ -15,6 +19,12 @@ public enum SealedFile {
         case checksumMismatch
         case malformed(String)
         case tooLarge(Int)
+        /// Format 2 met without the key: only the header can be checked.
+        case encrypted
+        /// Format 1 on an encrypted server: no device with the key wrote it.
+        case notEncrypted
+        /// Format 2 that does not open with the server's key and this file's place.
+        case undecryptable
 
         public var description: String {
             switch self {
@@ -26,11 +36,17 @@ public enum SealedFile {
             case .checksumMismatch: return "checksum mismatch: the file is damaged"
             case .malformed(let why): return "malformed content: \(DisplayName.escape(why))"
             case .tooLarge(let size): return "\(size) bytes, larger than any file notesync writes"
+            case .encrypted: return "is encrypted, and this device has no key for it"
+            case .notEncrypted: return "is not encrypted, on an encrypted server: no device with the server's key wrote it"
+            case .undecryptable:
+                return "does not open with this server's key: damaged, moved from another place, or from another server"
             }
         }
     }
 
     public static let format = 1
+    /// The format of a file whose body is sealed with the server's vault.
+    public static let encryptedFormat = 2
 
     public static func seal<T: Encodable>(_ value: T, kind: String) throws -> Data {
         let encoder = JSONEncoder()
@@ -41,8 +57,40 @@ public enum SealedFile {
         return data
     }
 
+    /// `value` as JSON sealed with `vault` (format 2), bound to `context` (the server, the kind, the file's place).
+    public static func seal<T: Encodable>(_ value: T, kind: String, vault: Vault, context: String) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return wrap(vault.sealFile(try encoder.encode(value), kind: kind, context: context), kind: kind, format: encryptedFormat)
+    }
+
+    /// `body` behind the header that checks it.
+    public static func wrap(_ body: Data, kind: String, format: Int) -> Data {
+        var data = Data("notesync-\(kind) \(format) \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
+        data.append(body)
+        return data
+    }
+
+    /// Opens a file of a server encrypted with `vault` (or, with no vault, a plain server's): a plain file on an
+    /// encrypted server, or an encrypted one on a plain server, is refused, as is one sealed for another place.
+    public static func open<T: Decodable>(
+        _ data: Data, kind: String, as type: T.Type, vault: Vault?, context: String
+    ) throws(Failure) -> T {
+        guard let vault else { return try open(data, kind: kind, as: type) }
+        let (fileFormat, sealed) = try verifyFormat(data, kind: kind)
+        guard fileFormat == encryptedFormat else { throw .notEncrypted }
+        let body: Data
+        do { body = try vault.openFile(sealed, kind: kind, context: context) } catch { throw .undecryptable }
+        return try decode(body, as: type)
+    }
+
     public static func open<T: Decodable>(_ data: Data, kind: String, as type: T.Type) throws(Failure) -> T {
-        let body = try verify(data, kind: kind)
+        let (fileFormat, body) = try verifyFormat(data, kind: kind)
+        guard fileFormat == format else { throw .encrypted }
+        return try decode(body, as: type)
+    }
+
+    static func decode<T: Decodable>(_ body: Data, as type: T.Type) throws(Failure) -> T {
         do {
             return try JSONDecoder().decode(T.self, from: body)
         } catch {
@@ -50,8 +98,13 @@ public enum SealedFile {
         }
     }
 
-    /// Checks header, length and checksum; returns the body.
+    /// Checks header, length and checksum; returns the body (format 2: the ciphertext).
     public static func verify(_ data: Data, kind: String) throws(Failure) -> Data {
+        try verifyFormat(data, kind: kind).body
+    }
+
+    /// Checks header, length and checksum; returns the file's format and its body.
+    public static func verifyFormat(_ data: Data, kind: String) throws(Failure) -> (format: Int, body: Data) {
         guard let newline = data.prefix(200).firstIndex(of: 0x0A) else { throw .badHeader }
         let header = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
         let fields = header.split(separator: " ", omittingEmptySubsequences: false)
@@ -60,10 +113,10 @@ public enum SealedFile {
             let digest = ContentDigest(hex: String(fields[3]))
         else { throw .badHeader }
         guard fields[0] == "notesync-\(kind)" else { throw .wrongKind(String(fields[0])) }
-        guard fileFormat <= format else { throw .newerFormat(fileFormat) }
+        guard fileFormat <= encryptedFormat else { throw .newerFormat(fileFormat) }
         let body = data[data.index(after: newline)...]
         guard body.count == length else { throw .truncated(expected: length, actual: body.count) }
         guard ContentDigest(of: body) == digest else { throw .checksumMismatch }
-        return Data(body)
+        return (fileFormat, Data(body))
     }
 }

@@ -6,7 +6,9 @@ extension ServerStore {
     /// create-if-absent. Refuses a location that already holds a server, or any other object (a prefix is not
     /// shared with other data). There are no folders to make: keys are made by the objects put under them.
     @discardableResult
-    static func createInObjectStore(root: String, endpoint: String?, logger: Logger) throws -> ServerMarker {
+    static func createInObjectStore(
+        root: String, endpoint: String?, logger: Logger, encryption: NewVault? = nil
+    ) throws -> ServerMarker {
         let storage = try S3Storage.open(root: root, endpoint: endpoint, logger: logger)
         let layout = ServerLayout(root: storage.root)
         if storage.info(layout.marker) != nil {
@@ -20,9 +22,16 @@ extension ServerStore {
                 "holds other objects and no notesync server; refusing to mix a server into them",
                 fix: "choose an empty prefix: s3://BUCKET/NEW-PREFIX")
         }
-        let marker = ServerMarker(
-            format: ServerMarker.currentFormat, id: UUID().uuidString.lowercased(),
-            created: Clock.nowNanoseconds(), zones: [layout.zone])
+        let marker = newMarker(layout, encrypted: encryption != nil)
+        // The key file before the marker: a marker never names keys that are not there.
+        if let encryption,
+            try storage.create(try firstKeys(encryption, serverID: marker.id), as: layout.keysPath(1), device: "init", suffix: "keys")
+                != .published
+        {
+            throw NoteSyncError(
+                .usage, path: layout.root, "another process created a server here at the same time",
+                fix: "use the server it created")
+        }
         guard try storage.create(try encoded(marker), as: layout.marker, device: "init", suffix: "marker") == .published else {
             throw NoteSyncError(
                 .usage, path: layout.root, "another process created a server here at the same time",

@@ -21,9 +21,16 @@ public struct DeviceInfo: Codable, Sendable, Hashable {
 extension ServerStore {
     public func writeDeviceInfo(_ info: DeviceInfo) throws {
         try requireWritable()
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try storage.replace(layout.devicesDirectory + "/" + info.id + ".json", with: try encoder.encode(info), device: device)
+        let data: Data
+        if marker.isEncrypted {
+            // Sealed like an entry, bound to the device's id: the name is hidden, the id (random) is not.
+            data = try seal(info, kind: "device", place: info.id)
+        } else {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            data = try encoder.encode(info)
+        }
+        try storage.replace(layout.devicesDirectory + "/" + info.id + ".json", with: data, device: device)
     }
 
     /// The name to show for device `id`: its status file's name, else the id. Both come from the server, so
@@ -35,9 +42,14 @@ extension ServerStore {
     /// The device's status file, or `nil` when it has none or it cannot be read.
     public func deviceInfo(_ id: String) -> DeviceInfo? {
         guard (try? Self.validateDevice(id)) != nil,
-            let data = try? storage.read(layout.devicesDirectory + "/" + id + ".json", limit: 1 << 16),
-            let info = try? JSONDecoder().decode(DeviceInfo.self, from: data)
+            let data = try? storage.read(layout.devicesDirectory + "/" + id + ".json", limit: 1 << 16)
         else { return nil }
+        let info =
+            marker.isEncrypted
+            ? try? open(data, kind: "device", place: id, as: DeviceInfo.self)
+            : try? JSONDecoder().decode(DeviceInfo.self, from: data)
+        // A file moved to another device's name does not open (encrypted), or names another id.
+        guard let info, info.id == id else { return nil }
         return info
     }
 }

@@ -83,7 +83,7 @@ extension ServerStore {
             let path = layout.retentionPath(number)
             do {
                 guard let data = try storage.read(path, limit: 1 << 16) else { continue }
-                return (try SealedFile.open(data, kind: "policy", as: RetentionPolicy.self), number)
+                return (try open(data, kind: "policy", place: String(number), as: RetentionPolicy.self), number)
             } catch {
                 logger.error("server.retention.damaged", metadata: ["server.path": "\(path)", "reason": "\(error)"])
             }
@@ -97,11 +97,11 @@ extension ServerStore {
         try requireWritable()
         try requireRetention("set a retention policy")
         try storage.makeDirectory(layout.retentionDirectory)
-        let data = try SealedFile.seal(policy, kind: "policy")
         var number = try retentionPolicy().number
         for _ in 0..<64 {
             number += 1
             while storage.info(layout.retentionPath(number)) != nil { number += 1 }
+            let data = try seal(policy, kind: "policy", place: String(number))
             if try publish(data, as: layout.retentionPath(number), suffix: "policy") == .published {
                 try storage.syncDirectory(layout.retentionDirectory)
                 return

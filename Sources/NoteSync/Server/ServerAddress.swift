@@ -19,7 +19,9 @@ public enum ServerAddress {
         try S3Storage.open(root: root, endpoint: endpoint, logger: logger)
     }
 
-    static func createObjectStore(_ root: String, endpoint: String?, logger: Logger) throws -> ServerMarker {
-        try ServerStore.createInObjectStore(root: root, endpoint: endpoint, logger: logger)
+    static func createObjectStore(
+        _ root: String, endpoint: String?, logger: Logger, encryption: ServerStore.NewVault? = nil
+    ) throws -> ServerMarker {
+        try ServerStore.createInObjectStore(root: root, endpoint: endpoint, logger: logger, encryption: encryption)
     }
 }

@@ -38,6 +38,9 @@ public struct FsckReport: Sendable {
     public var assets = 0
     public var snapshots = 0
     public var token: Int64 = 0
+    /// An encrypted server checked without its key: each file's header, length and digest, the log's slots and
+    /// gaps; not what the files say (the chain, the texts the log refers to).
+    public var withoutKey = false
 
     /// Clean: nothing found that was not repaired.
     public var isClean: Bool { findings.allSatisfy { $0.repaired != nil } }
@@ -71,6 +74,12 @@ public struct ServerFsck {
         }
         let pass = Pass(store: store, repair: repair)
         try pass.checkFolders()
+        if store.marker.isEncrypted && store.vault == nil {
+            pass.report.withoutKey = true
+            try pass.checkSealedOnly()
+            try pass.checkTemps(graceSeconds: tempGraceSeconds)
+            return pass.report
+        }
         let snapshots = try pass.readSnapshots(gapGraceSeconds: gapGraceSeconds)
         try pass.foldLog(try pass.listLog(), snapshots: snapshots, gapGraceSeconds: gapGraceSeconds)
         try pass.checkAssets()
@@ -153,7 +162,7 @@ public struct ServerFsck {
         /// The folders of the layout hold only what the format puts there.
         func checkFolders() throws {
             _ = try checkListing(layout.root) {
-                [ServerLayout.markerName, "zones", "devices"].contains($0)
+                [ServerLayout.markerName, "zones", "devices"].contains($0) || (store.marker.isEncrypted && $0 == "keys")
                     || (store.storage.isObjectStore && $0.hasPrefix(S3Client.probePrefix))
             }
             _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
@@ -177,6 +186,62 @@ public struct ServerFsck {
                 _ = try checkListing(layout.voidsDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
             }
             _ = try checkListing(layout.devicesDirectory) { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+            if store.marker.isEncrypted {
+                for name in try checkListing(layout.keysDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
+                    let path = layout.keysDirectory + "/" + name
+                    let keys = (try? store.storage.read(path, limit: 1 << 16)).flatMap { $0 }.flatMap {
+                        try? SealedFile.open($0, kind: "keys", as: VaultKeys.self)
+                    }
+                    if keys == nil || keys?.generation != ServerLayout.sequence(ofFileName: name) {
+                        add(.damagedEntry, path, "the key file does not read (damaged, or not in its place)", repaired: nil)
+                    }
+                }
+            }
+        }
+
+        /// An encrypted server without its key: every sealed file's header, length and digest (they cover the
+        /// ciphertext), and the log's slots from its first file to its last. What the files say needs the key.
+        func checkSealedOnly() throws {
+            let sequences = try listLog()
+            var expected = sequences.first
+            for seq in sequences {
+                while let gap = expected, gap < seq {
+                    add(.missingEntry, layout.entryPath(gap), "empty slot before entry \(seq) (a gap)")
+                    expected = gap + 1
+                }
+                expected = seq + 1
+                report.entries += 1
+                report.token = seq
+                checkHeader(layout.entryPath(seq), kind: "entry", as: .damagedEntry)
+            }
+            for name in try checkListing(layout.snapshotsDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
+                report.snapshots += 1
+                checkHeader(layout.snapshotsDirectory + "/" + name, kind: "snapshot", as: .damagedSnapshot)
+            }
+            for file in ((try? store.storage.list(layout.devicesDirectory)) ?? []).sorted() where file.hasSuffix(".json") {
+                checkHeader(layout.devicesDirectory + "/" + file, kind: "device", as: .foreignFile)
+            }
+            for (directory, kind) in [(layout.marksDirectory, "mark"), (layout.retentionDirectory, "policy")]
+            where store.storage.hasEntry(directory) {
+                for name in ((try? store.storage.list(directory)) ?? []).sorted() {
+                    checkHeader(directory + "/" + name, kind: kind, as: .damagedEntry)
+                }
+            }
+            try checkAssets()
+        }
+
+        /// Reports the file at `path` unless it is a sealed file of `kind` in the encrypted format, whole.
+        func checkHeader(_ path: String, kind: String, as finding: FsckFinding.Kind) {
+            guard let data = try? store.storage.read(path, limit: 1 << 30) else {
+                add(finding, path, "cannot be read")
+                return
+            }
+            do throws(SealedFile.Failure) {
+                let (format, _) = try SealedFile.verifyFormat(data, kind: kind)
+                if format != SealedFile.encryptedFormat { throw .notEncrypted }
+            } catch {
+                add(finding, path, error.description, repaired: moveAside(path))
+            }
         }
 
         /// The snapshots, read first: the log is checked against them as it is folded.
@@ -435,15 +500,17 @@ public struct ServerFsck {
                     guard let digest = ContentDigest(hex: name) else { continue }
                     let path = directory + "/" + name
                     report.assets += 1
-                    if try ServerFsck.holds(path, digest, in: store.storage) {
+                    if store.marker.isEncrypted
+                        ? try ServerFsck.holdsSealed(path, digest, in: store) : try ServerFsck.holds(path, digest, in: store.storage)
+                    {
                         present.insert(digest)
                     } else {
                         add(.corruptAsset, path, "content does not match its digest", repaired: moveAside(path))
                     }
                 }
             }
-            for (digest, entryPath) in referenced.sorted(by: { $0.key < $1.key }) where !present.contains(digest) {
-                add(.missingAsset, layout.assetPath(digest), "referenced by \(entryPath) but missing or corrupt")
+            for (digest, entryPath) in referenced.sorted(by: { $0.key < $1.key }) where !present.contains(store.storedName(digest)) {
+                add(.missingAsset, store.assetPath(digest), "referenced by \(entryPath) but missing or corrupt")
             }
         }
 
@@ -472,6 +539,22 @@ public struct ServerFsck {
             let text = AssetCodec.inflate(data.dropFirst(AssetCodec.magic.count), limit: 1 << 30)
         else { return false }
         return ContentDigest(of: text) == digest
+    }
+
+    /// Whether the asset file at `path` of an encrypted server is whole (its header checks the ciphertext) and, with
+    /// the key, opens under its name and holds a text whose name it is.
+    static func holdsSealed(_ path: String, _ name: ContentDigest, in store: ServerStore) throws -> Bool {
+        guard let data = try store.storage.read(path, limit: 1 << 30),
+            let (format, body) = try? SealedFile.verifyFormat(data, kind: "asset"), format == SealedFile.encryptedFormat
+        else { return false }
+        guard let vault = store.vault else { return true }
+        guard let stored = try? vault.openAsset(body, name: name) else { return false }
+        if stored.starts(with: AssetCodec.magic), let text = AssetCodec.inflate(stored.dropFirst(AssetCodec.magic.count), limit: 1 << 30),
+            vault.assetName(ContentDigest(of: text)) == name
+        {
+            return true
+        }
+        return vault.assetName(ContentDigest(of: stored)) == name
     }
 
     static func describeForeign(_ name: String) -> String {

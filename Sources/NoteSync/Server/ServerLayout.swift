@@ -27,6 +27,9 @@ public struct ServerLayout: Sendable, Hashable {
     public var voidsDirectory: String { zoneDirectory + "/voids" }
     public func voidPath(_ seq: Int64) -> String { voidsDirectory + "/" + Self.pad(seq, 12) }
     public var devicesDirectory: String { root + "/devices" }
+    /// An encrypted server's wrapped vault keys, one file per generation (docs/encryption.md).
+    public var keysDirectory: String { root + "/keys" }
+    public func keysPath(_ generation: Int64) -> String { keysDirectory + "/" + Self.pad(generation, 12) }
     /// Format 3: the retention policy in force is the highest-numbered file here (docs/retention.md).
     public var retentionDirectory: String { zoneDirectory + "/retention" }
     public func retentionPath(_ number: Int64) -> String { retentionDirectory + "/" + Self.pad(number, 12) }

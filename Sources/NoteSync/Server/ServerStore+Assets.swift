@@ -5,14 +5,14 @@ extension ServerStore {
     @discardableResult
     public func putAsset(_ data: Data) throws -> AssetRef {
         let ref = AssetRef(of: data)
-        let path = layout.assetPath(ref.sha256)
+        let path = self.assetPath(ref.sha256)
         if let info = storage.info(path), isStored(info, ref) {
             if hasRetention { touch([ref.sha256]) }
             return ref
         }
-        try storage.makeDirectory(layout.assetShard(ref.sha256))
-        if try publish(hasRetention ? AssetCodec.encode(data) : data, as: path, suffix: "asset") == .published {
-            try storage.syncDirectory(layout.assetShard(ref.sha256))
+        try storage.makeDirectory(self.assetShard(ref.sha256))
+        if try publish(encodeAsset(data, digest: ref.sha256, vault: try requireVault()), as: path, suffix: "asset") == .published {
+            try storage.syncDirectory(self.assetShard(ref.sha256))
         }
         return ref
     }
@@ -36,18 +36,17 @@ extension ServerStore {
         var unique: [Int] = []
         var seen = Set<ContentDigest>()
         for (index, ref) in refs.enumerated() where seen.insert(ref.sha256).inserted { unique.append(index) }
-        let layout = layout
         let device = device
-        let compress = hasRetention
+        let vault = try requireVault()
         let storage = storage
         // On an object store a text goes straight to its conditional PUT, which answers 412 when the asset is there
         // (and is then touched, ``publish(_:)``): a HEAD first would be one more request per text. Only a text
         // too big to send for nothing is looked for first.
         let looked = unique.filter { !storage.isObjectStore || items[$0].count > Self.sentUnseenBelow }
-        let found = storage.infos(looked.map { layout.assetPath(refs[$0].sha256) })
+        let found = storage.infos(looked.map { self.assetPath(refs[$0].sha256) })
         var present = Set<Int>()
         for (index, info) in zip(looked, found) {
-            if let info, Self.isStored(info, refs[index], compressed: compress) { present.insert(index) }
+            if let info, isStored(info, refs[index]) { present.insert(index) }
         }
         let missing = unique.filter { !present.contains($0) }
         if hasRetention { touch(unique.filter { present.contains($0) }.map { refs[$0].sha256 }) }
@@ -55,7 +54,8 @@ extension ServerStore {
         let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
         let written = Parallel.map(missing.count) { slot in
             Result { () throws -> StagedFile in
-                let data = compress ? AssetCodec.encode(items[missing[slot]]) : items[missing[slot]]
+                let index = missing[slot]
+                let data = self.encodeAsset(items[index], digest: refs[index].sha256, vault: vault)
                 let staged = try storage.stage(data, device: device, suffix: "asset", sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
                 return staged
@@ -79,19 +79,19 @@ extension ServerStore {
         if staged.batched { try storage.syncStaged() }
         // Each shard folder once, not once per asset (256 at most).
         var made = Set<String>()
-        for index in missing where made.insert(layout.assetShard(refs[index].sha256)).inserted {
-            try storage.makeDirectory(layout.assetShard(refs[index].sha256))
+        for index in missing where made.insert(self.assetShard(refs[index].sha256)).inserted {
+            try storage.makeDirectory(self.assetShard(refs[index].sha256))
         }
         let files = staged.files
         let retained = hasRetention
         let outcomes = storage.map(missing.count) { slot in
             Result { () throws -> String? in
                 let digest = refs[missing[slot]].sha256
-                let outcome = try storage.publish(files[slot]!, as: layout.assetPath(digest))
+                let outcome = try storage.publish(files[slot]!, as: self.assetPath(digest))
                 // There already (a writer in between, or a text not looked for first): reused, so touched.
-                if outcome == .exists && retained { storage.touch(layout.assetPath(digest)) }
+                if outcome == .exists && retained { storage.touch(self.assetPath(digest)) }
                 try FaultPoint.hit("assets.published")
-                return outcome == .published ? layout.assetShard(digest) : nil
+                return outcome == .published ? self.assetShard(digest) : nil
             }
         }
         var shards = Set<String>()
@@ -119,7 +119,10 @@ extension ServerStore {
     /// Whether the file found at an asset's path stands for `ref` without reading it: a regular file of the text's
     /// size, or (format 3, where texts may be stored compressed) any regular file no bigger than the text could
     /// compress to. What it holds is verified when it is read.
-    func isStored(_ info: StorageInfo, _ ref: AssetRef) -> Bool { Self.isStored(info, ref, compressed: hasRetention) }
+    func isStored(_ info: StorageInfo, _ ref: AssetRef) -> Bool {
+        guard !marker.isEncrypted else { return info.isFile && info.size <= maxStoredAssetSize(ref.size) }
+        return Self.isStored(info, ref, compressed: hasRetention)
+    }
 
     static func isStored(_ info: StorageInfo, _ ref: AssetRef, compressed: Bool) -> Bool {
         guard info.isFile else { return false }
@@ -129,14 +132,14 @@ extension ServerStore {
     /// Reads an asset and verifies its digest and size: damaged or substituted content is never returned. A
     /// compressed asset (format 3) is inflated, never past the size the entry states.
     public func readAsset(_ ref: AssetRef) throws -> Data {
-        let path = layout.assetPath(ref.sha256)
-        guard let stored = try storage.read(path, limit: Int(clamping: max(ref.size, 0)) + 1) else {
+        let path = self.assetPath(ref.sha256)
+        guard let stored = try storage.read(path, limit: Int(clamping: maxStoredAssetSize(max(ref.size, 0))) + 1) else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset is missing from the server; the note is left as it is here",
                 fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
                     + "`notesync server fsck` lists every missing asset")
         }
-        guard let data = AssetCodec.decode(stored, digest: ref.sha256, size: ref.size) else {
+        guard let data = decodeAsset(stored, ref) else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset content does not match its digest; the note is left as it is here",
                 fix: "run `notesync server fsck --repair` to quarantine it, then edit and save the note on a "
@@ -148,20 +151,20 @@ extension ServerStore {
     /// Touches assets a writer reuses (format 3): gc never sweeps an asset touched after its mark
     /// (docs/retention.md). Best effort: a failure only leaves the protection to the grace period.
     func touch(_ digests: [ContentDigest]) {
-        for digest in digests { storage.touch(layout.assetPath(digest)) }
+        for digest in digests { storage.touch(self.assetPath(digest)) }
     }
 
     /// The assets of `refs` that are not on the server (format 3: checked by a writer after its commit, in case gc
     /// swept one meanwhile; the writer puts it back).
     public func missingAssets(_ refs: [AssetRef]) -> [AssetRef] {
         guard hasRetention else { return [] }
-        let found = storage.infos(refs.map { layout.assetPath($0.sha256) })
+        let found = storage.infos(refs.map { self.assetPath($0.sha256) })
         return refs.indices.filter { found[$0] == nil }.map { refs[$0] }
     }
 
     /// True when the asset file exists (not verified).
     public func hasAsset(_ digest: ContentDigest) -> Bool {
-        storage.info(layout.assetPath(digest)) != nil
+        storage.info(self.assetPath(digest)) != nil
     }
 }
 

@@ -43,6 +43,8 @@ extension ServerStore {
     func readVersions() throws -> (
         base: Snapshot?, state: ZoneState, versions: [RecordName: [RecordVersion]], times: [Int64: Int64], links: ChainLinks
     ) {
+        // Asset names and every sealed file need the key: without it, nothing is judged.
+        _ = try requireVault()
         let base = newestAnchoredSnapshot()
         var links = ChainLinks(continuing: base)
         var state = base?.state ?? ZoneState()
@@ -209,7 +211,7 @@ extension ServerStore {
                 report.tombstonesDropped += 1
                 continue
             }
-            for version in kept { if let text = version.text { live.insert(text.sha256) } }
+            for version in kept { if let text = version.text { live.insert(storedName(text.sha256)) } }
             history += kept.dropLast()
             if let current = state.heads[name] {
                 heads.append(Snapshot.Head(name: name, head: current, time: times[current.tag] ?? head.time))
@@ -233,7 +235,7 @@ extension ServerStore {
             if dryRun {
                 // Judged against what it keeps (the pending mark below).
             } else {
-                let data = try SealedFile.seal(snapshot, kind: "snapshot")
+                let data = try seal(snapshot, kind: "snapshot", place: String(state.token))
                 try storage.makeDirectory(layout.snapshotsDirectory)
                 if rethin {
                     try requireWritable()
@@ -244,10 +246,10 @@ extension ServerStore {
                 try FaultPoint.hit("gc.snapshotWritten")
                 // Another gc may have published this slot first: what is marked is judged from the file there.
                 let published = try readSnapshot(state.token)
-                live = Self.texts(of: published)
+                live = storedNames(Self.texts(of: published))
             }
         } else if let base {
-            live = Self.texts(of: base)
+            live = storedNames(Self.texts(of: base))
         }
         // The mark: every asset nothing kept references.
         var marked: [ContentDigest] = []
@@ -283,7 +285,12 @@ extension ServerStore {
         return texts
     }
 
-    /// Every asset file on the server with what the storage says of it.
+    /// The names `digests` are stored under (``storedName(_:)``): what gc compares with the files it lists.
+    func storedNames(_ digests: Set<ContentDigest>) -> Set<ContentDigest> {
+        vault == nil ? digests : Set(digests.map(storedName))
+    }
+
+    /// Every asset file on the server, by the name it is stored under, with what the storage says of it.
     func listAssets() throws -> [(ContentDigest, StorageInfo)] {
         var found: [(ContentDigest, StorageInfo)] = []
         for shard in try storage.list(layout.assetsDirectory) ?? [] where shard.utf8.count == 2 {
@@ -298,8 +305,9 @@ extension ServerStore {
     private func writeMark(_ mark: GCMark) throws {
         try storage.makeDirectory(layout.gcDirectory)
         try storage.makeDirectory(layout.marksDirectory)
-        let path = layout.marksDirectory + "/" + ServerLayout.pad(mark.time, 19) + "-" + FileIO.randomToken()
-        _ = try publish(try SealedFile.seal(mark, kind: "mark"), as: path, suffix: "mark")
+        let name = ServerLayout.pad(mark.time, 19) + "-" + FileIO.randomToken()
+        let path = layout.marksDirectory + "/" + name
+        _ = try publish(try seal(mark, kind: "mark", place: name), as: path, suffix: "mark")
         try storage.syncDirectory(layout.marksDirectory)
     }
 
@@ -312,7 +320,7 @@ extension ServerStore {
         for list in versions.values {
             for version in list where version.seq > (base?.seq ?? 0) { if let text = version.text { texts.insert(text.sha256) } }
         }
-        return (texts, base?.seq ?? 0)
+        return (storedNames(texts), base?.seq ?? 0)
     }
 
     /// Removes what every mark older than `grace` seconds marked and is still unneeded: each asset no kept version
@@ -328,7 +336,7 @@ extension ServerStore {
             guard let info = storage.info(path), info.isFile else { continue }
             let mtime = info.mtime
             guard let data = try? storage.read(path, limit: 1 << 30),
-                let mark = try? SealedFile.open(data, kind: "mark", as: GCMark.self)
+                let mark = try? open(data, kind: "mark", place: name, as: GCMark.self)
             else {
                 logger.error("server.gc.markDamaged", metadata: ["server.path": "\(path)"])
                 continue
@@ -482,13 +490,13 @@ extension ServerStore {
             (hasRetention ? try retentionPolicy().policy : RetentionPolicy.default).description
             + (hasRetention ? "" : " (not applied: format \(marker.format); `server upgrade` first)")
         var live = Set<ContentDigest>()
-        for head in state.heads.values { if let text = head.text { live.insert(text.sha256) } }
+        for head in state.heads.values { if let text = head.text { live.insert(storedName(text.sha256)) } }
         // Each older text, by its newest version's age.
         var newest: [ContentDigest: Int64] = [:]
         for list in versions.values {
             for version in list {
-                if let text = version.text, !live.contains(text.sha256) {
-                    newest[text.sha256] = max(newest[text.sha256] ?? 0, version.time)
+                if let text = version.text, case let name = storedName(text.sha256), !live.contains(name) {
+                    newest[name] = max(newest[name] ?? 0, version.time)
                 }
             }
         }

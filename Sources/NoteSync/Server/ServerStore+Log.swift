@@ -41,7 +41,7 @@ extension ServerStore {
         }
         let digest = ContentDigest(of: data)
         do {
-            var entry = try SealedFile.open(data, kind: "entry", as: LogEntry.self)
+            var entry = try open(data, kind: "entry", place: String(seq), as: LogEntry.self)
             guard entry.seq == seq else {
                 var damage = DamagedEntry(seq: seq, path: path, reason: "holds entry \(entry.seq): misplaced")
                 damage.digest = digest
@@ -50,6 +50,8 @@ extension ServerStore {
             entry.digest = digest
             return .entry(entry)
         } catch {
+            // An encrypted server opened without its key: nothing can be judged, and nothing is damaged.
+            if case .encrypted = error, marker.isEncrypted { throw keyNeeded }
             var damage = DamagedEntry(seq: seq, path: path, reason: error.description)
             damage.digest = digest
             if case .newerFormat = error { damage.isNewerFormat = true }
@@ -331,7 +333,7 @@ extension ServerStore {
             var entry = LogEntry(
                 seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain,
                 earlier: state.earlier)
-            let data = try SealedFile.seal(entry, kind: "entry")
+            let data = try seal(entry, kind: "entry", place: String(seq))
             entry.digest = ContentDigest(of: data)
             let destination = layout.entryPath(seq)
             try storage.makeDirectory(layout.shardDirectory(of: seq))
@@ -381,7 +383,7 @@ extension ServerStore {
             seq: seq, commit: "void-" + UUID().uuidString.lowercased(), device: device,
             time: Clock.nowNanoseconds(), changes: [], prev: state.chain, earlier: state.earlier,
             void: VoidSeal(reason: "slot found empty with entry \(next) present; sealed by fsck", lost: lost))
-        let data = try SealedFile.seal(entry, kind: "entry")
+        let data = try seal(entry, kind: "entry", place: String(seq))
         entry.digest = ContentDigest(of: data)
         try storage.makeDirectory(layout.shardDirectory(of: seq))
         guard try publish(data, as: layout.entryPath(seq), suffix: "entry") == .published else { return nil }

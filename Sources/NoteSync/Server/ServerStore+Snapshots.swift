@@ -95,7 +95,7 @@ extension ServerStore {
     /// Writes a snapshot of `state`. A snapshot of the same position already there is left as it is
     /// (snapshots are deterministic: the same log gives the same heads).
     public func writeSnapshot(of state: ZoneState) throws {
-        let data = try SealedFile.seal(Snapshot(state: state, device: device), kind: "snapshot")
+        let data = try seal(Snapshot(state: state, device: device), kind: "snapshot", place: String(state.token))
         if try publish(data, as: layout.snapshotPath(state.token), suffix: "snapshot") == .published {
             try storage.syncDirectory(layout.snapshotsDirectory)
         }
@@ -114,7 +114,7 @@ extension ServerStore {
             throw NoteSyncError(.corrupt, path: path, "snapshot is missing")
         }
         do {
-            let snapshot = try SealedFile.open(data, kind: "snapshot", as: Snapshot.self)
+            let snapshot = try open(data, kind: "snapshot", place: String(seq), as: Snapshot.self)
             guard snapshot.seq == seq else {
                 throw NoteSyncError(
                     .corrupt, path: path, "holds snapshot \(snapshot.seq): misplaced",
@@ -122,6 +122,7 @@ extension ServerStore {
             }
             return snapshot
         } catch let failure as SealedFile.Failure {
+            if case .encrypted = failure, marker.isEncrypted { throw keyNeeded }
             throw NoteSyncError(.corrupt, path: path, failure.description, fix: "run `notesync server fsck`")
         }
     }

@@ -12,6 +12,17 @@ public struct ServerMarker: Codable, Sendable, Hashable {
     /// found on a format-1 server (whose entries 0.1.0 wrote without the link). Nil for a server made in format 2:
     /// every entry is linked.
     public var chainFrom: Int64? = nil
+    /// Set on an encrypted server (format 4, docs/encryption.md): every entry, snapshot, mark, device file and
+    /// asset is sealed with the server's vault key, whose wraps are in `keys/`. Nil: a plain server.
+    public var encryption: ServerEncryption? = nil
+
+    /// Whether the server's files are sealed with a vault key.
+    public var isEncrypted: Bool { encryption != nil }
+
+    /// The format of a new plain server, and the one `notesync server upgrade` moves older servers to.
+    public static let plainFormat = 3
+    /// The format of an encrypted server: a format-3 build finds it newer and only reads (and cannot read it).
+    public static let encryptedFormat = 4
 
     /// The server format this build writes (and the newest it reads). Format 2: the log is hash-chained (every
     /// entry names the digest of the one before it), so builds that write unchained entries must not write to it.
@@ -21,7 +32,21 @@ public struct ServerMarker: Codable, Sendable, Hashable {
     /// compacted what was before it), and the server holds a retention policy (`retention/`) and gc's marks (`gc/`).
     /// A format 2 build cannot read those, so it finds a newer format and only reads. Formats 1 and 2 are read and
     /// written as they are (nothing compressed, no gc) until `notesync server upgrade`.
-    public static let currentFormat = 3
+    /// Format 4 is format 3 encrypted (``encryption``): only an encrypted server has it.
+    public static let currentFormat = 4
+}
+
+/// How a server's files are encrypted (the marker's `encryption`).
+public struct ServerEncryption: Codable, Sendable, Hashable {
+    /// ``Vault/scheme``: the ciphers, key derivation and file layout.
+    public var scheme: String
+    /// Where the wrapped vault keys are, relative to the server's root.
+    public var keys: String
+
+    public init(scheme: String = Vault.scheme, keys: String = "keys/") {
+        self.scheme = scheme
+        self.keys = keys
+    }
 }
 
 /// A server directory: content-addressed assets, a dense change log claimed slot by slot, snapshots.
@@ -37,6 +62,10 @@ public final class ServerStore: Sendable {
     public let isReadOnly: Bool
     /// Format 3 and later: assets are stored compressed where that pays, and gc may compact the log.
     public var hasRetention: Bool { marker.format >= 3 }
+    /// The key of an encrypted server, when this device has it: nil on a plain server, and on an encrypted one
+    /// opened without it (fsck checks what it can; anything that reads or writes a sealed file says the key is
+    /// needed).
+    public let vault: Vault?
     let logger: Logger
     /// The server is on NFS, SMB or FUSE: flush file by file, poll for changes.
     public var isNetwork: Bool { storage.isNetwork }
@@ -65,17 +94,21 @@ public final class ServerStore: Sendable {
 
     /// Opens an existing server. A missing directory or marker is an error, never an empty server.
     /// `endpoint` is the S3-compatible service of an `s3://` server (nil: `NOTESYNC_S3_ENDPOINT`, else AWS S3).
+    /// `vault` is the key of an encrypted server (see ``init(storage:device:logger:vault:)``).
     public convenience init(
-        root: String, endpoint: String? = nil, device: String, primitive: PublishPrimitive? = nil, logger: Logger
+        root: String, endpoint: String? = nil, device: String, primitive: PublishPrimitive? = nil, logger: Logger,
+        vault: Vault? = nil
     ) throws {
         let layout = ServerLayout(root: root)
         try self.init(
             storage: try Self.openStorage(layout, endpoint: endpoint, primitive: primitive, logger: logger), device: device,
-            logger: logger)
+            logger: logger, vault: vault)
     }
 
-    /// Opens the server held by `storage`. A missing marker is an error, never an empty server.
-    public init(storage: any ServerStorage, device: String, logger: Logger) throws {
+    /// Opens the server held by `storage`. A missing marker is an error, never an empty server. `vault` is the
+    /// server's key when it is encrypted; one given for a plain server is refused (a server put in the place of
+    /// an encrypted one, with its id, must not be written in plain).
+    public init(storage: any ServerStorage, device: String, logger: Logger, vault: Vault? = nil) throws {
         let layout = ServerLayout(root: storage.root)
         let data: Data
         do {
@@ -96,6 +129,14 @@ public final class ServerStore: Sendable {
         }
         let marker = try Self.usableMarker(data, layout)
         try Self.validateDevice(device)
+        if vault != nil && !marker.isEncrypted {
+            throw NoteSyncError(
+                .serverMismatch, path: layout.marker,
+                "is the marker of a server that is not encrypted, but this notes folder's server is: nothing is read "
+                    + "from it or written to it (another server was put in its place)",
+                fix: "mount or restore this folder's own encrypted server at \(layout.root)")
+        }
+        self.vault = marker.isEncrypted ? vault : nil
         self.layout = layout
         self.storage = storage
         self.marker = marker
@@ -129,11 +170,45 @@ public final class ServerStore: Sendable {
         return FolderStorage(root: layout.root, tmpDirectory: layout.tmpDirectory, primitive: primitive, logger: logger)
     }
 
+    /// What makes a new server encrypted: its vault key, the passphrase and the recovery key that wrap it.
+    public struct NewVault: Sendable {
+        public var vault: Vault
+        public var passphrase: String
+        public var recovery: RecoveryKey
+
+        public init(vault: Vault = .generate(), passphrase: String, recovery: RecoveryKey = .generate()) {
+            self.vault = vault
+            self.passphrase = passphrase
+            self.recovery = recovery
+        }
+    }
+
+    /// The marker of a new server, encrypted or not, with a fresh id.
+    static func newMarker(_ layout: ServerLayout, encrypted: Bool) -> ServerMarker {
+        var marker = ServerMarker(
+            format: encrypted ? ServerMarker.encryptedFormat : ServerMarker.plainFormat, id: UUID().uuidString.lowercased(),
+            created: Clock.nowNanoseconds(), zones: [layout.zone])
+        if encrypted { marker.encryption = ServerEncryption() }
+        return marker
+    }
+
+    /// The sealed key file of a new encrypted server (generation 1).
+    static func firstKeys(_ encryption: NewVault, serverID: String) throws -> Data {
+        let keys = try VaultKeys.make(
+            vault: encryption.vault, passphrase: encryption.passphrase, recovery: encryption.recovery, serverID: serverID,
+            generation: 1)
+        return try SealedFile.seal(keys, kind: "keys")
+    }
+
     /// Creates a new server in `root` (created if missing). Refuses a non-empty folder that is not a server.
+    /// With `encryption`, the server is encrypted (docs/encryption.md): its key file is published before the marker,
+    /// so a marker never names keys that are not there.
     @discardableResult
-    public static func create(root: String, endpoint: String? = nil, logger: Logger) throws -> ServerMarker {
+    public static func create(
+        root: String, endpoint: String? = nil, logger: Logger, encryption: NewVault? = nil
+    ) throws -> ServerMarker {
         if ServerAddress.isObjectStore(root) {
-            return try ServerAddress.createObjectStore(root, endpoint: endpoint, logger: logger)
+            return try ServerAddress.createObjectStore(root, endpoint: endpoint, logger: logger, encryption: encryption)
         }
         let layout = ServerLayout(root: root)
         ServerRoots.register(layout.root)
@@ -158,12 +233,22 @@ public final class ServerStore: Sendable {
         ] {
             try FileIO.makeDirectory(directory)
         }
-        let marker = ServerMarker(
-            format: ServerMarker.currentFormat, id: UUID().uuidString.lowercased(),
-            created: Clock.nowNanoseconds(), zones: [layout.zone])
+        let marker = newMarker(layout, encrypted: encryption != nil)
+        let primitive = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: "init")
+        if let encryption {
+            try FileIO.makeDirectory(layout.keysDirectory)
+            let keysTemp = layout.tmpDirectory + "/keys-" + FileIO.randomToken()
+            try FileIO.createAndSync(keysTemp, try firstKeys(encryption, serverID: marker.id))
+            defer { unlink(keysTemp) }
+            guard try AtomicPublish.publish(keysTemp, as: layout.keysPath(1), using: primitive) == .published else {
+                throw NoteSyncError(
+                    .usage, path: layout.root, "another process created a server here at the same time",
+                    fix: "use the server it created")
+            }
+            try FileIO.syncDirectory(layout.keysDirectory)
+        }
         let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
         try FileIO.createAndSync(temp, try encoded(marker))
-        let primitive = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: "init")
         defer { unlink(temp) }
         guard try AtomicPublish.publish(temp, as: layout.marker, using: primitive) == .published else {
             throw NoteSyncError(
@@ -203,6 +288,21 @@ public final class ServerStore: Sendable {
         guard marker.zones.contains(layout.zone) else {
             throw NoteSyncError(.corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"", fix: fix)
         }
+        if let encryption = marker.encryption {
+            guard marker.format >= ServerMarker.encryptedFormat else {
+                throw NoteSyncError(
+                    .corrupt, path: layout.marker, "says the server is encrypted but has format \(marker.format)", fix: fix)
+            }
+            guard encryption.scheme == Vault.scheme || marker.format > ServerMarker.currentFormat else {
+                throw NoteSyncError(
+                    .serverNewerFormat, path: layout.marker,
+                    "is encrypted with \"\(DisplayName.escape(encryption.scheme))\", which this build does not know",
+                    fix: "update notesync on this device")
+            }
+        } else if marker.format == ServerMarker.encryptedFormat {
+            // Format 4 is only ever an encrypted server: a plain marker with it was changed.
+            throw NoteSyncError(.corrupt, path: layout.marker, "has format 4 but no encryption", fix: fix)
+        }
         return marker
     }
 
@@ -230,10 +330,16 @@ public final class ServerStore: Sendable {
                 .usage, path: nil, "\"\(DisplayName.escape(id))\" is not a server id",
                 fix: "copy the id `notesync status` shows (a UUID)")
         }
-        let format = parsed.map(\.format).flatMap { $0 >= 1 ? $0 : nil } ?? ServerMarker.currentFormat
-        let marker = ServerMarker(
+        // An encrypted server is told by its keys: the marker says so again, whatever the damaged one said.
+        let encrypted = storage.hasEntry(layout.keysDirectory)
+        let format =
+            encrypted
+            ? ServerMarker.encryptedFormat
+            : parsed.map(\.format).flatMap { $0 >= 1 && $0 != ServerMarker.encryptedFormat ? $0 : nil } ?? ServerMarker.plainFormat
+        var marker = ServerMarker(
             format: format, id: uuid, created: parsed?.created ?? Clock.nowNanoseconds(), zones: [layout.zone],
             chainFrom: parsed?.chainFrom)
+        if encrypted { marker.encryption = ServerEncryption() }
         try storage.makeDirectory(layout.tmpDirectory)
         try replaceMarker(storage, with: marker)
         logger.notice("server.marker.rewritten", metadata: ["server.id": "\(uuid)"])
@@ -245,7 +351,7 @@ public final class ServerStore: Sendable {
     /// A format-1 log keeps its unlinked entries: the chain is required from the slot after its end (``ServerMarker/chainFrom``).
     public func upgradeMarker() throws {
         var upgraded = marker
-        upgraded.format = ServerMarker.currentFormat
+        upgraded.format = max(marker.format, ServerMarker.plainFormat)
         if marker.format < 2 {
             var end = ZoneState()
             _ = try fetch(into: &end)

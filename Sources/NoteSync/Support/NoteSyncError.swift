@@ -24,6 +24,8 @@ public struct NoteSyncError: Error, Sendable, CustomStringConvertible, Equatable
         case serverMismatch
         /// A slot of the log is empty while later ones are written: every device stops before it.
         case logGap
+        /// An encrypted server's key: this device has none, or a passphrase does not open it (exit 1).
+        case key
     }
 
     public let kind: Kind

@@ -124,13 +124,13 @@ final class SimRunner {
         awayRoot = world.sub("server-away")
         stashDirectory = world.sub("stash")
         try FileIO.makeDirectory(stashDirectory)
-        try ServerStore.create(root: serverRoot, logger: testLogger)
+        try TestServer.create(serverRoot)
         injector = SimFaultInjector(
             serverRoot: serverRoot, awayRoot: awayRoot, stashDirectory: stashDirectory, clock: clock,
             clockStep: schedule.clockStep)
         model = SyncHistoryModel(deviceCount: schedule.deviceCount)
         rules = try IgnoreRules(userRules: nil)
-        checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger)
+        checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger, vault: TestServer.vault)
         unconfirmed = Array(repeating: [], count: schedule.deviceCount)
         for index in 0..<schedule.deviceCount {
             devices.append(try SimDevice(index: index, root: world.path, serverRoot: serverRoot))
@@ -296,7 +296,8 @@ final class SimRunner {
     /// `notesync server gc --grace 0` (docs/retention.md), its policy every band off (0) or the default (1), killed at
     /// its `crashAt`-th fault point if given. A log gc cannot read whole (a gap, another history) makes it refuse.
     private func runGC(policy: Int, crashAt: Int?) {
-        guard let store = try? ServerStore(root: serverRoot, device: "gc", logger: testLogger), store.hasRetention else { return }
+        guard let store = try? ServerStore(root: serverRoot, device: "gc", logger: testLogger, vault: TestServer.vault), store.hasRetention
+        else { return }
         let chosen = policy == 1 ? RetentionPolicy.default : RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0)
         let clock = clock
         let passed = Mutex(0)
@@ -329,7 +330,7 @@ final class SimRunner {
     /// server's history is broken by a fault, which the recovery checks judge).
     private func checkServerTexts() throws {
         guard !serverDown, !serverHistoryBroken else { return }
-        let store = try ServerStore(root: serverRoot, device: "checker", logger: testLogger)
+        let store = try ServerStore(root: serverRoot, device: "checker", logger: testLogger, vault: TestServer.vault)
         var state = ZoneState()
         guard (try? store.fetch(into: &state)) != nil else { return }
         for (name, head) in state.heads.sorted(by: { $0.key < $1.key }) {
@@ -461,7 +462,7 @@ final class SimRunner {
             try FileManager.default.copyItem(atPath: backupRoot, toPath: serverRoot)
         case .replaceWithEmpty:
             try FileManager.default.removeItem(atPath: serverRoot)
-            try ServerStore.create(root: serverRoot, logger: testLogger)
+            try TestServer.create(serverRoot)
         case .loseEntry(let fromEnd):
             let entries = try logEntries().sorted { $0.key > $1.key }
             guard !entries.isEmpty else { return }
@@ -590,7 +591,7 @@ final class SimRunner {
             }
         }
         func repairServer() throws {
-            let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger)
+            let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger, vault: TestServer.vault)
             _ = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
         }
         for pass in 1...8 {
@@ -637,14 +638,14 @@ final class SimRunner {
             // where every device had read past it: its tail goes to quarantine/), the devices that read the tail
             // now stop, and are recovered as above: another pass.
             if clean {
-                let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger)
+                let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger, vault: TestServer.vault)
                 let fsck = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
                 let repaired = fsck.findings.filter { $0.repaired != nil && $0.kind == .brokenChain }
                 if repaired.isEmpty { break }
                 trace("  \(at): fsck --repair: \(repaired.map(\.description))")
             }
         }
-        let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger)
+        let store = try ServerStore(root: serverRoot, device: "fsck", logger: testLogger, vault: TestServer.vault)
         _ = try ServerFsck(store: store).run(repair: true, gapGraceSeconds: 0)
         serverHistoryBroken = false
         // The model's history no longer decides which notes exist (a recovery brings back notes whose delete the

@@ -16,7 +16,7 @@ import Testing
         init(entries count: Int) throws {
             scratch = try SimScratch(in: SimRunner.baseDirectory)
             server = scratch.sub("server")
-            try ServerStore.create(root: server, logger: testLogger)
+            try TestServer.create(server)
             alice = try SimDevice(index: 0, root: scratch.path, serverRoot: server)
             bob = try SimDevice(index: 1, root: scratch.path, serverRoot: server)
             for index in 1...count {
@@ -100,7 +100,7 @@ import Testing
     @Test func aReplacedServerAffectsEveryBoundDevice() throws {
         let world = try World(entries: 2)
         try FileManager.default.removeItem(atPath: world.server)
-        try ServerStore.create(root: world.server, logger: testLogger)
+        try TestServer.create(world.server)
         let carol = try SimDevice(index: 2, root: world.scratch.path, serverRoot: world.server)
         #expect(try world.expected(world.alice)?.kinds == [.serverMismatch])
         #expect(try world.expected(world.bob)?.kinds == [.serverMismatch])

@@ -262,7 +262,7 @@ final class SimDevice {
         engine = SyncEngine(
             folder: folder, state: state, config: try Self.config(id: id, name: name, server: serverRoot, state: state),
             logger: testLogger)
-        let store = try ServerStore(root: serverRoot, device: id, logger: testLogger)
+        let store = try ServerStore(root: serverRoot, device: id, logger: testLogger, vault: TestServer.vault)
         try store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: 0, token: 0))
     }
 

@@ -1,0 +1,117 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NoteSync
+
+/// Where the passphrase of an encrypted server comes from: `--passphrase-file`, else `NOTESYNC_PASSPHRASE`, else a
+/// prompt on the terminal (echo off). Never from an argument: it would show in `ps` and the shell's history.
+struct PassphraseOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "For an encrypted server: read the passphrase (or the recovery key) from this file (one trailing newline "
+                + "is dropped). Default: NOTESYNC_PASSPHRASE, else asked on the terminal.",
+            valueName: "file"))
+    var passphraseFile: String?
+
+    /// The shortest passphrase a new server accepts.
+    static let minimumLength = 8
+
+    /// The passphrase, from the file, the environment or the terminal; `purpose` is shown at the prompt.
+    func passphrase(purpose: String) throws -> String {
+        if let passphraseFile {
+            guard let data = try FileIO.read(passphraseFile, limit: 1 << 16) else {
+                throw NoteSyncError(
+                    .usage, path: passphraseFile, "does not exist", fix: "give the file that holds the passphrase")
+            }
+            var text = String(decoding: data, as: UTF8.self)
+            if text.hasSuffix("\r\n") {
+                text.removeLast(2)
+            } else if text.hasSuffix("\n") {
+                text.removeLast()
+            }
+            guard !text.isEmpty else {
+                throw NoteSyncError(.usage, path: passphraseFile, "is empty", fix: "write the passphrase in it")
+            }
+            return text
+        }
+        if let text = ProcessInfo.processInfo.environment["NOTESYNC_PASSPHRASE"], !text.isEmpty { return text }
+        guard let text = Self.prompt("\(purpose): ") else {
+            throw NoteSyncError(
+                .key, path: nil, "the server is encrypted and no passphrase was given (no terminal to ask on)",
+                fix: "give it with --passphrase-file FILE or in NOTESYNC_PASSPHRASE")
+        }
+        return text
+    }
+
+    /// The passphrase of a new server (or a new passphrase): asked twice on a terminal; at least ``minimumLength``
+    /// characters.
+    func newPassphrase() throws -> String {
+        let text: String
+        if passphraseFile != nil || ProcessInfo.processInfo.environment["NOTESYNC_PASSPHRASE"]?.isEmpty == false {
+            text = try passphrase(purpose: "")
+        } else {
+            guard let first = Self.prompt("new passphrase for the server: "), let second = Self.prompt("the same again: ")
+            else {
+                throw NoteSyncError(
+                    .usage, path: nil, "an encrypted server needs a passphrase, and there is no terminal to ask on",
+                    fix: "give it with --passphrase-file FILE or in NOTESYNC_PASSPHRASE")
+            }
+            guard first == second else {
+                throw NoteSyncError(.usage, path: nil, "the two passphrases differ", fix: "run the command again")
+            }
+            text = first
+        }
+        guard text.count >= Self.minimumLength else {
+            throw NoteSyncError(
+                .usage, path: passphraseFile, "the passphrase is shorter than \(Self.minimumLength) characters",
+                fix: "choose a longer one: several words are easy to remember and hard to guess")
+        }
+        return text
+    }
+
+    /// The vault of the encrypted server `store`, when a passphrase was given by file or environment (never asked:
+    /// for commands that can do part of their work without it); nil when none was given.
+    func optionalVault(_ store: ServerStore) throws -> Vault? {
+        guard passphraseFile != nil || ProcessInfo.processInfo.environment["NOTESYNC_PASSPHRASE"]?.isEmpty == false else {
+            return nil
+        }
+        return try store.unlock(passphrase: try passphrase(purpose: "passphrase"))
+    }
+
+    /// The vault of the encrypted server `store` (asked on the terminal when not given); nil for a plain server.
+    func vault(_ store: ServerStore) throws -> Vault? {
+        guard store.marker.isEncrypted else { return nil }
+        return try store.unlock(passphrase: try passphrase(purpose: "passphrase of the server (or its recovery key)"))
+    }
+
+    /// Opens the server at `root`; an encrypted one with its key (the passphrase asked for when not given).
+    func open(_ root: String, endpoint: String?, device: String, logger: Logger) throws -> ServerStore {
+        let store = try ServerStore(root: root, endpoint: endpoint, device: device, logger: logger)
+        guard let vault = try vault(store) else { return store }
+        return try ServerStore(storage: store.storage, device: device, logger: logger, vault: vault)
+    }
+
+    /// One line read from the terminal with echo off; nil when there is no terminal.
+    static func prompt(_ text: String) -> String? {
+        let tty = Glibc.open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard tty >= 0 else { return nil }
+        defer { close(tty) }
+        _ = text.withCString { write(tty, $0, strlen($0)) }
+        var saved = termios()
+        let hasTerminal = tcgetattr(tty, &saved) == 0
+        if hasTerminal {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            tcsetattr(tty, TCSAFLUSH, &quiet)
+        }
+        defer {
+            if hasTerminal { tcsetattr(tty, TCSAFLUSH, &saved) }
+            _ = "\n".withCString { write(tty, $0, 1) }
+        }
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(tty, &byte, 1) == 1 && byte != 0x0A && bytes.count < 4096 { bytes.append(byte) }
+        if bytes.last == 0x0D { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
