@@ -43,18 +43,22 @@ struct PassphraseOptions: ParsableArguments {
         return text
     }
 
-    /// The passphrase of a new server (or a new passphrase): asked twice on a terminal; at least ``minimumLength``
-    /// characters.
-    func newPassphrase() throws -> String {
+    /// The passphrase of a new server (or a new passphrase): from the file, else (with `fromEnvironment`) from
+    /// NOTESYNC_PASSPHRASE, else asked twice on a terminal; at least ``minimumLength`` characters.
+    func newPassphrase(fromEnvironment: Bool = true) throws -> String {
         let text: String
-        if passphraseFile != nil || ProcessInfo.processInfo.environment["NOTESYNC_PASSPHRASE"]?.isEmpty == false {
+        if passphraseFile != nil
+            || (fromEnvironment && ProcessInfo.processInfo.environment["NOTESYNC_PASSPHRASE"]?.isEmpty == false)
+        {
             text = try passphrase(purpose: "")
         } else {
             guard let first = Self.prompt("new passphrase for the server: "), let second = Self.prompt("the same again: ")
             else {
                 throw NoteSyncError(
-                    .usage, path: nil, "an encrypted server needs a passphrase, and there is no terminal to ask on",
-                    fix: "give it with --passphrase-file FILE or in NOTESYNC_PASSPHRASE")
+                    .usage, path: nil, "a new passphrase is needed, and there is no terminal to ask on",
+                    fix: fromEnvironment
+                        ? "give it with --passphrase-file FILE or in NOTESYNC_PASSPHRASE"
+                        : "give it with --new-passphrase-file FILE")
             }
             guard first == second else {
                 throw NoteSyncError(.usage, path: nil, "the two passphrases differ", fix: "run the command again")

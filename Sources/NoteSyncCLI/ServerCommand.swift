@@ -8,7 +8,7 @@ struct ServerCommand: ParsableCommand {
         abstract: "Create and check server directories.",
         subcommands: [
             ServerInit.self, ServerFsckCommand.self, ServerUpgrade.self, ServerGC.self, ServerRetention.self, ServerDu.self,
-            ServerPassphrase.self
+            ServerPassphrase.self, ServerEncrypt.self
         ]
     )
 }
@@ -57,6 +57,53 @@ struct ServerInit: ParsableCommand {
     }
 }
 
+struct ServerEncrypt: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "encrypt",
+        abstract: "Make DEST an encrypted copy of the plain server SRC, its history kept.",
+        discussion: """
+            A server is never encrypted in place (that would rewrite files the protocol never rewrites): DEST is a \
+            new encrypted server (a new id, a new passphrase asked twice, a recovery key printed once) holding \
+            every log entry of SRC in its slot, the snapshot a compacted log starts from with the history it \
+            keeps, every text they reference and the retention policy, so `history` and `restore` go on working. \
+            SRC is only read: stop the agents that sync with it first. Then, on each device, `notesync recover \
+            --notes NOTES --server DEST` (it asks the passphrase, keeps every note and pushes what DEST lacks). \
+            SRC stays as it was until you remove it.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The plain server to copy.") var source: String
+    @Argument(help: "Where the encrypted copy goes: an empty or new folder, or an empty s3:// prefix.") var destination: String
+    @OptionGroup var location: EndpointOption
+    @OptionGroup var secret: PassphraseOptions
+
+    func run() throws {
+        let logger = global.makeLogger()
+        try reportingErrors {
+            let store = try ServerStore(root: source, endpoint: location.endpoint, device: "encrypt", logger: logger)
+            let destination = ServerAddress.normalized(self.destination)
+            if destination == store.layout.root || destination.hasPrefix(store.layout.root + "/")
+                || store.layout.root.hasPrefix(destination + "/")
+            {
+                throw NoteSyncError(
+                    .usage, path: destination, "the copy and the server must not contain each other",
+                    fix: "give a folder outside \(store.layout.root)")
+            }
+            let encryption = ServerStore.NewVault(passphrase: try secret.newPassphrase())
+            let report = try ServerStore.encryptedCopy(
+                of: store, to: destination, endpoint: location.endpoint, encryption: encryption, logger: logger)
+            print(
+                "made encrypted server \(report.marker.id) in \(DisplayName.escape(destination)): \(report.entries) log "
+                    + "entries\(report.snapshot.map { " from the snapshot at \($0)" } ?? ""), \(report.texts) texts"
+                    + (report.voided > 0 ? "; \(report.voided) damaged entries sealed void" : ""))
+            ServerInit.printRecovery(encryption.recovery)
+            print("next, on each device: `notesync recover --notes NOTES --server \(destination)`")
+            return ExitCodes.ok
+        }
+    }
+}
+
 struct ServerPassphrase: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "passphrase",
@@ -80,14 +127,11 @@ struct ServerPassphrase: ParsableCommand {
         try reportingErrors {
             let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "passphrase", logger: logger)
             let vault = try store.unlock(passphrase: try secret.passphrase(purpose: "current passphrase (or recovery key)"))
-            let fresh: String
-            if let newPassphraseFile {
-                var options = PassphraseOptions()
-                options.passphraseFile = newPassphraseFile
-                fresh = try options.newPassphrase()
-            } else {
-                fresh = try PassphraseOptions().newPassphrase()
-            }
+            // Never NOTESYNC_PASSPHRASE for the new one: it holds the current one. (The option group is made here, so
+            // its one field is set before it is read.)
+            var options = PassphraseOptions()
+            options.passphraseFile = newPassphraseFile
+            let fresh = try options.newPassphrase(fromEnvironment: newPassphraseFile != nil)
             let generation = try store.changePassphrase(vault: vault, to: fresh)
             print("the passphrase of server \(store.marker.id) is changed (key file \(generation)); the recovery key is unchanged")
             return ExitCodes.ok

@@ -116,6 +116,13 @@ import Testing
         #expect(try run(["sync", "--notes", scratch.path + "/B"], "").status == 0)
         #expect(try String(contentsOfFile: scratch.path + "/B/note.md", encoding: .utf8) == "from A\n")
 
+        // NOTESYNC_PASSPHRASE holds the current passphrase: never taken as the new one (no terminal here to ask on).
+        let noTerminal = Glibc.open("/dev/tty", O_RDWR) < 0
+        if noTerminal {
+            let unchanged = try run(["server", "passphrase", server], "first passphrase")
+            #expect(unchanged.status == 64 && unchanged.stderr.contains("--new-passphrase-file"), "\(unchanged.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: server + "/keys") == ["000000000001"])
+        }
         // A new passphrase: the old one stops working, the new one and the recovery key work, devices go on.
         let change = try NotesyncProcess(
             ["server", "passphrase", server, "--new-passphrase-file", try Self.file(scratch, "new", "a brand new passphrase")],
@@ -158,6 +165,64 @@ import Testing
         try devices.sync(devices.a)
         try devices.sync(devices.b)
         #expect(devices.read(devices.b, "kept.md") == "kept\n")
+    }
+
+    /// `server encrypt SRC DEST`: a plain server with history, compacted by gc, copied encrypted; devices move to
+    /// the copy with `recover --server`, keep every note, and still see the history from before the copy. The copy
+    /// holds no canary, and fsck finds it whole; a plain server copied before gc (its log from entry 1) too.
+    @Test func aPlainServerIsCopiedEncryptedWithItsHistory() throws {
+        let devices = try TwoDevices("encrypt-copy")
+        for version in 1...3 {
+            try devices.write(devices.a, "quetzalcoatl.md", "quetzalcoatl version \(version)\n")
+            try devices.sync(devices.a)
+        }
+        try devices.write(devices.b, "zanzibarian/notes.md", "zanzibarian\n")
+        try devices.sync(devices.b)
+        try devices.sync(devices.a)
+        let environment = ["NOTESYNC_PASSPHRASE": TwoDevices.passphrase, "NOTESYNC_SCRYPT_LOG_N": "12"]
+        // Before gc: the whole log, from entry 1.
+        let early = devices.scratch.path + "/early"
+        let copied = try devices.run(["server", "encrypt", devices.server, early], environment: environment)
+        #expect(copied.status == 0, "\(copied.stdout) \(copied.stderr)")
+        #expect(try devices.run(["server", "fsck", early], environment: environment).status == 0)
+        // After gc compacted the log into a snapshot (history kept), and one more edit.
+        try devices.expectOK(["server", "gc", devices.server, "--grace", "0"])
+        try devices.write(devices.a, "quetzalcoatl.md", "quetzalcoatl version 4\n")
+        try devices.sync(devices.a)
+        let copy = devices.scratch.path + "/encrypted"
+        let made = try devices.run(["server", "encrypt", devices.server, copy], environment: environment)
+        #expect(made.status == 0 && made.stdout.contains("from the snapshot at"), "\(made.stdout) \(made.stderr)")
+        let fsck = try devices.run(["server", "fsck", copy], environment: environment)
+        #expect(fsck.status == 0, "\(fsck.stdout) \(fsck.stderr)")
+        for folder in [devices.a, devices.b] {
+            let moved = try devices.run(["recover", "--notes", folder, "--server", copy], environment: environment)
+            #expect(moved.status == 0, "\(moved.stdout) \(moved.stderr)")
+        }
+        try devices.write(devices.b, "after.md", "after the move\n")
+        try devices.sync(devices.b)
+        try devices.sync(devices.a)
+        #expect(devices.read(devices.a, "after.md") == "after the move\n")
+        #expect(devices.read(devices.b, "quetzalcoatl.md") == "quetzalcoatl version 4\n")
+        #expect(try devices.notes(devices.a) == devices.notes(devices.b))
+        let history = try devices.run(["history", "--notes", devices.b, "quetzalcoatl.md"])
+        let versions = history.stdout.split(separator: "\n").filter { $0.hasPrefix("version ") }
+        #expect(history.status == 0 && versions.count == 4 && versions[0].hasPrefix("version 1 "), "\(history.stdout)")
+        let restored = try devices.run(["restore", "--notes", devices.b, "quetzalcoatl.md", "--version", "1"])
+        #expect(restored.status == 0, "\(restored.stdout) \(restored.stderr)")
+        #expect(devices.read(devices.b, "quetzalcoatl.md") == "quetzalcoatl version 1\n")
+        for root in [copy, early] {
+            let enumerator = FileManager.default.enumerator(atPath: root)
+            while let path = enumerator?.nextObject() as? String {
+                guard let data = FileManager.default.contents(atPath: root + "/" + path) else { continue }
+                let text = String(decoding: data, as: UTF8.self).lowercased()
+                for word in ["quetzalcoatl", "zanzibarian", "alice", "bob"] {
+                    #expect(!text.contains(word) && !path.contains(word), "\(word) in \(root)/\(path)")
+                }
+            }
+        }
+        // An encrypted server is not copied again.
+        let again = try devices.run(["server", "encrypt", copy, devices.scratch.path + "/again"], environment: environment)
+        #expect(again.status == 64 && again.stderr.contains("encrypted already"), "\(again.stderr)")
     }
 
     /// The server's files that `body` adds, by path.

@@ -88,6 +88,7 @@ struct InstallTests {
             "notesync-server-retention.1": ["--all", "--hourly", "--daily", "--weekly"],
             "notesync-server-du.1": ["--json"],
             "notesync-server-passphrase.1": ["--passphrase-file", "--new-passphrase-file"],
+            "notesync-server-encrypt.1": ["<", "recover"],
             "notesync-service.1": ["notesync-service-install", "systemd"],
             "notesync-service-install.1": ["--notes"],
             "notesync-service-uninstall.1": ["--notes"],

@@ -85,7 +85,7 @@ import Testing
         _ = try store.commit([.save(try name("a.md"), base: 0, text: try store.putAsset(Data("a".utf8)), modified: 1)], into: &state)
         let files = ServerFiles(store)
         let text = String(decoding: try #require(try files.read(store.layout.marker)), as: UTF8.self).replacingOccurrences(
-            of: "\"format\" : \(ServerMarker.plainFormat)", with: "\"format\" : \(ServerMarker.currentFormat + 1)")
+            of: "\"format\" : \(store.marker.format)", with: "\"format\" : \(ServerMarker.currentFormat + 1)")
         try files.write(store.layout.marker, Data(text.utf8))
         let newer = try ServerStore(root: store.layout.root, device: "dev-b", logger: testLogger, vault: TestServer.vault)
         #expect(newer.isReadOnly)

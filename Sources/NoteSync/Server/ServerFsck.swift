@@ -212,7 +212,8 @@ public struct ServerFsck {
                 expected = seq + 1
                 report.entries += 1
                 report.token = seq
-                checkHeader(layout.entryPath(seq), kind: "entry", as: .damagedEntry)
+                // A damaged entry stays: its slot is claimed, and every device skips it.
+                checkHeader(layout.entryPath(seq), kind: "entry", as: .damagedEntry, quarantines: false)
             }
             for name in try checkListing(layout.snapshotsDirectory, expected: { ServerLayout.sequence(ofFileName: $0) != nil }) {
                 report.snapshots += 1
@@ -230,8 +231,9 @@ public struct ServerFsck {
             try checkAssets()
         }
 
-        /// Reports the file at `path` unless it is a sealed file of `kind` in the encrypted format, whole.
-        func checkHeader(_ path: String, kind: String, as finding: FsckFinding.Kind) {
+        /// Reports the file at `path` unless it is a sealed file of `kind` in the encrypted format, whole; with
+        /// `quarantines`, repair moves a bad one into quarantine/.
+        func checkHeader(_ path: String, kind: String, as finding: FsckFinding.Kind, quarantines: Bool = true) {
             guard let data = try? store.storage.read(path, limit: 1 << 30) else {
                 add(finding, path, "cannot be read")
                 return
@@ -240,7 +242,7 @@ public struct ServerFsck {
                 let (format, _) = try SealedFile.verifyFormat(data, kind: kind)
                 if format != SealedFile.encryptedFormat { throw .notEncrypted }
             } catch {
-                add(finding, path, error.description, repaired: moveAside(path))
+                add(finding, path, error.description, repaired: quarantines ? moveAside(path) : nil)
             }
         }
 

@@ -156,3 +156,124 @@ extension ServerStore {
             fix: "try again")
     }
 }
+
+/// What `notesync server encrypt` copied (``ServerStore/encryptedCopy(of:to:endpoint:encryption:logger:)``).
+public struct EncryptedCopyReport: Sendable {
+    public var marker: ServerMarker
+    /// Log entries written, void ones included.
+    public var entries = 0
+    /// Slots whose entry was damaged on the source: sealed void on the copy (their changes were never applied).
+    public var voided = 0
+    public var texts = 0
+    /// The snapshot the copy starts from, when the source's log was compacted.
+    public var snapshot: Int64?
+}
+
+extension ServerStore {
+    /// A new encrypted server at `root` holding what the plain server `source` holds: every log entry in its slot
+    /// (sealed again, chained anew), the snapshot a compacted log starts from with the history it keeps, every text
+    /// they reference, and the retention policy. Devices move to it with `notesync recover --server ROOT`. The
+    /// source is only read; a copy that stops half way leaves a server no device is bound to (remove it, run again).
+    public static func encryptedCopy(
+        of source: ServerStore, to root: String, endpoint: String?, encryption: NewVault, logger: Logger
+    ) throws -> EncryptedCopyReport {
+        guard !source.marker.isEncrypted else {
+            throw NoteSyncError(
+                .usage, path: source.layout.marker, "is the marker of a server that is encrypted already",
+                fix: "sync with it as it is")
+        }
+        if source.isReadOnly { try source.requireWritable() }
+        var sequences: [Int64] = []
+        for shard in try source.storage.list(source.layout.logDirectory) ?? [] {
+            for name in try source.storage.list(source.layout.logDirectory + "/" + shard) ?? [] {
+                if let seq = ServerLayout.sequence(ofFileName: name) { sequences.append(seq) }
+            }
+        }
+        sequences.sort()
+        let fsck = "run `notesync server fsck --repair \(source.layout.root)` first (it seals old gaps), then copy again"
+        for (index, seq) in sequences.enumerated() where index > 0 && seq != sequences[index - 1] + 1 {
+            throw NoteSyncError(
+                .logGap, path: source.layout.entryPath(sequences[index - 1] + 1),
+                "is an empty slot before entry \(seq): the log is not whole, so it is not copied", fix: fsck)
+        }
+        var base: Snapshot?
+        if let first = sequences.first, first > 1 {
+            guard let snapshot = source.anchoredSnapshot(first) else {
+                throw NoteSyncError(
+                    .corrupt, path: source.layout.snapshotPath(first),
+                    "the log starts at entry \(first) and no snapshot there reads", fix: fsck)
+            }
+            base = snapshot
+        }
+        var slots: [SlotContent] = []
+        for seq in sequences { slots.append(try source.readSlot(seq)) }
+        var texts: [ContentDigest: AssetRef] = [:]
+        for head in base?.heads ?? [] { if let text = head.head.text { texts[text.sha256] = text } }
+        for version in base?.history ?? [] { if let text = version.text { texts[text.sha256] = text } }
+        for case .entry(let entry) in slots { for change in entry.changes { if let text = change.text { texts[text.sha256] = text } } }
+
+        try create(root: root, endpoint: endpoint, logger: logger, encryption: encryption)
+        let copy = try ServerStore(root: root, endpoint: endpoint, device: "encrypt", logger: logger, vault: encryption.vault)
+        var report = EncryptedCopyReport(marker: copy.marker)
+        // The texts first: no entry names a text the copy does not hold.
+        let refs = texts.values.sorted { $0.sha256 < $1.sha256 }
+        for start in stride(from: 0, to: refs.count, by: 512) {
+            let batch = try refs[start..<min(start + 512, refs.count)].map { try source.readAsset($0) }
+            _ = try copy.putAssets(batch)
+            report.texts += batch.count
+        }
+        var chain: ContentDigest?
+        var earlier: [ContentDigest?]? = base == nil ? [] : nil
+        for (seq, slot) in zip(sequences, slots) {
+            var entry: LogEntry
+            switch slot {
+            case .entry(let original):
+                entry = original
+                entry.void = original.void.map { VoidSeal(reason: $0.reason, lost: nil) }
+            case .damaged(let damage):
+                entry = LogEntry(
+                    seq: seq, commit: "void-" + UUID().uuidString.lowercased(), device: "encrypt", time: Clock.nowNanoseconds(),
+                    changes: [], prev: nil,
+                    void: VoidSeal(reason: "damaged on the plain server this copy was made from: \(damage.reason)", lost: nil))
+                report.voided += 1
+            case .missing:
+                throw NoteSyncError(.logGap, path: source.layout.entryPath(seq), "vanished while it was copied", fix: fsck)
+            }
+            entry.prev = chain
+            entry.earlier = earlier
+            let data = try copy.seal(entry, kind: "entry", place: String(seq))
+            try copy.storage.makeDirectory(copy.layout.shardDirectory(of: seq))
+            guard try copy.publish(data, as: copy.layout.entryPath(seq), suffix: "entry") == .published else {
+                throw NoteSyncError(
+                    .conflict, path: copy.layout.entryPath(seq), "another device wrote to the new server while it was made",
+                    fix: "remove \(root) and copy again before any device uses it")
+            }
+            // As a device's state moves on (``ZoneState``): the chain before this entry goes in front of the earlier ones.
+            earlier = chain.map { [$0] + (earlier ?? []).prefix(LogEntry.earlierLinks - 1) } ?? []
+            chain = ContentDigest(of: data)
+            report.entries += 1
+            if let base, seq == base.seq {
+                // The snapshot the copy's log starts from, bound to the copy's entry at its slot.
+                var snapshot = base
+                snapshot.chain = chain
+                snapshot.earlier = nil
+                snapshot.linksFrom = nil
+                snapshot.links = nil
+                try copy.storage.makeDirectory(copy.layout.snapshotsDirectory)
+                _ = try copy.publish(
+                    try copy.seal(snapshot, kind: "snapshot", place: String(seq)), as: copy.layout.snapshotPath(seq),
+                    suffix: "snapshot")
+                report.snapshot = seq
+            }
+        }
+        for shard in Set(sequences.map { copy.layout.shardDirectory(of: $0) }) { try copy.storage.syncDirectory(shard) }
+        if source.hasRetention {
+            let (policy, number) = try source.retentionPolicy()
+            if number > 0 { try copy.setRetentionPolicy(policy) }
+        }
+        logger.notice(
+            "server.encrypted.copy",
+            metadata: ["server.root": "\(root)", "copy.entries": "\(report.entries)", "copy.texts": "\(report.texts)"])
+        return report
+    }
+}
