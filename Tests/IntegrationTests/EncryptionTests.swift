@@ -167,6 +167,31 @@ import Testing
         #expect(devices.read(devices.b, "kept.md") == "kept\n")
     }
 
+    /// Another encrypted server put in the place of this folder's own is another server, not a missing key: sync
+    /// says so (and that `recover` moves the folder to it on purpose), and reads and writes nothing there. With the
+    /// own server back, the next sync goes on.
+    @Test func anotherEncryptedServerAtThePathIsAnotherServer() throws {
+        let devices = try TwoDevices("other-encrypted", encrypted: true)
+        let other = try TwoDevices("other-encrypted-2", encrypted: true)
+        try devices.write(devices.a, "mine.md", "mine\n")
+        try devices.sync(devices.a)
+        let own = devices.scratch.path + "/own-server"
+        let untouched = try Self.serverFiles(other, s3: nil)
+        try FileManager.default.moveItem(atPath: devices.server, toPath: own)
+        try FileManager.default.moveItem(atPath: other.server, toPath: devices.server)
+        try devices.write(devices.a, "later.md", "later\n")
+        let swapped = try devices.run(["sync", "--notes", devices.a])
+        #expect(
+            swapped.status != 0 && swapped.stderr.contains("this is not its server") && swapped.stderr.contains("notesync recover")
+                && !swapped.stderr.contains("has no key"), "\(swapped.stderr)")
+        #expect(try Self.serverFiles(devices, s3: nil) == untouched, "nothing written to the other server")
+        try FileManager.default.moveItem(atPath: devices.server, toPath: other.server)
+        try FileManager.default.moveItem(atPath: own, toPath: devices.server)
+        try devices.sync(devices.a)
+        try devices.sync(devices.b)
+        #expect(devices.read(devices.b, "later.md") == "later\n")
+    }
+
     /// `server encrypt SRC DEST`: a plain server with history, compacted by gc, copied encrypted; devices move to
     /// the copy with `recover --server`, keep every note, and still see the history from before the copy. The copy
     /// holds no canary, and fsck finds it whole; a plain server copied before gc (its log from entry 1) too.

@@ -509,17 +509,18 @@ public final class SyncEngine {
         if let store, marker != nil, marker == markerSeen, !anyServer { return store }
         let opened = try ServerStore(
             root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
+        // Another server at the path is said first: a key for it would not make it this folder's server.
+        if anyServer {
+            // `notesync recover`: the server there becomes this folder's server.
+        } else if let bound = boundServerID {
+            try opened.requireID(bound)
+        }
         if opened.marker.isEncrypted && (opened.vault == nil || config.vaultServerID != opened.marker.id) {
             throw NoteSyncError(
                 .key, path: opened.layout.marker,
                 "is the marker of an encrypted server, and this notes folder has no key for it",
                 fix: "run `notesync init --notes \(folder.root) --server \(config.server)` with the server's passphrase "
                     + "(--passphrase-file FILE, NOTESYNC_PASSPHRASE, or typed at the prompt): it keeps the key and every note")
-        }
-        if anyServer {
-            // `notesync recover`: the server there becomes this folder's server.
-        } else if let bound = boundServerID {
-            try opened.requireID(bound)
         }
         store = opened
         markerSeen = opened.storage.info(opened.layout.marker)?.fingerprint
