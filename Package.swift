@@ -82,7 +82,8 @@ let package = Package(
                 "NoteSyncFuzz",
                 "CSyscalls",
                 .product(name: "PropertyBased", package: "swift-property-based"),
-                .product(name: "Logging", package: "swift-log")
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto")
             ],
             swiftSettings: swiftSettings
         ),

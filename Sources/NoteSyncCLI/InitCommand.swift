@@ -68,6 +68,19 @@ struct InitCommand: ParsableCommand {
                         + "(the inner one would sync into the outer one's server again at every sync)",
                     fix: "use a folder outside \(outer.root), or sync the notes there through \(outer.root)")
             }
+            // scrypt (half a second on purpose) on another core while the folder is walked, when the passphrase is
+            // given by file or environment (one typed at a prompt is asked for after the walk, as before): the key of
+            // a new encrypted server's passphrase, or the unlock of the server there.
+            var newVault: ServerStore.NewVault?
+            var unlockAhead: UnlockAhead?
+            if secret.isGiven {
+                if encrypt {
+                    newVault = ServerStore.NewVault(passphrase: try secret.newPassphrase())
+                } else {
+                    unlockAhead = ServerStore.unlockAhead(
+                        root: serverRoot, endpoint: endpoint, passphrase: try secret.passphrase(purpose: ""), logger: logger)
+                }
+            }
             // A large folder takes a while to walk: a progress line on a terminal.
             let line = ProgressLine.start(quiet: quiet)
             line?.progress.enter(.scanning)
@@ -95,7 +108,7 @@ struct InitCommand: ParsableCommand {
             } catch let error as NoteSyncError
                 where ServerAddress.isObjectStore(serverRoot) && error.kind == .notAServer && createServer
             {
-                created = encrypt ? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
+                created = encrypt ? try newVault ?? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
                 try ServerStore.create(root: serverRoot, endpoint: endpoint, logger: logger, encryption: created)
                 print("created a new server in \(DisplayName.escape(serverRoot))")
                 if let created { ServerInit.printRecovery(created.recovery) }
@@ -119,14 +132,14 @@ struct InitCommand: ParsableCommand {
                         fix: "if the server lives on a share, mount it there; if this is the first device of a new server, "
                             + "add --create-server")
                 }
-                created = encrypt ? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
+                created = encrypt ? try newVault ?? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
                 try ServerStore.create(root: serverRoot, logger: logger, encryption: created)
                 print("created a new server in \(DisplayName.escape(serverRoot))")
                 if let created { ServerInit.printRecovery(created.recovery) }
             }
             // The key before anything is written here: a wrong passphrase leaves the folder as it was.
             let opened = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
-            let vault = try created?.vault ?? secret.vault(opened)
+            let vault = try created?.vault ?? unlockAhead?.vault(for: opened) ?? secret.vault(opened)
             let name = Self.sanitize(deviceName ?? ProcessInfo.processInfo.hostName)
             try FileIO.makeDirectories(folder.root)
             try FileIO.makeDirectory(folder.stateDirectory)

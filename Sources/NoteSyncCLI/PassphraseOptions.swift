@@ -16,6 +16,11 @@ struct PassphraseOptions: ParsableArguments {
     /// The shortest passphrase a new server accepts.
     static let minimumLength = 8
 
+    /// Whether a passphrase was given by file or environment: it can be read without asking.
+    var isGiven: Bool {
+        passphraseFile != nil || ProcessInfo.processInfo.environment["NOTESYNC_PASSPHRASE"]?.isEmpty == false
+    }
+
     /// The passphrase, from the file, the environment or the terminal; `purpose` is shown at the prompt.
     func passphrase(purpose: String) throws -> String {
         if let passphraseFile {
@@ -76,9 +81,7 @@ struct PassphraseOptions: ParsableArguments {
     /// The vault of the encrypted server `store`, when a passphrase was given by file or environment (never asked:
     /// for commands that can do part of their work without it); nil when none was given.
     func optionalVault(_ store: ServerStore) throws -> Vault? {
-        guard passphraseFile != nil || ProcessInfo.processInfo.environment["NOTESYNC_PASSPHRASE"]?.isEmpty == false else {
-            return nil
-        }
+        guard isGiven else { return nil }
         return try store.unlock(passphrase: try passphrase(purpose: "passphrase"))
     }
 

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 
@@ -245,6 +246,36 @@ import Testing
         #expect(vault.assetName(digest) != vault.assetName(other))
         #expect(vault.assetName(digest) != Vault.generate().assetName(digest))
         #expect(vault.assetName(digest) != digest)
+    }
+
+    /// The lean HKDF and the kept name HMAC give swift-crypto's generic results, for salts of every size up to a
+    /// block, varied infos and keys, and names computed from several threads at once.
+    @Test func derivationsMatchTheGenericOnes() async throws {
+        for seed in 1...200 {
+            var generator = SplitMix(seed: UInt64(seed))
+            let ikm = Self.bytes(32, seed: UInt64(seed))
+            let salt = Self.bytes(Int(generator.next() % 65), seed: UInt64(seed) + 1000)
+            let info = Self.bytes(Int(generator.next() % 40), seed: UInt64(seed) + 2000)
+            let lean = Vault.deriveKey32(inputKeyMaterial: ikm, salt: salt, info: info)
+            let generic = HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: SymmetricKey(data: ikm), salt: salt, info: info, outputByteCount: 32)
+            #expect(lean == generic, "seed \(seed)")
+            let vault = try Vault(keyBytes: ikm)
+            let digest = ContentDigest(of: info)
+            let expected = ContentDigest(
+                HMAC<SHA256>.authenticationCode(for: digest.bytes, using: SymmetricKey(data: vault.nameKeyBytes)))
+            #expect(vault.assetName(digest) == expected, "seed \(seed)")
+        }
+        let digests = (0..<64).map { ContentDigest(of: Self.bytes(8, seed: UInt64($0))) }
+        let serial = digests.map(vault.assetName)
+        let vault = vault
+        let parallel = await withTaskGroup(of: (Int, ContentDigest).self) { group in
+            for (index, digest) in digests.enumerated() { group.addTask { (index, vault.assetName(digest)) } }
+            var names = [ContentDigest?](repeating: nil, count: digests.count)
+            for await (index, name) in group { names[index] = name }
+            return names
+        }
+        #expect(parallel == serial)
     }
 
     @Test func assetKnownAnswers() throws {

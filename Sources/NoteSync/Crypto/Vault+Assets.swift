@@ -13,7 +13,12 @@ extension Vault {
     /// Equal texts still get equal names, so they deduplicate; without the key a name says nothing about the text,
     /// and the server cannot confirm a guessed one.
     public func assetName(_ digest: ContentDigest) -> ContentDigest {
-        ContentDigest(HMAC<SHA256>.authenticationCode(for: digest.bytes, using: SymmetricKey(data: nameKeyBytes)))
+        var mac = nameMAC
+        let words = digest.words
+        withUnsafeBytes(of: (words.0.bigEndian, words.1.bigEndian, words.2.bigEndian, words.3.bigEndian)) {
+            mac.update(data: $0)
+        }
+        return ContentDigest(mac.finalize())
     }
 
     /// An asset's stored bytes: `salt(16)`, then `bytes` in chunks of 64 KiB (the last may be shorter; an empty input
@@ -88,9 +93,10 @@ extension Vault {
         return nonce
     }
 
+    static let assetInfo = Data("\(scheme) asset".utf8)
+
     /// The key of one asset: HKDF-SHA256(vault key, its salt, `notesync-e1 asset`).
     func assetKey(salt: Data) -> SymmetricKey {
-        HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: key, salt: salt, info: Data("\(Self.scheme) asset".utf8), outputByteCount: Self.keyByteCount)
+        Self.deriveKey32(inputKeyMaterial: keyBytes, salt: salt, info: Self.assetInfo)
     }
 }

@@ -22,6 +22,10 @@ public struct Vault: Sendable {
     public let keyBytes: Data
     /// The key of the assets' names (`notesync-e1 asset-name`): it has no salt, so it is derived once.
     let nameKeyBytes: Data
+    /// HMAC-SHA256 keyed with ``nameKeyBytes``, before any data: each name copies it, so the key's two padded blocks
+    /// are hashed once per vault, not once per name (a first sync names every text several times).
+    /// A value type whose hash states are copied on write, so sharing it between threads is safe.
+    nonisolated(unsafe) let nameMAC: HMAC<SHA256>
 
     /// A new vault key: 32 bytes from the system's secure generator (`server init --encrypt`).
     public static func generate() -> Vault {
@@ -38,9 +42,10 @@ public struct Vault: Sendable {
 
     init(key: SymmetricKey) {
         keyBytes = key.withUnsafeBytes { Data($0) }
-        nameKeyBytes = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: key, info: Data("\(Self.scheme) asset-name".utf8), outputByteCount: Self.keyByteCount
-        ).withUnsafeBytes { Data($0) }
+        let nameKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: key, info: Data("\(Self.scheme) asset-name".utf8), outputByteCount: Self.keyByteCount)
+        nameKeyBytes = nameKey.withUnsafeBytes { Data($0) }
+        nameMAC = HMAC<SHA256>(key: nameKey)
     }
 
     /// The vault key, for deriving the key of a file or an asset.
@@ -94,9 +99,7 @@ public struct Vault: Sendable {
 
     /// The key of one structured file: HKDF-SHA256(vault key, its salt, `notesync-e1 file <kind>`).
     func fileKey(salt: Data, kind: String) -> SymmetricKey {
-        HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: key, salt: salt, info: Data("\(Self.scheme) file \(kind)".utf8),
-            outputByteCount: Self.keyByteCount)
+        Self.deriveKey32(inputKeyMaterial: keyBytes, salt: salt, info: Data("\(Self.scheme) file \(kind)".utf8))
     }
 
     /// The nonce of a structured file, whose key seals nothing else.

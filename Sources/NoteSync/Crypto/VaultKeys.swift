@@ -35,9 +35,18 @@ public struct VaultKeys: Codable, Sendable, Equatable {
         vault: Vault, passphrase: String, recovery: RecoveryKey, serverID: String, generation: Int64, logN: Int
     ) throws -> VaultKeys {
         let kdf = KDFParameters.scrypt(logN: logN)
-        return VaultKeys(
-            generation: generation, kdf: kdf,
-            wrapped: wrap(vault, under: try kdf.deriveKey(passphrase), serverID: serverID),
+        return make(
+            vault: vault, kdf: kdf, passphraseKey: try kdf.deriveKey(passphrase), recovery: recovery, serverID: serverID,
+            generation: generation)
+    }
+
+    /// A new keys file for `vault` whose passphrase key `kdf` derived already (``ServerStore/NewVault``).
+    static func make(
+        vault: Vault, kdf: KDFParameters, passphraseKey: SymmetricKey, recovery: RecoveryKey, serverID: String,
+        generation: Int64
+    ) -> VaultKeys {
+        VaultKeys(
+            generation: generation, kdf: kdf, wrapped: wrap(vault, under: passphraseKey, serverID: serverID),
             recovery: wrap(vault, under: SymmetricKey(data: recovery.bytes), serverID: serverID))
     }
 

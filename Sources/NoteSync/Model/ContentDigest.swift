@@ -8,7 +8,7 @@ import Foundation
 /// string would be a heap allocation each.
 public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStringConvertible {
     /// The 32 bytes as four big-endian words: comparing the tuple in order compares the bytes (and the hex).
-    private let words: (UInt64, UInt64, UInt64, UInt64)
+    let words: (UInt64, UInt64, UInt64, UInt64)
 
     /// Validates a digest read from outside (a server entry, a file name, the local state).
     public init?(hex: String) {

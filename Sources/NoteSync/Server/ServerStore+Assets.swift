@@ -5,14 +5,15 @@ extension ServerStore {
     @discardableResult
     public func putAsset(_ data: Data) throws -> AssetRef {
         let ref = AssetRef(of: data)
-        let path = self.assetPath(ref.sha256)
+        let name = storedName(ref.sha256)
+        let path = layout.assetPath(name)
         if let info = storage.info(path), isStored(info, ref) {
-            if hasRetention { touch([ref.sha256]) }
+            if hasRetention { storage.touch(path) }
             return ref
         }
-        try storage.makeDirectory(self.assetShard(ref.sha256))
-        if try publish(encodeAsset(data, digest: ref.sha256, vault: try requireVault()), as: path, suffix: "asset") == .published {
-            try storage.syncDirectory(self.assetShard(ref.sha256))
+        try storage.makeDirectory(layout.assetShard(name))
+        if try publish(encodeAsset(data, name: name, vault: try requireVault()), as: path, suffix: "asset") == .published {
+            try storage.syncDirectory(layout.assetShard(name))
         }
         return ref
     }
@@ -32,37 +33,49 @@ extension ServerStore {
     /// unflushed. A first sync stages its next batch while the current one is published and committed.
     public func stageAssets(_ items: [Data]) throws -> StagedAssets {
         try requireWritable()
-        let refs = try Parallel.map(items.count) { index in Result { AssetRef(of: items[index]) } }.map { try $0!.get() }
+        let vault = try requireVault()
+        // Each text's digest and the name its asset is stored under (keyed on an encrypted server), once each.
+        let named = try Parallel.map(items.count) { index in
+            Result { () -> (AssetRef, ContentDigest) in
+                let ref = AssetRef(of: items[index])
+                return (ref, vault?.assetName(ref.sha256) ?? ref.sha256)
+            }
+        }.map { try $0!.get() }
+        let refs = named.map(\.0)
+        let names = named.map(\.1)
         var unique: [Int] = []
         var seen = Set<ContentDigest>()
         for (index, ref) in refs.enumerated() where seen.insert(ref.sha256).inserted { unique.append(index) }
         let device = device
-        let vault = try requireVault()
         let storage = storage
+        let layout = layout
         // On an object store a text goes straight to its conditional PUT, which answers 412 when the asset is there
         // (and is then touched, ``publish(_:)``): a HEAD first would be one more request per text. Only a text
         // too big to send for nothing is looked for first.
         let looked = unique.filter { !storage.isObjectStore || items[$0].count > Self.sentUnseenBelow }
-        let found = storage.infos(looked.map { self.assetPath(refs[$0].sha256) })
+        let found = storage.infos(looked.map { layout.assetPath(names[$0]) })
         var present = Set<Int>()
         for (index, info) in zip(looked, found) {
             if let info, isStored(info, refs[index]) { present.insert(index) }
         }
         let missing = unique.filter { !present.contains($0) }
-        if hasRetention { touch(unique.filter { present.contains($0) }.map { refs[$0].sha256 }) }
+        // Assets reused are touched (format 3): gc never sweeps an asset touched after its mark (docs/retention.md).
+        // Best effort: a failure only leaves the protection to the grace period.
+        if hasRetention { for index in unique where present.contains(index) { storage.touch(layout.assetPath(names[index])) } }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
         let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
         let written = Parallel.map(missing.count) { slot in
             Result { () throws -> StagedFile in
                 let index = missing[slot]
-                let data = self.encodeAsset(items[index], digest: refs[index].sha256, vault: vault)
+                let data = self.encodeAsset(items[index], name: names[index], vault: vault)
                 let staged = try storage.stage(data, device: device, suffix: "asset", sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
                 return staged
             }
         }
         let staged = StagedAssets(
-            storage: storage, refs: refs, missing: missing, files: written.map { try? $0?.get() }, batched: batched)
+            storage: storage, refs: refs, names: names, missing: missing, files: written.map { try? $0?.get() },
+            batched: batched)
         if let failure = written.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
             _ = try failure.get()
         }
@@ -72,6 +85,7 @@ extension ServerStore {
     /// The second half of ``putAssets(_:)``: flushes the staged temps, publishes each, flushes the shard folders.
     public func publish(_ staged: StagedAssets) throws -> [AssetRef] {
         let refs = staged.refs
+        let names = staged.names
         let missing = staged.missing
         let layout = layout
         let storage = storage
@@ -79,19 +93,19 @@ extension ServerStore {
         if staged.batched { try storage.syncStaged() }
         // Each shard folder once, not once per asset (256 at most).
         var made = Set<String>()
-        for index in missing where made.insert(self.assetShard(refs[index].sha256)).inserted {
-            try storage.makeDirectory(self.assetShard(refs[index].sha256))
+        for index in missing where made.insert(layout.assetShard(names[index])).inserted {
+            try storage.makeDirectory(layout.assetShard(names[index]))
         }
         let files = staged.files
         let retained = hasRetention
         let outcomes = storage.map(missing.count) { slot in
             Result { () throws -> String? in
-                let digest = refs[missing[slot]].sha256
-                let outcome = try storage.publish(files[slot]!, as: self.assetPath(digest))
+                let name = names[missing[slot]]
+                let outcome = try storage.publish(files[slot]!, as: layout.assetPath(name))
                 // There already (a writer in between, or a text not looked for first): reused, so touched.
-                if outcome == .exists && retained { storage.touch(self.assetPath(digest)) }
+                if outcome == .exists && retained { storage.touch(layout.assetPath(name)) }
                 try FaultPoint.hit("assets.published")
-                return outcome == .published ? self.assetShard(digest) : nil
+                return outcome == .published ? layout.assetShard(name) : nil
             }
         }
         var shards = Set<String>()
@@ -132,26 +146,21 @@ extension ServerStore {
     /// Reads an asset and verifies its digest and size: damaged or substituted content is never returned. A
     /// compressed asset (format 3) is inflated, never past the size the entry states.
     public func readAsset(_ ref: AssetRef) throws -> Data {
-        let path = self.assetPath(ref.sha256)
+        let name = storedName(ref.sha256)
+        let path = layout.assetPath(name)
         guard let stored = try storage.read(path, limit: Int(clamping: maxStoredAssetSize(max(ref.size, 0))) + 1) else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset is missing from the server; the note is left as it is here",
                 fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
                     + "`notesync server fsck` lists every missing asset")
         }
-        guard let data = decodeAsset(stored, ref) else {
+        guard let data = decodeAsset(stored, ref, name: name) else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset content does not match its digest; the note is left as it is here",
                 fix: "run `notesync server fsck --repair` to quarantine it, then edit and save the note on a "
                     + "device that has it, so that its text is uploaded again")
         }
         return data
-    }
-
-    /// Touches assets a writer reuses (format 3): gc never sweeps an asset touched after its mark
-    /// (docs/retention.md). Best effort: a failure only leaves the protection to the grace period.
-    func touch(_ digests: [ContentDigest]) {
-        for digest in digests { storage.touch(self.assetPath(digest)) }
     }
 
     /// The assets of `refs` that are not on the server (format 3: checked by a writer after its commit, in case gc
@@ -174,15 +183,21 @@ public final class StagedAssets: @unchecked Sendable {
     let storage: any ServerStorage
     /// Every text's asset, in the order given.
     public let refs: [AssetRef]
+    /// The name each text's asset is stored under (``ServerStore/storedName(_:)``), in the same order.
+    let names: [ContentDigest]
     /// The indices of the texts the server lacked, once each.
     let missing: [Int]
     /// The staged file of each missing text, nil once published.
     var files: [StagedFile?]
     let batched: Bool
 
-    init(storage: any ServerStorage, refs: [AssetRef], missing: [Int], files: [StagedFile?], batched: Bool) {
+    init(
+        storage: any ServerStorage, refs: [AssetRef], names: [ContentDigest], missing: [Int], files: [StagedFile?],
+        batched: Bool
+    ) {
         self.storage = storage
         self.refs = refs
+        self.names = names
         self.missing = missing
         self.files = files
         self.batched = batched

@@ -52,19 +52,20 @@ extension ServerStore {
 
     /// The bytes stored for a text: compressed where that pays (format 3), and on an encrypted server sealed
     /// (``Vault/sealAsset(_:name:)``) behind a header whose digest checks the ciphertext without the key.
-    func encodeAsset(_ text: Data, digest: ContentDigest, vault: Vault?) -> Data {
+    /// `name` is the asset's stored name (``storedName(_:)``).
+    func encodeAsset(_ text: Data, name: ContentDigest, vault: Vault?) -> Data {
         let stored = hasRetention ? AssetCodec.encode(text) : text
         guard let vault else { return stored }
-        return SealedFile.wrap(
-            vault.sealAsset(stored, name: vault.assetName(digest)), kind: "asset", format: SealedFile.encryptedFormat)
+        return SealedFile.wrap(vault.sealAsset(stored, name: name), kind: "asset", format: SealedFile.encryptedFormat)
     }
 
-    /// The text in an asset file, checked against its digest and size; nil when it is not that text.
-    func decodeAsset(_ file: Data, _ ref: AssetRef) -> Data? {
+    /// The text in an asset file, checked against its digest and size; nil when it is not that text. `name` is its
+    /// stored name (``storedName(_:)``).
+    func decodeAsset(_ file: Data, _ ref: AssetRef, name: ContentDigest) -> Data? {
         guard marker.isEncrypted else { return AssetCodec.decode(file, digest: ref.sha256, size: ref.size) }
         guard let vault, let sealed = try? SealedFile.verifyFormat(file, kind: "asset"),
             sealed.format == SealedFile.encryptedFormat,
-            let stored = try? vault.openAsset(sealed.body, name: vault.assetName(ref.sha256))
+            let stored = try? vault.openAsset(sealed.body, name: name)
         else { return nil }
         return AssetCodec.decode(stored, digest: ref.sha256, size: ref.size)
     }
@@ -135,6 +136,19 @@ extension ServerStore {
         }
     }
 
+    /// ``unlock(passphrase:)`` of the encrypted server at `root`, begun now on a thread of its own: `init` walks the
+    /// notes folder meanwhile (scrypt takes half a second on purpose). Whatever goes wrong here (no server, a plain
+    /// one, a wrong passphrase) is left to the unlock `init` does in its turn.
+    public static func unlockAhead(
+        root: String, endpoint: String?, passphrase: String, logger: Logger
+    ) -> UnlockAhead {
+        UnlockAhead(
+            Pending.inBackground(named: "notesync-scrypt") {
+                let store = try ServerStore(root: root, endpoint: endpoint, device: "init", logger: logger)
+                return (store.marker.id, try store.unlock(passphrase: passphrase))
+            })
+    }
+
     /// Wraps the vault under a new passphrase (`notesync server passphrase`): the next generation of `keys/`, the
     /// recovery wrap kept; older generations are removed once the new one is published. Nothing is re-encrypted.
     public func changePassphrase(vault: Vault, to passphrase: String) throws -> Int64 {
@@ -154,6 +168,20 @@ extension ServerStore {
         throw NoteSyncError(
             .io, path: layout.keysDirectory, "another device kept changing the passphrase at the same time",
             fix: "try again")
+    }
+}
+
+/// An unlock begun ahead (``ServerStore/unlockAhead(root:endpoint:passphrase:logger:)``).
+public final class UnlockAhead: Sendable {
+    private let pending: Pending<(String, Vault)>
+
+    init(_ pending: Pending<(String, Vault)>) { self.pending = pending }
+
+    /// The vault of `store`, when the unlock ahead opened this very server; nil otherwise (the caller unlocks it
+    /// itself, and reports what is wrong).
+    public func vault(for store: ServerStore) -> Vault? {
+        guard let (id, vault) = try? pending.wait(), id == store.marker.id else { return nil }
+        return vault
     }
 }
 

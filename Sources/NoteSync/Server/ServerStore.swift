@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import Synchronization
@@ -171,15 +172,24 @@ public final class ServerStore: Sendable {
     }
 
     /// What makes a new server encrypted: its vault key, the passphrase and the recovery key that wrap it.
+    ///
+    /// The passphrase's scrypt key (half a second and 128 MiB, on purpose) is derived on a thread of its own from the
+    /// moment this is made, so that `init` can walk the notes folder meanwhile; the server's creation waits for it.
     public struct NewVault: Sendable {
-        public var vault: Vault
-        public var passphrase: String
-        public var recovery: RecoveryKey
+        public let vault: Vault
+        public let passphrase: String
+        public let recovery: RecoveryKey
+        let passphraseKey: Pending<(KDFParameters, Data)>
 
         public init(vault: Vault = .generate(), passphrase: String, recovery: RecoveryKey = .generate()) {
             self.vault = vault
             self.passphrase = passphrase
             self.recovery = recovery
+            let logN = KDFParameters.configuredLogN
+            passphraseKey = Pending.inBackground(named: "notesync-scrypt") {
+                let kdf = KDFParameters.scrypt(logN: logN)
+                return (kdf, try kdf.deriveKey(passphrase).withUnsafeBytes { Data($0) })
+            }
         }
     }
 
@@ -194,9 +204,10 @@ public final class ServerStore: Sendable {
 
     /// The sealed key file of a new encrypted server (generation 1).
     static func firstKeys(_ encryption: NewVault, serverID: String) throws -> Data {
-        let keys = try VaultKeys.make(
-            vault: encryption.vault, passphrase: encryption.passphrase, recovery: encryption.recovery, serverID: serverID,
-            generation: 1)
+        let (kdf, passphraseKey) = try encryption.passphraseKey.wait()
+        let keys = VaultKeys.make(
+            vault: encryption.vault, kdf: kdf, passphraseKey: SymmetricKey(data: passphraseKey), recovery: encryption.recovery,
+            serverID: serverID, generation: 1)
         return try SealedFile.seal(keys, kind: "keys")
     }
 
