@@ -84,4 +84,41 @@ import Testing
         #expect(reloaded.token == 3 && reloaded.chain == zone.chain && reloaded.earlier == zone.earlier)
         #expect(reloaded.heads[note]?.unverifiedSince == 3)
     }
+    /// Loaded after the heads, a base whose note has a head holds the head's name string, not a copy; a base without a
+    /// head keeps its own. The records are the same as loaded alone.
+    @Test func basesShareTheirNamesWithTheHeads() throws {
+        let state = try LocalState()
+        var zone = ZoneState()
+        // Longer than 15 bytes: a name Swift keeps on the heap, where sharing saves memory.
+        let synced = try (0..<20).map { try name("folder-with-a-long-name/note number \($0).md") }
+        let local = try name("folder-with-a-long-name/only here, never pushed.md")
+        let text = AssetRef(of: Data("text".utf8))
+        zone.apply(
+            LogEntry(
+                seq: 1, commit: "1", device: "a", time: 0,
+                changes: synced.map { .save($0, base: 0, text: text, modified: 1) }))
+        let changed = zone.takeUnsaved()
+        try state.update { batch in
+            try batch.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changed)
+            for note in synced + [local] {
+                try batch.setBase(BaseRecord(name: note, tag: 1, digest: text.sha256, size: text.size, modified: 1, fingerprint: nil))
+            }
+        }
+        let heads = try state.zoneState().heads
+        let shared = try state.bases(sharingNamesWith: heads)
+        #expect(shared == (try state.bases()))
+        func storage(_ name: RecordName) -> UnsafeRawPointer? {
+            var string = name.string
+            return string.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+        }
+        for note in synced {
+            let headKey = try #require(heads.index(forKey: note).map { heads[$0].key })
+            let baseKey = try #require(shared.index(forKey: note).map { shared[$0].key })
+            #expect(storage(baseKey) == storage(headKey), "\(note) is held once")
+        }
+        let alone = try state.bases()
+        let aloneKey = try #require(alone.index(forKey: synced[0]).map { alone[$0].key })
+        #expect(storage(aloneKey) != storage(heads[heads.index(forKey: synced[0])!].key), "loaded alone, a copy")
+        #expect(shared[local] != nil)
+    }
 }

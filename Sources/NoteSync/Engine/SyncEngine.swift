@@ -199,7 +199,8 @@ public final class SyncEngine {
             return (kept.bases, kept.zone, scan)
         }
         guard paths == nil else {
-            let (bases, zone) = (try state.bases(), try state.zoneState())
+            let zone = try state.zoneState()
+            let bases = try state.bases(sharingNamesWith: zone.heads)
             phases.lap("load")
             let scan = try scanner.scan(bases: bases, only: paths)
             phases.lap("scan")
@@ -494,7 +495,10 @@ public final class SyncEngine {
 
     /// The bases and the zone state, loaded from the state database on a thread of their own.
     private static func loadInBackground(_ state: LocalState) -> Pending<([RecordName: BaseRecord], ZoneState)> {
-        Pending.inBackground(named: "notesync-load") { (try state.bases(), try state.zoneState()) }
+        Pending.inBackground(named: "notesync-load") {
+            let zone = try state.zoneState()
+            return (try state.bases(sharingNamesWith: zone.heads), zone)
+        }
     }
 
     /// The server, opened once and kept while it stays reachable.
