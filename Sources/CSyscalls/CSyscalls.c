@@ -35,6 +35,8 @@ int ns_syncfs(int fd) {
 
 int ns_malloc_top_pad(int bytes) { return mallopt(M_TOP_PAD, bytes); }
 
+int ns_malloc_trim(void) { return malloc_trim(0); }
+
 #ifndef NOTESYNC_COMMIT
 #define NOTESYNC_COMMIT ""
 #endif

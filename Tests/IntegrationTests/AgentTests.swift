@@ -107,16 +107,17 @@ import Testing
             try t.write(t.a, "draft.md", "start\nsave \(index)\n")
             Thread.sleep(forTimeInterval: 0.1)
         }
-        // On a loaded machine the thirty saves take longer than 3 s: the bound is one commit per second they took,
-        // plus the first (at once) and the last (after the loop); unpaced, it would be about thirty.
+        #expect(eventually { t.read(t.b, "draft.md") == "start\nsave 29\n" }, "the last save did not arrive")
+        // On a loaded machine the saves take longer than 3 s, and the agent may fall behind them: the bound is one
+        // commit per second from the first save until the last arrived, plus the first (at once) and the last (after
+        // the loop); unpaced, it would be about thirty.
         let took = (ContinuousClock.now - started).components
         let seconds = Double(took.seconds) + Double(took.attoseconds) / 1e18
-        #expect(eventually { t.read(t.b, "draft.md") == "start\nsave 29\n" }, "the last save did not arrive")
         let versions = try agents.serverChanges("draft.md").count - before
         let most = Int(seconds.rounded(.up)) + 2
         #expect(
-            versions >= 2 && versions <= most,
-            "\(versions) versions for 30 saves in \(seconds) s at a pace of 1 s (at most \(most))")
+            versions >= 2 && versions <= most && versions < 20,
+            "\(versions) versions for 30 saves, the last arrived after \(seconds) s, at a pace of 1 s (at most \(most))")
     }
 
     /// The agents run gc by themselves: the first to start takes the lease and compacts, the other leaves it.

@@ -57,4 +57,51 @@ import Testing
             #expect(scan.files[try name("sub/alone-\u{E9}.md")]?.path == "sub/alone-e\u{301}.md")
         }
     }
+    /// A partial scan that finds the notes under a folder through the state database's index takes the same scope
+    /// as one that goes over every base: a folder gone, one renamed to a file, neighbours whose names start alike
+    /// (`a/b-x`, `a/b0`, `a/bc/…`, `a/b` itself), and names past ASCII. A name only the database has (no base here)
+    /// stays out; nil from the index falls back to the pass.
+    @Test func namesUnderAFolderFromTheIndexMatchThePass() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        try FileManager.default.createDirectory(atPath: root + "/a", withIntermediateDirectories: true)
+        try writeFile(root + "/a/kept.md", Data("kept\n".utf8))
+        // "a/b" is a file now: the notes that were under the folder a/b are gone.
+        try writeFile(root + "/a/b", Data("now a file\n".utf8))
+        let names = [
+            "a/b/one.md", "a/b/deep/two.md", "a/b-x.md", "a/b0.md", "a/bc/three.md", "a/b", "a/kept.md", "a/b/é.md",
+            "a/bé/four.md", "gone/five.md", "gone/sub/six.md", "gonezo.md", "z.md"
+        ]
+        let state = try LocalState()
+        var bases: [RecordName: BaseRecord] = [:]
+        try state.update { batch in
+            for string in names {
+                let name = try RecordName(validating: string)
+                let base = BaseRecord(name: name, tag: 1, digest: .empty, size: 0, modified: 1, fingerprint: nil)
+                bases[name] = base
+                try batch.setBase(base)
+            }
+            // Stored, but not a base of this scan (the database may hold a name the memo dropped): never in scope.
+            try batch.setBase(
+                BaseRecord(
+                    name: try RecordName(validating: "gone/only-stored.md"), tag: 1, digest: .empty, size: 0, modified: 1,
+                    fingerprint: nil))
+        }
+        let scanner = Scanner(root: root, rules: .builtIn)
+        let index: (String) -> [RecordName]? = { try? state.baseNames(under: $0) }
+        for paths in [["a/b"], ["gone"], ["a/b", "gone", "a"], ["a/bé"], (0..<10).map { "gone/\($0)" } + ["a/b", "gone"]] {
+            let pass = try scanner.scan(bases: bases, only: paths)
+            let indexed = try scanner.scan(bases: bases, only: paths, namesUnder: index)
+            let fallback = try scanner.scan(bases: bases, only: paths, namesUnder: { _ in nil })
+            #expect(indexed.scope == pass.scope, "\(paths)")
+            #expect(fallback.scope == pass.scope, "\(paths)")
+            #expect(Set(indexed.files.keys) == Set(pass.files.keys), "\(paths)")
+        }
+        let gone = try scanner.scan(bases: bases, only: ["gone"], namesUnder: index)
+        #expect(gone.scope?.map(\.string).sorted() == ["gone", "gone/five.md", "gone/sub/six.md"])
+        let file = try scanner.scan(bases: bases, only: ["a/b"], namesUnder: index)
+        #expect(
+            file.scope?.map(\.string).sorted() == ["a/b", "a/b/deep/two.md", "a/b/one.md", "a/b/é.md"],
+            "the file a/b, and the notes of the folder it replaced")
+    }
 }

@@ -19,6 +19,9 @@ int ns_syncfs(int fd);
 /// mallopt(M_TOP_PAD, bytes): how much extra the heap grows by each time it must grow. Returns 1 on success.
 int ns_malloc_top_pad(int bytes);
 
+/// malloc_trim(0): hands the free pages of every malloc arena back to the system. Returns 1 if any was released.
+int ns_malloc_trim(void);
+
 /// The git commit this build was made from (NOTESYNC_COMMIT at build time: see Package.swift), or "".
 const char *ns_build_commit(void);
 

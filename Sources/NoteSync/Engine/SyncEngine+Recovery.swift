@@ -168,7 +168,7 @@ extension SyncEngine {
         let restored = try applier.recoverUncheckedDeletes(bases: bases)
         guard !restored.isEmpty else { return }
         for name in restored { logger.warning("sync.delete.restored", metadata: ["note.path": "\(name)"]) }
-        scan.merge(try scanner.scan(bases: bases, only: restored.map(\.string)))
+        scan.merge(try scanner.scan(bases: bases, only: restored.map(\.string), namesUnder: namesUnder))
     }
 
     /// Deals with the temp files an interrupted apply left in the staging folder (or, where a note's folder is on
@@ -231,7 +231,7 @@ extension SyncEngine {
             logger.warning("sync.leftover.kept", metadata: ["note.path": "\(copy)"])
             copies.append(copy.string)
         }
-        if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies)) }
+        if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies, namesUnder: namesUnder)) }
     }
 }
 
@@ -345,7 +345,7 @@ extension SyncEngine {
             copies.append(copy.string)
         }
         scan.unicodeTwins = []
-        if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies)) }
+        if !copies.isEmpty { scan.merge(try scanner.scan(bases: bases, only: copies, namesUnder: namesUnder)) }
     }
 
     /// A copy this device kept of a note (a leftover temp, a Unicode twin): recorded for `notesync conflicts` and

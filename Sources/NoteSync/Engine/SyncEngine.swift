@@ -194,7 +194,7 @@ public final class SyncEngine {
         if let kept = memo {
             // A dry run changes nothing, so the memo stays as it is (its copies are made only if it fetches).
             if !options.dryRun { memo = nil }
-            let scan = try scanner.scan(bases: kept.bases, only: paths)
+            let scan = try scanner.scan(bases: kept.bases, only: paths, namesUnder: namesUnder)
             phases.lap("scan")
             return (kept.bases, kept.zone, scan)
         }
@@ -202,7 +202,7 @@ public final class SyncEngine {
             let zone = try state.zoneState()
             let bases = try state.bases(sharingNamesWith: zone.heads)
             phases.lap("load")
-            let scan = try scanner.scan(bases: bases, only: paths)
+            let scan = try scanner.scan(bases: bases, only: paths, namesUnder: namesUnder)
             phases.lap("scan")
             return (bases, zone, scan)
         }
@@ -303,12 +303,12 @@ public final class SyncEngine {
             }
             if !options.dryRun && round == 1 && !lostCommits.isEmpty {
                 let requeued = try requeueLostCommits(lostCommits, zone: zone, bases: &bases, scan: &scan, store: store)
-                if !requeued.isEmpty { scan.merge(try scanner.scan(bases: bases, only: requeued.map(\.string))) }
+                if !requeued.isEmpty { scan.merge(try scanner.scan(bases: bases, only: requeued.map(\.string), namesUnder: namesUnder)) }
             }
             phases.lap("fetch")
             if let scope = scan.scope {
                 let changed = zone.unplanned.subtracting(scope)
-                if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string))) }
+                if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string), namesUnder: namesUnder)) }
             }
             zone.unplanned = []
             var plan = Self.plan(
@@ -342,7 +342,7 @@ public final class SyncEngine {
             if finished { return }
             // The next round's partial scan includes the notes this one made (conflict copies): their push was lost
             // with the race, and no later event names them (the agent ignores its own writes).
-            scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) })
+            scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) }, namesUnder: namesUnder)
         }
     }
 
@@ -492,6 +492,11 @@ public final class SyncEngine {
         }
         memo = (bases, zone)
     }
+
+    /// The bases' names under a folder prefix for a partial scan, from the state database's index: the bases in memory
+    /// are those stored (each change is written before the memo keeps it; a dry run's in-memory additions are notes
+    /// that exist, which the scan finds by walking). Nil when the database cannot answer: the scan goes over the bases.
+    var namesUnder: (String) -> [RecordName]? { { [state] prefix in try? state.baseNames(under: prefix) } }
 
     /// The bases and the zone state, loaded from the state database on a thread of their own.
     private static func loadInBackground(_ state: LocalState) -> Pending<([RecordName: BaseRecord], ZoneState)> {

@@ -216,6 +216,19 @@ public final class LocalState: Sendable {
         }
     }
 
+    /// The names of the bases under a folder: `folderPrefix` ends with "/" (`a/b/`). A range of the base table's
+    /// primary key (BINARY collation: byte order, in which the names that start with `a/b/` are exactly those from
+    /// `a/b/` up to `a/b0`, "0" being the byte after "/"): the agent's partial scan asks this for each path instead
+    /// of going over every base.
+    public func baseNames(under folderPrefix: String) throws -> [RecordName] {
+        precondition(folderPrefix.hasSuffix("/"), "a folder prefix ends with /")
+        let upper = String(folderPrefix.dropLast()) + "0"
+        return try read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM base WHERE name >= ? AND name < ?", arguments: [folderPrefix, upper])
+                .compactMap(RecordName.init(trusted:))
+        }
+    }
+
     /// The server state as last fetched (token and heads), so a sync reads only the entries after it.
     public func zoneState() throws -> ZoneState {
         try read { db in

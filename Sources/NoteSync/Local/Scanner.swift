@@ -90,7 +90,13 @@ public struct Scanner: Sendable {
     /// Scans the whole notes folder, or with `only`, just those paths (relative; files or folders): the agent's
     /// incremental scan of what inotify reported. A partial scan speaks for every name under the paths given,
     /// including notes that are gone.
-    public func scan(bases: [RecordName: BaseRecord], only paths: [String]? = nil) throws -> ScanResult {
+    ///
+    /// `namesUnder` finds the bases' names under a folder prefix (`a/b/`) without going over every base: the state
+    /// database's index (``LocalState/baseNames(under:)``). Only names `bases` holds are taken from it; nil from it
+    /// (or no `namesUnder`) falls back to a pass over the bases, or a binary search of them sorted for many paths.
+    public func scan(
+        bases: [RecordName: BaseRecord], only paths: [String]? = nil, namesUnder: ((String) -> [RecordName]?)? = nil
+    ) throws -> ScanResult {
         guard let paths else { return try complete(walkAll(), bases: bases) }
         try requireRoot()
         var result = ScanResult()
@@ -98,13 +104,17 @@ public struct Scanner: Sendable {
         do {
             var scope = Set<RecordName>()
             let unique = Set(paths).sorted()
-            // The notes under each path (a folder may be gone): a pass over the bases for a few paths (the agent's
-            // usual batch), a binary search of the sorted names for many.
-            let sortedBases = unique.count > 8 ? bases.keys.sorted() : nil
+            // The notes under each path (a folder may be gone): from the database's index when given; else a pass
+            // over the bases for a few paths (the agent's usual batch), a binary search of the sorted names for many.
+            var sortedBases: [RecordName]?
             for path in unique where !path.isEmpty {
                 if let name = try? RecordName(validating: RecordName.nfc(path)) { scope.insert(name) }
                 let prefix = RecordName.nfc(path) + "/"
-                if let sortedBases {
+                if let found = namesUnder?(prefix) {
+                    for name in found where bases[name] != nil { scope.insert(name) }
+                } else if unique.count > 8 {
+                    if sortedBases == nil { sortedBases = bases.keys.sorted() }
+                    let sortedBases = sortedBases!
                     var low = Self.lowerBound(sortedBases, prefix)
                     while low < sortedBases.count, sortedBases[low].string.utf8.starts(with: prefix.utf8) {
                         scope.insert(sortedBases[low])
