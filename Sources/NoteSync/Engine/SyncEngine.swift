@@ -663,9 +663,13 @@ public final class SyncEngine {
     /// them they are never fetched again.
     /// Stores the fetched heads and token, and the bases recovered from own unrecorded commits.
     private func saveZone(_ zone: inout ZoneState, recovered: [RecordName: BaseRecord?], scan: ScanResult) throws {
-        let changed = zone.takeUnsaved()
+        // The heads straight from the zone: a first sync's are every head, too many to copy into a dictionary first.
+        let names = zone.unsaved
+        let saved = zone
         try state.update { batch in
-            try batch.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changed)
+            try batch.setZone(token: saved.token, chain: saved.chain, earlier: saved.earlier, names: names) {
+                saved.heads[$0]
+            }
             for (name, base) in recovered {
                 if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
                 if base?.digest == scan.files[name]?.digest && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true) {
@@ -673,6 +677,7 @@ public final class SyncEngine {
                 }
             }
         }
+        zone.markSaved()
     }
 
     private func offline(_ report: SyncReport, _ error: NoteSyncError, _ options: SyncOptions) throws -> SyncReport {
