@@ -20,10 +20,9 @@ public struct Vault: Sendable {
     /// The 32 bytes every other key is derived from, for the device's local state (never for the server: it holds only
     /// wraps of them). Held as `Data`, which is `Sendable` (swift-crypto's `SymmetricKey` is not, on Linux).
     public let keyBytes: Data
-    /// The key of the assets' names (`notesync-e1 asset-name`): it has no salt, so it is derived once.
-    let nameKeyBytes: Data
-    /// HMAC-SHA256 keyed with ``nameKeyBytes``, before any data: each name copies it, so the key's two padded blocks
-    /// are hashed once per vault, not once per name (a first sync names every text several times).
+    /// HMAC-SHA256 keyed with the key of the assets' names (HKDF of the vault key, `notesync-e1 asset-name`, no salt),
+    /// before any data: each name copies it, so the key is derived and its two padded blocks hashed once per vault,
+    /// not once per name (a first sync names every text several times).
     /// A value type whose hash states are copied on write, so sharing it between threads is safe.
     nonisolated(unsafe) let nameMAC: HMAC<SHA256>
 
@@ -42,14 +41,10 @@ public struct Vault: Sendable {
 
     init(key: SymmetricKey) {
         keyBytes = key.withUnsafeBytes { Data($0) }
-        let nameKey = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: key, info: Data("\(Self.scheme) asset-name".utf8), outputByteCount: Self.keyByteCount)
-        nameKeyBytes = nameKey.withUnsafeBytes { Data($0) }
-        nameMAC = HMAC<SHA256>(key: nameKey)
+        nameMAC = HMAC<SHA256>(
+            key: HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: key, info: Data("\(Self.scheme) asset-name".utf8), outputByteCount: Self.keyByteCount))
     }
-
-    /// The vault key, for deriving the key of a file or an asset.
-    var key: SymmetricKey { SymmetricKey(data: keyBytes) }
 
     /// The sealed body of a structured file (a log entry, a snapshot, a device file, a gc mark…).
     ///

@@ -190,6 +190,7 @@ public final class LocalState: Sendable {
 
     // MARK: bases, heads, outbox
 
+    /// Every base (the last synced state of each note), for a sync.
     ///
     /// With `heads` (the zone's, loaded first), a base whose name is a head's too keeps the head's string instead of a
     /// copy of its own: a synced note's name is held once, not twice (about 10 MB at 100,000 notes).

@@ -171,14 +171,14 @@ public struct ZoneState: Sendable, Hashable {
         hasher.combine(heads)
     }
 
-    /// The heads changed since the last call, to be stored with ``token``; forgets them. `nil` for a head that is
-    /// gone (a jump to a snapshot that forgot it).
     /// Marks every head saved: the caller stored the heads of ``unsaved`` itself (``SyncEngine`` stores them straight
     /// from ``heads``, with no dictionary of them made first).
     public mutating func markSaved() {
         unsaved = []
     }
 
+    /// The heads changed since the last call, to be stored with ``token``; forgets them. `nil` for a head that is
+    /// gone (a jump to a snapshot that forgot it).
     public mutating func takeUnsaved() -> [RecordName: RecordHead?] {
         var changed: [RecordName: RecordHead?] = [:]
         for name in unsaved { changed[name] = .some(heads[name]) }
