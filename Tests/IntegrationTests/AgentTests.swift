@@ -117,7 +117,10 @@ import Testing
         let most = Int(seconds.rounded(.up)) + 2
         #expect(
             versions >= 2 && versions <= most && versions < 20,
-            "\(versions) versions for 30 saves, the last arrived after \(seconds) s, at a pace of 1 s (at most \(most))")
+            """
+            \(versions) versions for 30 saves, the last arrived after \(seconds) s, at a pace of 1 s (at most \(most)); \
+            agent A said: \(agents.agentA?.stderrText.split(separator: "\n").filter { !$0.contains("debug") }.suffix(60) ?? [])
+            """)
     }
 
     /// The agents run gc by themselves: the first to start takes the lease and compacts, the other leaves it.

@@ -20,7 +20,8 @@ import Testing
             [.save(try name("a.md"), base: 0, text: try alice.putAsset(Data("a".utf8)), modified: 1)],
             into: &aliceZone)
         #expect(Set(aliceZone.takeUnsaved().keys) == [try name("a.md")])
-        aliceZone.unplanned = []
+        // Her own commit was planned by the sync that made it: read again, an autosaved note would skip its pace.
+        #expect(aliceZone.unplanned.isEmpty)
 
         var bobZone = ZoneState()
         try bob.fetch(into: &bobZone)
@@ -40,7 +41,7 @@ import Testing
         let unsaved = aliceZone.takeUnsaved()
         #expect(Set(unsaved.keys) == [try name("b.md"), try name("c.md")])
         #expect(unsaved[try name("b.md")]??.tag == 2)
-        #expect(aliceZone.unplanned.contains(try name("b.md")))
+        #expect(aliceZone.unplanned == [try name("b.md")])
         #expect(aliceZone.takeUnsaved().isEmpty)
     }
 

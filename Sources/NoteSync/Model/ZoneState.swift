@@ -211,8 +211,13 @@ public struct ZoneState: Sendable, Hashable {
     /// The current tag of `name` (0 when the record was never seen).
     public func tag(of name: RecordName) -> Int64 { heads[name]?.tag ?? 0 }
 
-    /// Folds the entry at `token + 1` into the heads.
-    public mutating func apply(_ entry: LogEntry) {
+    /// Folds the entry at `token + 1` into the heads. An `own` entry is this device's commit, just landed: its names
+    /// were planned by the sync that made it, so they are not marked unplanned (else the next partial sync would
+    /// read those notes again, and an agent would commit a note saved meanwhile without waiting for its pace).
+    public mutating func apply(_ entry: LogEntry, own: Bool = false) {
+        // The names of the entry that nothing else left to plan (an entry folded in before it).
+        let planned = own ? Set(entry.changes.compactMap { try? RecordName(validating: $0.name) }).subtracting(unplanned) : []
+        defer { unplanned.subtract(planned) }
         precondition(entry.seq == token + 1, "entries are folded in order")
         advance(to: entry.seq, chain: entry.chainDigest)
         if entry.void != nil { unreadableSlots.insert(entry.seq) }

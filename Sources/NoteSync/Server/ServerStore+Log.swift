@@ -360,7 +360,7 @@ extension ServerStore {
                 noteClockSkew(ofPublished: destination, at: Clock.nowNanoseconds())
                 try FaultPoint.hit("commit.claimed")
                 try storage.syncDirectory(layout.shardDirectory(of: seq))
-                state.apply(entry)
+                state.apply(entry, own: true)
                 return .committed(entry)
             }
             // The slot is taken: fold in the winner, then decide whether it touched our records. (gc may have removed
