@@ -73,7 +73,7 @@ import Testing
             "a/bé/four.md", "gone/five.md", "gone/sub/six.md", "gonezo.md", "z.md"
         ]
         let state = try LocalState()
-        var bases: [RecordName: BaseRecord] = [:]
+        var bases: RecordTable<BaseRecord> = [:]
         try state.update { batch in
             for string in names {
                 let name = try RecordName(validating: string)

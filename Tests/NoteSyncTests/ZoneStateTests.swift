@@ -113,13 +113,34 @@ import Testing
             return string.withUTF8 { UnsafeRawPointer($0.baseAddress) }
         }
         for note in synced {
-            let headKey = try #require(heads.index(forKey: note).map { heads[$0].key })
-            let baseKey = try #require(shared.index(forKey: note).map { shared[$0].key })
+            let headKey = try #require(heads.storedName(note))
+            let baseKey = try #require(shared.storedName(note))
             #expect(storage(baseKey) == storage(headKey), "\(note) is held once")
         }
         let alone = try state.bases()
-        let aloneKey = try #require(alone.index(forKey: synced[0]).map { alone[$0].key })
-        #expect(storage(aloneKey) != storage(heads[heads.index(forKey: synced[0])!].key), "loaded alone, a copy")
+        let aloneKey = try #require(alone.storedName(synced[0]))
+        #expect(storage(aloneKey) != storage(heads.storedName(synced[0])!), "loaded alone, a copy")
         #expect(shared[local] != nil)
+    }
+}
+
+/// The pending-writes record (``SyncEngine/encodePendingWrites(_:)``) is written by hand: it must read back as
+/// `JSONEncoder`'s did, whatever a name holds.
+@Suite struct PendingWritesRecordTests {
+    @Test func theHandWrittenRecordReadsBackAsJSONEncodersDoes() throws {
+        // Every name a record can have (control characters cannot be in one: RecordNameTests).
+        let names = ["a.md", "dir/say \"hi\".md", "back\\slash.md", "é/日本語 🗒.md", "{\"name\":1}.md", "\\u0041.md"]
+        var writes: [PendingWrite] = []
+        for (index, string) in names.enumerated() {
+            let head = RecordHead(
+                tag: Int64(index + 1), deleted: false, text: AssetRef(of: Data(string.utf8)),
+                modified: Int64(index) * 1_000_000_007, version: 1, device: "d")
+            writes.append(try #require(PendingWrite(RecordName(validating: string), head)))
+        }
+        let encoded = SyncEngine.encodePendingWrites(writes)
+        #expect(SyncEngine.decodePendingWrites(encoded) == writes)
+        let byFoundation = String(decoding: try JSONEncoder().encode(writes), as: UTF8.self)
+        #expect(SyncEngine.decodePendingWrites(byFoundation) == writes, "a record written by an earlier build")
+        #expect(SyncEngine.decodePendingWrites(SyncEngine.encodePendingWrites([])) == [])
     }
 }

@@ -35,17 +35,24 @@ extension SyncEngine {
     /// The plan and the scan are consumed: a first sync holds a record of each per note, freed before the
     /// commits add as many in bases and heads.
     func execute(
-        _ plan: consuming [Step], scan: consuming ScanResult, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+        _ plan: consuming [Step], scan: consuming ScanResult, bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
         store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport
     ) throws -> Bool {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         var pushes: [Push] = []
         // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
         var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []
-        // Room for every base and head this sync may add, made now, while the tables are small: growing a large
-        // table copies it, and for a moment both copies are in memory.
-        bases.reserveCapacity(bases.count + plan.count)
-        zone.heads.reserveCapacity(zone.heads.count + plan.count)
+        // Room for the bases and heads this sync may add (the steps' names each table lacks), made now: growing a
+        // large table copies its rows, and for a moment both copies are in memory. Not room for every step: B's
+        // first sync has every head already, and as many again is 12 MB at 100,000 notes.
+        var newBases = 0
+        var newHeads = 0
+        for index in plan.indices {
+            if !bases.contains(plan[index].name) { newBases += 1 }
+            if !zone.heads.contains(plan[index].name) { newHeads += 1 }
+        }
+        bases.reserveCapacity(bases.count + newBases)
+        zone.heads.reserveCapacity(zone.heads.count + newHeads)
         var conflicts: [ConflictRecord] = []
         // The copy names the plan chose: a copy made now never takes another step's.
         let plannedCopies = Set(
@@ -329,7 +336,7 @@ extension SyncEngine {
     /// (`renamed`: its new name, or where its file is) is a synced note under a new name, never such a copy, even
     /// when its text and time are a server version's (the record another device renamed elsewhere meanwhile).
     static func unsyncedNotes(
-        scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, renamed: Set<RecordName> = []
+        scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, renamed: Set<RecordName> = []
     ) -> [CopyKey: RecordName] {
         var notes: [CopyKey: RecordName] = [:]
         for (name, file) in scan.files where bases[name] == nil && zone.heads[name] == nil && !renamed.contains(name) {
@@ -400,7 +407,7 @@ extension SyncEngine {
     /// prepared in turn and its state written in order, here. A failure stops the sync as the first one in order
     /// would.
     private func commit(
-        _ pushes: [Push], bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+        _ pushes: [Push], bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
         store: ServerStore, report: inout SyncReport
     ) throws -> Bool {
         var foldedOthers = false
@@ -461,7 +468,7 @@ extension SyncEngine {
     /// then written (on the writer's thread unless it is the last batch).
     private func commitBatch(
         _ prepared: PreparedBatch, _ slice: ArraySlice<Push>, isLast: Bool, writer: BatchPipeline.Writer,
-        bases: inout [RecordName: BaseRecord], zone: inout ZoneState, store: ServerStore, report: inout SyncReport
+        bases: inout RecordTable<BaseRecord>, zone: inout ZoneState, store: ServerStore, report: inout SyncReport
     ) throws -> BatchOutcome {
         var changes: [RecordChange] = []
         var newBases: [RecordName: BaseRecord?] = [:]
@@ -630,7 +637,7 @@ extension SyncEngine {
     /// Whether a conflict copy may not take `copy`: a record of that name exists on the server (even deleted)
     /// or was synced here. Saving a copy as new (based on 0) over a record would lose the race for ever, and
     /// writing it over a note would replace that note.
-    func isConflictNameTaken(_ copy: RecordName, zone: ZoneState, bases: [RecordName: BaseRecord]) -> Bool {
+    func isConflictNameTaken(_ copy: RecordName, zone: ZoneState, bases: RecordTable<BaseRecord>) -> Bool {
         zone.heads[copy] != nil || bases[copy] != nil
     }
 }

@@ -11,7 +11,7 @@ extension SyncEngine {
     /// back as new: our own change echoed) and an edit merged against nothing.
     func ownUnrecordedCommits(
         _ fetched: [SlotContent], scan: ScanResult,
-        bases: [RecordName: BaseRecord]
+        bases: RecordTable<BaseRecord>
     ) -> [RecordName: BaseRecord?] {
         var recovered: [RecordName: BaseRecord?] = [:]
         for slot in fetched {
@@ -32,7 +32,7 @@ extension SyncEngine {
     /// snapshot (a head, or a version its history keeps) is a commit that landed and was never recorded: a recorded
     /// commit moves the token to its entry. Without this, a note deleted here after such a commit came back.
     func ownUnrecordedCommits(
-        jumpedFrom token: Int64, zone: ZoneState, scan: ScanResult, bases: [RecordName: BaseRecord], store: ServerStore
+        jumpedFrom token: Int64, zone: ZoneState, scan: ScanResult, bases: RecordTable<BaseRecord>, store: ServerStore
     ) -> [RecordName: BaseRecord?] {
         let seq = zone.compactedAt
         guard seq > token, let snapshot = try? store.readSnapshot(seq) else { return [:] }
@@ -163,7 +163,7 @@ extension SyncEngine {
     /// Finishes the remote deletes a killed process moved to the trash and never checked against their base (at
     /// the start of a full sync that reaches the server, like temp files): an edit made during that sync goes back
     /// to its name and is scanned now, so that the edit wins over the delete as it would have.
-    func recoverUncheckedDeletes(_ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord]) throws {
+    func recoverUncheckedDeletes(_ scan: inout ScanResult, scanner: Scanner, bases: RecordTable<BaseRecord>) throws {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         let restored = try applier.recoverUncheckedDeletes(bases: bases)
         guard !restored.isEmpty else { return }
@@ -187,7 +187,7 @@ extension SyncEngine {
     ///   sync merges again. Never deleted unseen: the outbox is no evidence that a temp was never swapped in,
     ///   because an offline sync after the crash queues the swapped-in version.
     func recoverLeftoverTemps(
-        _ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord], zone: ZoneState,
+        _ scan: inout ScanResult, scanner: Scanner, bases: RecordTable<BaseRecord>, zone: ZoneState,
         store: ServerStore, report: inout SyncReport
     ) throws {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
@@ -245,7 +245,7 @@ extension SyncEngine {
     /// The voids looked at are recorded with the bases that requeue their changes, in one transaction (or at once
     /// when nothing is to be queued): a process killed in between finds them again, by the bases still tagged
     /// with the lost slot.
-    func lostEntriesRead(_ store: ServerStore, zone: ZoneState, bases: [RecordName: BaseRecord]) throws -> LostEntries {
+    func lostEntriesRead(_ store: ServerStore, zone: ZoneState, bases: RecordTable<BaseRecord>) throws -> LostEntries {
         let voids = try store.voidedSlots()
         guard !voids.isEmpty else { return LostEntries() }
         let seen = Set((try state.meta(.voidsSeen) ?? "").split(separator: ",").compactMap { Int64($0) })
@@ -275,7 +275,7 @@ extension SyncEngine {
     /// text again, as a restore of an earlier version can) takes that version's time, as a pull would have given it:
     /// there is nothing to push, and every device ends with the same bytes and time.
     func requeueLostCommits(
-        _ lost: LostEntries, zone: ZoneState, bases: inout [RecordName: BaseRecord], scan: inout ScanResult,
+        _ lost: LostEntries, zone: ZoneState, bases: inout RecordTable<BaseRecord>, scan: inout ScanResult,
         store: ServerStore
     ) throws -> [RecordName] {
         var requeued: [RecordName] = []
@@ -326,7 +326,7 @@ extension SyncEngine {
     /// conflict-copy name of its own (in NFC), and scans it: no text stays on one device only. Reported as a
     /// conflict copy.
     func keepUnicodeTwins(
-        _ scan: inout ScanResult, scanner: Scanner, bases: [RecordName: BaseRecord],
+        _ scan: inout ScanResult, scanner: Scanner, bases: RecordTable<BaseRecord>,
         report: inout SyncReport
     ) throws {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)

@@ -45,7 +45,7 @@ extension SyncEngine {
     /// server text that cannot be read for a merge) is reported and left out of this sync, as is one with nothing
     /// to do.
     func resolve(
-        _ plan: inout [Step], scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, store: ServerStore,
+        _ plan: inout [Step], scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, store: ServerStore,
         report: inout SyncReport
     ) throws {
         let merges = plan.contains { if case .merge = $0.decision { true } else { false } }

@@ -91,7 +91,7 @@ public final class SyncEngine {
     private var deviceNames: [String: String] = [:]
     /// Bases and server state as of the end of the last sync by this engine: the agent's syncs start from
     /// memory instead of reloading every record (only this process writes them: it holds the folder lock).
-    private var memo: (bases: [RecordName: BaseRecord], zone: ZoneState)?
+    private var memo: (bases: RecordTable<BaseRecord>, zone: ZoneState)?
     private var store: ServerStore?
     /// The marker file as it was when ``store`` was opened: another file there (a share mounted again, a server
     /// put in its place) is opened and its id checked again.
@@ -176,14 +176,14 @@ public final class SyncEngine {
     /// next sync starts from `memo` when it is set.
     struct ServerAway: Error {
         var error: NoteSyncError
-        var memo: (bases: [RecordName: BaseRecord], zone: ZoneState)?
+        var memo: (bases: RecordTable<BaseRecord>, zone: ZoneState)?
     }
 
     /// The bases and server state to sync from (the memo, else the state database, on another thread while the
     /// folder is walked), and the scan of the notes folder against them.
     private func loadAndScan(
         _ scanner: Scanner, options: SyncOptions, only paths: [String]?, phases: inout PhaseTimer
-    ) throws -> ([RecordName: BaseRecord], ZoneState, ScanResult) {
+    ) throws -> (RecordTable<BaseRecord>, ZoneState, ScanResult) {
         if options.forgetServer {
             // As a first sync with the notes this device holds: nothing is known of the server.
             memo = nil
@@ -241,7 +241,7 @@ public final class SyncEngine {
     /// Finishes what a killed process left in the notes folder (while the server can be read), keeps both Unicode
     /// twins, and queues every local change in the outbox.
     private func settleLocal(
-        _ scan: inout ScanResult, scanner: Scanner, bases: inout [RecordName: BaseRecord], zone: ZoneState,
+        _ scan: inout ScanResult, scanner: Scanner, bases: inout RecordTable<BaseRecord>, zone: ZoneState,
         opened: Result<ServerStore, any Error>, full: Bool, forgetting: Bool, report: inout SyncReport
     ) throws {
         if case .success(let store) = opened {
@@ -256,7 +256,7 @@ public final class SyncEngine {
 
     /// The opened server, or the sync ends: offline (unreachable, nothing there), or stopped (not this folder's).
     private func reachable(
-        _ opened: Result<ServerStore, any Error>, bases: [RecordName: BaseRecord], zone: ZoneState, options: SyncOptions
+        _ opened: Result<ServerStore, any Error>, bases: RecordTable<BaseRecord>, zone: ZoneState, options: SyncOptions
     ) throws -> ServerStore {
         do {
             return try opened.get()
@@ -270,7 +270,7 @@ public final class SyncEngine {
     /// The rounds of a sync: fetch, plan, resolve, then describe (a dry run, which ends here) or execute, until a
     /// commit lands without losing its slot, at most ``SyncOptions/maxRounds``.
     private func rounds(
-        store: ServerStore, scanner: Scanner, bases: inout [RecordName: BaseRecord], zone: inout ZoneState,
+        store: ServerStore, scanner: Scanner, bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
         scan: inout ScanResult, options: SyncOptions, only paths: [String]?, report: inout SyncReport,
         phases: inout PhaseTimer
     ) throws {
@@ -366,7 +366,7 @@ public final class SyncEngine {
     /// Entries this device read that were lost from the server since (fsck sealed their slots): the heads folded
     /// from them are read again from the log (the zone starts afresh), then what they changed is queued again.
     private func lostEntries(
-        _ store: ServerStore, zone: inout ZoneState, bases: [RecordName: BaseRecord], options: SyncOptions, full: Bool
+        _ store: ServerStore, zone: inout ZoneState, bases: RecordTable<BaseRecord>, options: SyncOptions, full: Bool
     ) throws -> LostEntries {
         guard !options.dryRun && full else { return LostEntries() }
         let lost = try lostEntriesRead(store, zone: zone, bases: bases)
@@ -386,7 +386,7 @@ public final class SyncEngine {
     /// waited for (a replicating tool may still deliver the entry) through ``SyncOptions/gapGrace``, as if offline:
     /// nothing is pushed past it, and nothing pulled; then it stops the sync, as another log does.
     private func fetch(
-        _ store: ServerStore, zone: inout ZoneState, bases: [RecordName: BaseRecord], check: ServerStore.EndCheck,
+        _ store: ServerStore, zone: inout ZoneState, bases: RecordTable<BaseRecord>, check: ServerStore.EndCheck,
         options: SyncOptions
     ) throws -> [SlotContent] {
         do {
@@ -417,7 +417,7 @@ public final class SyncEngine {
     /// head has must have its text (else the snapshot is of another history: stopped, as for another log), and a
     /// base whose name the snapshot forgot is pushed again (the reconciler does that) and reported, never deleted.
     private func checkJump(
-        _ zone: inout ZoneState, bases: [RecordName: BaseRecord], store: ServerStore, options: SyncOptions
+        _ zone: inout ZoneState, bases: RecordTable<BaseRecord>, store: ServerStore, options: SyncOptions
     ) throws -> [SyncWarning] {
         zone.jumpedFrom = nil
         var warnings: [SyncWarning] = []
@@ -465,7 +465,7 @@ public final class SyncEngine {
     /// After the rounds: this device's temps on the server go, the clock is compared with the server's, and what
     /// `status` and the next sync read is recorded (the token planned, held deletes, the device's status file).
     private func finish(
-        store: ServerStore, bases: [RecordName: BaseRecord], zone: inout ZoneState, full: Bool, options: SyncOptions,
+        store: ServerStore, bases: RecordTable<BaseRecord>, zone: inout ZoneState, full: Bool, options: SyncOptions,
         report: inout SyncReport
     ) throws {
         if full { store.removeOwnTemps() }
@@ -499,7 +499,7 @@ public final class SyncEngine {
     var namesUnder: (String) -> [RecordName]? { { [state] prefix in try? state.baseNames(under: prefix) } }
 
     /// The bases and the zone state, loaded from the state database on a thread of their own.
-    private static func loadInBackground(_ state: LocalState) -> Pending<([RecordName: BaseRecord], ZoneState)> {
+    private static func loadInBackground(_ state: LocalState) -> Pending<(RecordTable<BaseRecord>, ZoneState)> {
         Pending.inBackground(named: "notesync-load") {
             let zone = try state.zoneState()
             return (try state.bases(sharingNamesWith: zone.heads), zone)
@@ -580,7 +580,7 @@ public final class SyncEngine {
     /// holds a local delete, it counts every synced note that is gone (an `lstat` per base). Deletes pulled from the
     /// server were decided by another device and are applied whole (to the trash), never guarded here.
     private func holdMassDelete(
-        _ plan: inout [Step], scan: ScanResult, bases: [RecordName: BaseRecord],
+        _ plan: inout [Step], scan: ScanResult, bases: RecordTable<BaseRecord>,
         options: SyncOptions, report: inout SyncReport
     ) {
         func isLocalDelete(_ step: Step) -> Bool { if case .push(nil, _) = step.decision { true } else { false } }
@@ -624,7 +624,7 @@ public final class SyncEngine {
 
     /// Queues every local change in the outbox (it survives crashes and offline periods) and refreshes the
     /// fingerprints of notes whose content did not change (a `touch`), so they are not hashed again.
-    private func recordLocalChanges(_ scan: ScanResult, _ bases: [RecordName: BaseRecord]) throws {
+    private func recordLocalChanges(_ scan: ScanResult, _ bases: RecordTable<BaseRecord>) throws {
         let outbox = try state.outbox()
         let now = Clock.nowNanoseconds()
         // A full scan names the files it hashed: the others have their base's fingerprint and digest.

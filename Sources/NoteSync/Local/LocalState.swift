@@ -194,15 +194,15 @@ public final class LocalState: Sendable {
     ///
     /// With `heads` (the zone's, loaded first), a base whose name is a head's too keeps the head's string instead of a
     /// copy of its own: a synced note's name is held once, not twice (about 10 MB at 100,000 notes).
-    public func bases(sharingNamesWith heads: [RecordName: RecordHead]? = nil) throws -> [RecordName: BaseRecord] {
+    public func bases(sharingNamesWith heads: RecordTable<RecordHead>? = nil) throws -> RecordTable<BaseRecord> {
         try read { db in
-            var result: [RecordName: BaseRecord] = [:]
+            var result: RecordTable<BaseRecord> = [:]
             result.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM base") ?? 0)
             // Straight from SQLite, names trusted: this loads every note on every sync (names were validated
             // before they were stored, and only this process writes the file).
             try Self.eachRow(db, "SELECT name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode FROM base") { row in
                 guard var name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
-                if let heads, let index = heads.index(forKey: name) { name = heads[index].key }
+                if let heads, let stored = heads.storedName(name) { name = stored }
                 var fingerprint: StatFingerprint?
                 if !row.isNull(5) && !row.isNull(6) && !row.isNull(7) && !row.isNull(8) {
                     fingerprint = StatFingerprint(

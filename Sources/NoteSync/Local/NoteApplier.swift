@@ -412,7 +412,7 @@ public struct NoteApplier: Sendable {
     /// edit made during that sync and goes back to its name, where the scan finds it and the edit wins. Returns
     /// the names put back.
     @discardableResult
-    public func recoverUncheckedDeletes(bases: [RecordName: BaseRecord]) throws -> [RecordName] {
+    public func recoverUncheckedDeletes(bases: RecordTable<BaseRecord>) throws -> [RecordName] {
         guard let entries = try FileIO.listEntries(uncheckedTrash) else { return [] }
         var restored: [RecordName] = []
         for entry in entries {

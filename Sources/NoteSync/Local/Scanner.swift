@@ -95,7 +95,7 @@ public struct Scanner: Sendable {
     /// database's index (``LocalState/baseNames(under:)``). Only names `bases` holds are taken from it; nil from it
     /// (or no `namesUnder`) falls back to a pass over the bases, or a binary search of them sorted for many paths.
     public func scan(
-        bases: [RecordName: BaseRecord], only paths: [String]? = nil, namesUnder: ((String) -> [RecordName]?)? = nil
+        bases: RecordTable<BaseRecord>, only paths: [String]? = nil, namesUnder: ((String) -> [RecordName]?)? = nil
     ) throws -> ScanResult {
         guard let paths else { return try complete(walkAll(), bases: bases) }
         try requireRoot()
@@ -168,7 +168,7 @@ public struct Scanner: Sendable {
 
     /// The second half of a scan: reuses the base's digest for every file whose fingerprint matches it, hashes
     /// the rest, and finds the synced notes that are gone or hidden.
-    public func complete(_ walked: Walked, bases: [RecordName: BaseRecord]) throws -> ScanResult {
+    public func complete(_ walked: Walked, bases: RecordTable<BaseRecord>) throws -> ScanResult {
         var result = walked.result
         let candidates = walked.candidates
         result.files.reserveCapacity(result.files.count + candidates.count)
@@ -261,7 +261,7 @@ public struct Scanner: Sendable {
     /// Looked up on every core (the bases are only read): at 100,000 notes this is a tenth of a no-op sync.
     static func unchangedSinceBase(
         _ candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)],
-        bases: [RecordName: BaseRecord]
+        bases: RecordTable<BaseRecord>
     ) -> [Unchanged?] {
         Parallel.map(candidates.count, serialBelow: 4096) { index in
             let candidate = candidates[index]

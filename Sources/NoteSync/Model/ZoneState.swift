@@ -108,7 +108,7 @@ public struct ZoneState: Sendable, Hashable {
     /// The chain digests of the entries before `token`: `token - 1`, `token - 2` … (up to
     /// ``LogEntry/earlierLinks``; `nil` where not known). What a commit names as ``LogEntry/earlier``.
     public var earlier: [ContentDigest?] = []
-    public var heads: [RecordName: RecordHead]
+    public var heads: RecordTable<RecordHead>
     public var quarantined: [QuarantinedChange]
     /// Changes whose `base` was not the head when their entry claimed its slot. A correct writer never
     /// produces one; fsck reports them.
@@ -138,7 +138,7 @@ public struct ZoneState: Sendable, Hashable {
     /// taken as checked (docs/retention.md). Not stored, not part of equality.
     public var compactedAt: Int64 = 0
 
-    public init(token: Int64 = 0, chain: ContentDigest? = nil, heads: [RecordName: RecordHead] = [:]) {
+    public init(token: Int64 = 0, chain: ContentDigest? = nil, heads: RecordTable<RecordHead> = [:]) {
         self.token = token
         self.chain = chain
         self.heads = heads

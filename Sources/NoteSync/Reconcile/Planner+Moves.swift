@@ -35,7 +35,7 @@ extension SyncEngine {
     /// reconciler one by one, as before renames were detected (a delete and a new note: nothing lost, at worst a
     /// note in the trash and its text at the new name).
     static func planMoves(
-        names: Set<RecordName>, scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, deviceID: String,
+        names: Set<RecordName>, scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String,
         similarity: ((BaseRecord, LocalFile) -> Double?)?, covered: inout Set<RecordName>
     ) -> [Step] {
         // Cheap test first: nothing is gone here and nothing moved on the server (nearly every sync).

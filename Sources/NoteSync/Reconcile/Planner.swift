@@ -10,10 +10,23 @@ extension SyncEngine {
         public var decision: Decision
         /// Set when the step's record was renamed (here, on the server, or both): the note is decided at its new
         /// name, against the base it had under its old one.
-        public var move: MovePlan? = nil
+        public var move: MovePlan? {
+            get { boxedMove?.value }
+            set { boxedMove = newValue.map(Box.init) }
+        }
         /// Worked out from the decision once, by ``SyncEngine/resolve(_:scan:bases:zone:store:report:)``; the dry
         /// run and the sync both consume it.
         var action: Action?
+        /// The move, boxed: few steps have one, and inline it made every step of a first sync 100 bytes longer.
+        private var boxedMove: Box<MovePlan>?
+
+        public init(name: RecordName, local: LocalFile?, base: BaseRecord?, decision: Decision, move: MovePlan? = nil) {
+            self.name = name
+            self.local = local
+            self.base = base
+            self.decision = decision
+            self.move = move
+        }
     }
 
     /// Decides every record: the union of local notes, bases and server heads. Pure.
@@ -31,7 +44,7 @@ extension SyncEngine {
     /// when both sides renamed a note at the same time; `similarity` measures a gone note's text against a new one
     /// for a rename with an edit (nil: renames are found by identical text only).
     public static func plan(
-        scan: ScanResult, bases: [RecordName: BaseRecord], zone: ZoneState, deviceID: String = "",
+        scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String = "",
         similarity: ((BaseRecord, LocalFile) -> Double?)? = nil,
         historyBase: (RecordName, LocalFile, RecordHead, BaseRecord?) -> BaseRecord? = { _, _, _, _ in nil }
     ) -> [Step] {

@@ -57,9 +57,9 @@ public struct Snapshot: Codable, Sendable, Hashable {
 
     /// The zone state this snapshot describes.
     public var state: ZoneState {
-        var state = ZoneState(
-            token: seq, chain: chain,
-            heads: Dictionary(heads.map { ($0.name, $0.head) }, uniquingKeysWith: { _, last in last }))
+        var table = RecordTable<RecordHead>(minimumCapacity: heads.count)
+        for head in heads { table[head.name] = head.head }
+        var state = ZoneState(token: seq, chain: chain, heads: table)
         state.earlier = earlier ?? []
         if history != nil { state.compactedAt = seq }
         return state

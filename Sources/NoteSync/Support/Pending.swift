@@ -34,3 +34,5 @@ final class Box<Value> {
     let value: Value
     init(_ value: Value) { self.value = value }
 }
+
+extension Box: Sendable where Value: Sendable {}

@@ -1,0 +1,104 @@
+import Foundation
+import PropertyBased
+import Testing
+
+@testable import NoteSync
+
+/// ``RecordTable`` behaves as the `Dictionary` it replaces: every sequence of sets, updates and removals leaves the
+/// same names with the same values, whatever collides in its index.
+@Suite struct RecordTableTests {
+    private static func name(_ index: Int) -> RecordName { RecordName(trusted: "notes/\(index).md")! }
+
+    /// Checks every name of the pool, the count, the iteration, the keys and the values against the model.
+    private static func agree(_ table: RecordTable<Int>, _ model: [RecordName: Int], pool: Int) -> Bool {
+        guard table.count == model.count, table.isEmpty == model.isEmpty else { return false }
+        for index in 0..<pool {
+            let name = name(index)
+            guard table[name] == model[name], table.keys.contains(name) == (model[name] != nil) else { return false }
+        }
+        var seen: [RecordName: Int] = [:]
+        for (name, value) in table { seen[name] = value }
+        return seen == model && Set(table.keys) == Set(model.keys) && table.values.sorted() == model.values.sorted()
+    }
+
+    /// Random operations on a small pool (names come back after their removal, buckets collide in an index of 8 to
+    /// 64 buckets) and on a larger one (the index grows).
+    @Test func randomOperationsMatchADictionary() async {
+        let operation = zip(Gen.int(in: 0...3), Gen.int(in: 0...199), Gen.int(in: 0...1000))
+        let input = zip(operation.array(of: 0...400), Gen.int(in: 0...1))
+        await propertyCheck(count: 200, input: input) { operations, large in
+            let pool = large == 1 ? 200 : 12
+            var table = RecordTable<Int>()
+            var model: [RecordName: Int] = [:]
+            for (kind, index, value) in operations {
+                let name = Self.name(index % pool)
+                switch kind {
+                case 0, 1:
+                    #expect(table.updateValue(value, forKey: name) == model.updateValue(value, forKey: name))
+                case 2:
+                    #expect(table.removeValue(forKey: name) == model.removeValue(forKey: name))
+                default:
+                    table[name] = nil
+                    model[name] = nil
+                }
+            }
+            #expect(Self.agree(table, model, pool: pool))
+        }
+    }
+
+    /// Ten thousand names in, then out in another order, with checks along the way.
+    @Test func growsAndEmpties() {
+        var table = RecordTable<Int>()
+        var model: [RecordName: Int] = [:]
+        for index in 0..<10_000 {
+            table[Self.name(index)] = index
+            model[Self.name(index)] = index
+        }
+        #expect(Self.agree(table, model, pool: 10_000))
+        var generator = SplitMix(seed: 7)
+        for index in (0..<10_000).shuffled(using: &generator) {
+            #expect(table.removeValue(forKey: Self.name(index)) == index)
+            model[Self.name(index)] = nil
+            if index % 1000 == 0 { #expect(Self.agree(table, model, pool: 10_000)) }
+        }
+        #expect(table.isEmpty)
+        #expect(Self.agree(table, model, pool: 10_000))
+    }
+
+    /// A copy is a value: changing one leaves the other as it was.
+    @Test func copiesAreIndependent() {
+        var table: RecordTable<Int> = [Self.name(1): 1, Self.name(2): 2]
+        let copy = table
+        table[Self.name(1)] = 10
+        table[Self.name(3)] = 3
+        table[Self.name(2)] = nil
+        #expect(copy[Self.name(1)] == 1 && copy[Self.name(2)] == 2 && copy[Self.name(3)] == nil && copy.count == 2)
+        #expect(table[Self.name(1)] == 10 && table[Self.name(2)] == nil && table[Self.name(3)] == 3 && table.count == 2)
+    }
+
+    /// Equality and the hash do not depend on the order the records went in; filter, mapValues and merge are a
+    /// dictionary's.
+    @Test func equalityHashAndTheDictionaryOperations() {
+        var a = RecordTable<Int>()
+        var b = RecordTable<Int>()
+        for index in 0..<50 { a[Self.name(index)] = index }
+        for index in (0..<50).reversed() { b[Self.name(index)] = index }
+        b[Self.name(50)] = 50
+        b[Self.name(50)] = nil
+        #expect(a == b && a.hashValue == b.hashValue)
+        b[Self.name(3)] = 4
+        #expect(a != b)
+
+        let even = a.filter { $0.value % 2 == 0 }
+        #expect(even.count == 25 && even.allSatisfy { $0.value % 2 == 0 })
+        let doubled = a.mapValues { $0 * 2 }
+        #expect(doubled[Self.name(21)] == 42 && doubled.count == 50)
+        var merged = even
+        merged.merge([(Self.name(0), 100), (Self.name(1), 1)]) { old, new in old + new }
+        #expect(merged[Self.name(0)] == 100 && merged[Self.name(1)] == 1 && merged.count == 26)
+        var counts = RecordTable<Int>()
+        counts[Self.name(9), default: 0] += 1
+        counts[Self.name(9), default: 0] += 1
+        #expect(counts[Self.name(9)] == 2)
+    }
+}
