@@ -22,7 +22,7 @@ struct WatchCommand: AsyncParsableCommand {
     @OptionGroup var folderOptions: FolderOptions
     @Option(help: "Seconds between polls of the server (default: 1 on network filesystems, 15 with inotify).")
     var pollInterval: Double?
-    @Option(help: "Milliseconds a file must be quiet before it is synced.") var settleMs: Int = 30
+    @Option(help: "Milliseconds a file must be quiet before it is synced.") var settleMs: Int = 20
     @Option(help: "Milliseconds a note must stay missing before its delete is synced.") var deleteSettleMs: Int = 400
     @Option(
         help:

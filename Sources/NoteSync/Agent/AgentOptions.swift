@@ -2,8 +2,9 @@ import Foundation
 
 /// Timing of the agent. Defaults aim at an edit reaching other devices well under a second.
 public struct AgentOptions: Sendable, Hashable {
-    /// A path is acted on once it has been quiet this long.
-    public var settle: Duration = .milliseconds(30)
+    /// A path is acted on once it has been quiet this long (watchman's default settle): an editor's save is a burst
+    /// of events a few milliseconds long; a file still growing waits again, and a vanished note ``deleteSettle``.
+    public var settle: Duration = .milliseconds(20)
     /// A note that is missing must stay missing this long before the delete is committed: vim and emacs move
     /// a note aside for a few milliseconds while saving.
     public var deleteSettle: Duration = .milliseconds(400)
