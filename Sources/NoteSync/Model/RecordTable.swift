@@ -53,11 +53,6 @@ public struct RecordTable<Value> {
         }
     }
 
-    public subscript(name: RecordName, default defaultValue: @autoclosure () -> Value) -> Value {
-        get { row(of: name).map { rows[$0] } ?? defaultValue() }
-        set { updateValue(newValue, forKey: name) }
-    }
-
     /// Sets the value of `name`; the value it replaced, nil when it is new.
     @discardableResult
     public mutating func updateValue(_ value: Value, forKey name: RecordName) -> Value? {
@@ -98,16 +93,6 @@ public struct RecordTable<Value> {
         return old
     }
 
-    public mutating func removeAll(keepingCapacity: Bool = false) {
-        names.removeAll(keepingCapacity: keepingCapacity)
-        rows.removeAll(keepingCapacity: keepingCapacity)
-        if keepingCapacity {
-            for index in buckets.indices { buckets[index] = 0 }
-        } else {
-            buckets = []
-        }
-    }
-
     /// The table's own copy of `name`, when it has a record: another table can share its string.
     public func storedName(_ name: RecordName) -> RecordName? { row(of: name).map { names[$0] } }
 
@@ -118,46 +103,6 @@ public struct RecordTable<Value> {
     public var keys: Keys { Keys(table: self) }
     /// The values, in the order of the rows.
     public var values: ContiguousArray<Value> { rows }
-
-    public func filter(_ isIncluded: (Element) throws -> Bool) rethrows -> RecordTable {
-        var kept = RecordTable()
-        for index in rows.indices where try isIncluded((names[index], rows[index])) {
-            kept.updateValue(rows[index], forKey: names[index])
-        }
-        return kept
-    }
-
-    public func mapValues<T>(_ transform: (Value) throws -> T) rethrows -> RecordTable<T> {
-        var mapped = RecordTable<T>()
-        mapped.names = names
-        mapped.rows = try ContiguousArray(rows.map(transform))
-        mapped.buckets = buckets
-        return mapped
-    }
-
-    /// Adds `other`'s records; for a name both hold, `combine` picks the value.
-    public mutating func merge<S: Sequence>(
-        _ other: S, uniquingKeysWith combine: (Value, Value) throws -> Value
-    ) rethrows where S.Element == (RecordName, Value) {
-        for (name, value) in other {
-            if let row = row(of: name) {
-                rows[row] = try combine(rows[row], value)
-            } else {
-                updateValue(value, forKey: name)
-            }
-        }
-    }
-
-    public mutating func merge(_ other: RecordTable, uniquingKeysWith combine: (Value, Value) throws -> Value) rethrows {
-        try merge(other.lazy.map { ($0.key, $0.value) }, uniquingKeysWith: combine)
-    }
-
-    /// This table with `other`'s records added; for a name both hold, `combine` picks the value.
-    public func merging(_ other: RecordTable, uniquingKeysWith combine: (Value, Value) throws -> Value) rethrows -> RecordTable {
-        var merged = self
-        try merged.merge(other, uniquingKeysWith: combine)
-        return merged
-    }
 
     // MARK: the index
 

@@ -215,9 +215,6 @@ public struct ZoneState: Sendable, Hashable {
     /// were planned by the sync that made it, so they are not marked unplanned (else the next partial sync would
     /// read those notes again, and an agent would commit a note saved meanwhile without waiting for its pace).
     public mutating func apply(_ entry: LogEntry, own: Bool = false) {
-        // The names of the entry that nothing else left to plan (an entry folded in before it).
-        let planned = own ? Set(entry.changes.compactMap { try? RecordName(validating: $0.name) }).subtracting(unplanned) : []
-        defer { unplanned.subtract(planned) }
         precondition(entry.seq == token + 1, "entries are folded in order")
         advance(to: entry.seq, chain: entry.chainDigest)
         if entry.void != nil { unreadableSlots.insert(entry.seq) }
@@ -253,7 +250,8 @@ public struct ZoneState: Sendable, Hashable {
                 }
             }
             unsaved.insert(name)
-            unplanned.insert(name)
+            // A name an entry folded in before this one left unplanned stays so.
+            if !own { unplanned.insert(name) }
             heads[name] = RecordHead(
                 tag: entry.seq, deleted: change.op == .delete,
                 text: change.op == .delete ? nil : change.text,
