@@ -7,6 +7,8 @@ environment, see need_s3_venv in scripts/lib.sh) and builds notesync (release) f
     scripts/bench                 # 10,000 notes, 5 runs of every one-shot scenario, agent latency, S3
     scripts/bench --quick         # smoke test: 2,000 notes, 2 runs, 50 agent edits, 10 s idle, 30 sshfs/S3 edits
     scripts/bench --large         # also 100,000 notes: one-shot (notesync and Unison), and the two agents
+    scripts/bench --huge --skip-one-shot --skip-sshfs --skip-s3 --skip-server-life --workdir BIG
+                                  # also 1,000,000 notes, one run (see below); BIG: ~70 GB and 13M inodes free
     scripts/bench --only-sshfs --notes 1000    # only the agent's latency across sshfs
     scripts/bench --only-s3       # only the S3 section (--skip-s3 leaves it out)
 
@@ -29,6 +31,12 @@ on A and B polling the bucket every --s3-poll seconds (0.25 by default): --s3-ed
 as across sshfs, and the requests and CPU of the two agents left idle for --idle-seconds. --skip-one-shot and
 --skip-agent apply here too. Where SeaweedFS is missing or does not start, the reason is printed and the section
 skipped (not a failure).
+
+The huge section (`--huge`, --huge-notes 1,000,000 by default): one run on the same generator's nested folders.
+Unison first, each of its steps stopped after --huge-unison-limit seconds (then reported as not finished), then
+notesync: the first syncs of A and B, a no-op sync and one edit, with the time, CPU and peak memory of each; then
+two notesync agents on the folders its run left, --huge-agent-edits edits timed A -> B, and the memory of each
+agent, idle and at its peak. No targets are set at this size; it must fit the machine's memory.
 
 Every tool syncs device folder A and device folder B through a shared folder (for notesync, the server).
 `notesync-encrypted` is notesync on an encrypted server (`--encrypt`, docs/encryption.md), timed side by side with
@@ -57,6 +65,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -88,6 +97,10 @@ class BenchFailure(Exception):
     pass
 
 
+class BenchTimeout(BenchFailure):
+    """A step stopped at its time limit (`--huge-unison-limit`): reported as not finished, not as a failure."""
+
+
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
@@ -103,7 +116,7 @@ class Trash:
     freed in the last 60 s (6 min while its inode table block is dirty), scanning past it: deleting a run's
     300,000 files just before the next tool's measured first sync made that sync twice as slow, all of it kernel
     time (find_inode_bit, recently_deleted), for whichever tool came next. A user's sync never follows such a
-    delete. When space runs short, the trash is emptied and the benchmark waits 65 s before measuring again."""
+    delete. When space or inodes run short, the trash is emptied and the benchmark waits 65 s before measuring again."""
 
     def __init__(self, work):
         self.root = os.path.join(work, "trash")
@@ -113,7 +126,8 @@ class Trash:
     def discard(self, path):
         self.count += 1
         os.rename(path, os.path.join(self.root, str(self.count)))
-        if shutil.disk_usage(self.root).free < 12 << 30:
+        fs = os.statvfs(self.root)
+        if fs.f_bavail * fs.f_frsize < 12 << 30 or fs.f_favail < 3_500_000:  # a million notes use 3.2M inodes a run
             self.empty(settle=True)
 
     def empty(self, settle):
@@ -134,31 +148,46 @@ TRASH = None  # set by main()
 # Measuring processes
 
 
-def run_measured(argv, env=None, logfile=None):
+def run_measured(argv, env=None, logfile=None, limit=None):
     """Runs argv to completion: wall time, user+sys CPU (os.wait4's rusage, which includes the reaped child) and
     peak RSS. The RSS comes from GNU time, the child's parent: a child forked straight from this Python process
-    would inherit its memory high-water mark (Linux keeps ru_maxrss across exec), inflating every figure."""
+    would inherit its memory high-water mark (Linux keeps ru_maxrss across exec), inflating every figure.
+    With `limit` (seconds), a command still running then is killed with its process group: BenchTimeout."""
     with tempfile.NamedTemporaryFile("r", prefix="bench-rss-") as rss, open(logfile or os.devnull, "ab") as out:
         if logfile:
             out.write(("$ " + " ".join(argv) + "\n").encode())
             out.flush()
         start = time.perf_counter()
         proc = subprocess.Popen(["/usr/bin/time", "-q", "-f", "%M", "-o", rss.name] + argv, env=env,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=limit is not None)
+        fired = threading.Event()
+
+        def stop():
+            fired.set()
+            os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(limit, stop) if limit is not None else None
+        if timer:
+            timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
+        if timer:
+            timer.cancel()
+        if fired.is_set():
+            raise BenchTimeout(f"`{os.path.basename(argv[0])}` did not finish within {limit:.0f} s (stopped)")
         proc.returncode = os.waitstatus_to_exitcode(status)
         text = rss.read().strip().splitlines()
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
             "rss": int(text[-1]) / 1024.0 if text and text[-1].isdigit() else float("nan"), "rc": proc.returncode}
 
 
-def run_step(commands, logfile):
-    """Runs commands one after the other as one measured step: wall and CPU add up, RSS is the largest."""
+def run_step(commands, logfile, limit=None):
+    """Runs commands one after the other as one measured step: wall and CPU add up, RSS is the largest. `limit`:
+    seconds for the whole step (BenchTimeout)."""
     total = {"wall": 0.0, "cpu": 0.0, "rss": 0.0}
     for argv, env in commands:
         os.sync()  # nobody else's dirty pages get flushed inside the measured command
-        m = run_measured(argv, env, logfile)
+        m = run_measured(argv, env, logfile, None if limit is None else max(1.0, limit - total["wall"]))
         if m["rc"] != 0:
             raise BenchFailure(f"`{' '.join(argv)}` exited {m['rc']}\n{tail(logfile)}")
         total["wall"] += m["wall"]
@@ -424,9 +453,12 @@ def edit_notes(ctx, expected, count, rng, tag):
 # The one-shot scenarios
 
 
-def one_shot_run(tool, ctx, corpus, seed, run):
-    """The five scenarios on fresh folders; returns {scenario: measurement}."""
-    expected = dict(corpus)
+def one_shot_run(tool, ctx, corpus, seed, run, upto=None, limit=None, expected=None):
+    """The scenarios on fresh folders, all or the first up to `upto`; returns {scenario: measurement}. `limit`:
+    seconds each step may take (BenchTimeout). `expected`, when given, is the dict of what A holds (`corpus` at
+    first), kept up to date for the caller."""
+    if expected is None:
+        expected = dict(corpus)
     rng = random.Random(f"{seed}-{run}")
     results = {}
 
@@ -440,7 +472,7 @@ def one_shot_run(tool, ctx, corpus, seed, run):
 
     def step(commands):
         before = ctx.counters()
-        m = run_step(commands, ctx.log)
+        m = run_step(commands, ctx.log, limit)
         if before is not None:
             m.update(counters_delta(before, ctx.counters()))
         return m
@@ -455,6 +487,8 @@ def one_shot_run(tool, ctx, corpus, seed, run):
     edit_notes(ctx, expected, 1, rng, f"run{run}-one")
     results["edit1"] = step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b))
     check("1 edit")
+    if upto == "edit1":
+        return results
     edit_notes(ctx, expected, 100, rng, f"run{run}-hundred")
     results["edit100"] = step(tool.sync(ctx, ctx.a) + tool.sync(ctx, ctx.b))
     check("100 edits", with_shared=True)
@@ -631,17 +665,20 @@ def warm_up(ctx, paths, expected, rng, label, logname):
                                f"{tail(os.path.join(ctx.root, logname))}")
 
 
-def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, failures):
-    ctx = Context.fresh(os.path.join(work, "agent"), template)
+def agent_bench(binary, template, corpus, work, seed, edits, gap, idle_seconds, failures, synced=None):
+    """Two agents on fresh folders A and B that first syncs join; with `synced` (a Context whose A and B both hold
+    `corpus`, synced by notesync), on those folders instead."""
+    ctx = synced or Context.fresh(os.path.join(work, "agent"), template)
     tool = NoteSync(binary)
     expected = dict(corpus)
     rng = random.Random(f"{seed}-agent")
     result = {"edits": edits, "lost": 0}
     agents = []
     try:
-        run_step(tool.first_a(ctx), ctx.log)
-        run_step(tool.first_b(ctx), ctx.log)
-        verify("agent setup", expected, [("B", ctx.b, tool.exclude)])
+        if not synced:
+            run_step(tool.first_a(ctx), ctx.log)
+            run_step(tool.first_b(ctx), ctx.log)
+            verify("agent setup", expected, [("B", ctx.b, tool.exclude)])
         agents += start_agents(binary, ctx, [(ctx.a, []), (ctx.b, [])])
         paths = rng.sample(sorted(expected), edits + 3)
         warm_up(ctx, paths[:3], expected, rng, "agent", "agent-A.log")
@@ -1290,6 +1327,63 @@ def server_life_rows(life, ntools):
     return rows
 
 
+def huge_bench(args, tools, work, failures):
+    """`--huge`: a million notes (nested folders, the same generator), one run. For notesync and, within
+    --huge-unison-limit seconds per step, Unison: the first syncs of A and B, a no-op sync and one edit (A, then
+    B). Then two notesync agents on the folders its one-shot run left: latency of --huge-agent-edits edits and
+    the memory of each agent."""
+    label = f"{args.huge_notes}"
+    template, corpus = make_corpus(work, args.huge_notes, args.seed)
+    result = {"notes": args.huge_notes, "unfinished": {}, "corpus_bytes": sum(map(len, corpus.values()))}
+    samples = {}
+    agent_ctx = None
+    # Unison first: notesync's folders stay for the agents, and two runs' folders at once need twice the space.
+    for tool in sorted((t for t in tools if t.name in ("notesync", "unison")), key=lambda t: t.name != "unison"):
+        ctx = Context.fresh(os.path.join(work, f"{label}-{tool.name}"), template)
+        expected = dict(corpus)
+        limit = args.huge_unison_limit if tool.name == "unison" else None
+        log(f"  {label} {tool.name}: first syncs, no-op, one edit" + (f" (at most {limit:.0f} s a step)" if limit else ""))
+        try:
+            results = one_shot_run(tool, ctx, corpus, args.seed, 0, upto="edit1", limit=limit, expected=expected)
+        except BenchTimeout as timeout:
+            result["unfinished"][tool.name] = str(timeout)
+            log(f"  {label} {tool.name}: {timeout}")
+            TRASH.discard(ctx.root)
+            continue
+        except BenchFailure as error:
+            failures.append(f"{label} {tool.name}: {error}")
+            log(f"FAILED: {label} {tool.name}: {error}")
+            continue
+        samples[tool.name] = {scenario: [m] for scenario, m in results.items()}
+        log(f"  {label} {tool.name}: " + "  ".join(f"{s} {m['wall']:.1f}s {m['rss']:.0f}MB" for s, m in results.items()))
+        if tool.name == "notesync":
+            agent_ctx, agent_expected = ctx, expected
+        else:
+            TRASH.discard(ctx.root)
+    result["summary"] = summarize_samples(samples)
+    if agent_ctx and not args.skip_agent:
+        log(f"agent latency, {label} notes, {args.huge_agent_edits} edits")
+        result["agent"] = agent_bench(args.notesync, template, agent_expected, work, args.seed, args.huge_agent_edits,
+                                      args.agent_gap, args.idle_seconds, failures, synced=agent_ctx)
+    if agent_ctx and os.path.exists(agent_ctx.root):  # agent_bench discards the folders it passed
+        TRASH.discard(agent_ctx.root)
+    TRASH.discard(template)
+    return result
+
+
+def huge_rows(huge, names, others, ntools):
+    """The million-note rows: the one-shot scenarios it ran, what did not finish, and the agents."""
+    prefix = f"{huge['notes']:,}: "
+    rows = one_shot_rows(huge["summary"], names, others, prefix, lambda *_: "",
+                         scenarios=[s for s in SCENARIOS if s[0] in ("first_a", "first_b", "noop", "edit1")])
+    blank = [""] * (ntools - 1)
+    for tool, why in huge["unfinished"].items():
+        rows.append([f"{prefix}{tool}", "not finished", why] + blank + [""])
+    if "agent" in huge:
+        rows += agent_rows(huge["agent"], ntools, prefix, None, None, None)
+    return rows
+
+
 def percentile(sorted_values, p):
     """Nearest-rank percentile of an ascending list."""
     rank = max(1, -(-len(sorted_values) * p // 100))
@@ -1332,10 +1426,10 @@ def mark(ok):
     return "✓" if ok else "✗"
 
 
-def one_shot_rows(summary, tools, others, prefix, targets, extra=()):
+def one_shot_rows(summary, tools, others, prefix, targets, extra=(), scenarios=SCENARIOS):
     """Rows (scenario, metric, per-tool cells…, ratios, target) for one corpus size."""
     rows = []
-    for scenario, title in SCENARIOS:
+    for scenario, title in scenarios:
         for metric, metric_title in scenario_metrics(scenario, extra):
             cells = [fmt(summary.get(t, {}).get(scenario, {}).get(metric), metric) for t in tools]
             ratios = []
@@ -1387,20 +1481,24 @@ def targets_100k(scenario, metric, med):
 
 def agent_rows(agent, ntools, prefix="", p50_target=100, p99_target=300, rss_target=60):
     """The agent's rows; `prefix` names a size other than the default, with that size's targets (issue 20 at
-    100,000 notes: p50 ≤ 40 ms, p99 ≤ 80 ms, 64 MB)."""
+    100,000 notes: p50 ≤ 40 ms, p99 ≤ 80 ms, 64 MB). A target of None: none at that size, the cell stays empty."""
     blank = [""] * (ntools - 1)
+
+    def target(value, limit, unit):
+        return "" if limit is None else f"≤{limit} {unit} {mark(value <= limit)}"
+
     if not agent or "p50" not in agent:
         return [[f"{prefix}agent", "(failed or skipped)", "—"] + blank + [""]]
     return [
         [f"{prefix}agent: edit on A → B has it ({agent['edits']} edits)", "p50 ms", f"{agent['p50']:.1f}"] + blank
-        + [f"≤{p50_target} ms {mark(agent['p50'] <= p50_target)}"],
+        + [target(agent['p50'], p50_target, "ms")],
         ["", "p95 ms", f"{agent['p95']:.1f}"] + blank + [""],
-        ["", "p99 ms", f"{agent['p99']:.1f}"] + blank + [f"≤{p99_target} ms {mark(agent['p99'] <= p99_target)}"],
+        ["", "p99 ms", f"{agent['p99']:.1f}"] + blank + [target(agent['p99'], p99_target, "ms")],
         ["", "max ms", f"{agent['max']:.1f}"] + blank + [""],
         ["", "lost edits", f"{agent['lost']}"] + blank + [f"0 {mark(agent['lost'] == 0)}"],
         [f"{prefix}agent idle ({agent['idle_seconds']:.0f} s)", "CPU %", f"{agent['idle_cpu_pct']:.2f}"] + blank
         + [f"≤1 % {mark(agent['idle_cpu_pct'] <= 1)}"],
-        ["", "RSS MB", f"{agent['rss_mb']:.1f}"] + blank + [f"≤{rss_target} MB {mark(agent['rss_mb'] <= rss_target)}"],
+        ["", "RSS MB", f"{agent['rss_mb']:.1f}"] + blank + [target(agent['rss_mb'], rss_target, "MB")],
         ["", "peak RSS MB", f"{agent['hwm_mb']:.1f}"] + blank + [""],
     ]
 
@@ -1507,6 +1605,14 @@ def main():
     parser.add_argument("--large", action="store_true", help="also 100,000 notes: the one-shot scenarios and the agents")
     parser.add_argument("--large-notes", type=int, default=100_000)
     parser.add_argument("--large-runs", type=int, help="runs at the large size (default: --runs)")
+    parser.add_argument("--huge", action="store_true",
+                        help="also 1,000,000 notes, one run: first syncs, no-op and one edit (notesync, and Unison"
+                             " within --huge-unison-limit), then two agents; needs ~70 GB and 13M inodes free")
+    parser.add_argument("--huge-notes", type=int, default=1_000_000)
+    parser.add_argument("--huge-unison-limit", type=float, default=1800,
+                        help="seconds each Unison step may take at the huge size before it is stopped and reported as"
+                             " not finished (default 1800)")
+    parser.add_argument("--huge-agent-edits", type=int, default=100, help="timed agent edits at the huge size")
     parser.add_argument("--tools", default="notesync,notesync-encrypted,unison,rclone",
                         help="comma-separated subset (notesync-encrypted: notesync on an encrypted server)")
     parser.add_argument("--agent-edits", type=int, default=200)
@@ -1628,6 +1734,12 @@ def main():
             log(f"agent-served diff and sync, {args.large_notes} notes, {args.served_runs} runs")
             results["large_served"] = served_bench(args.notesync, ltemplate, lcorpus, work, args.served_runs, failures)
         TRASH.discard(ltemplate)
+    if args.huge:
+        log(f"huge: {args.huge_notes:,} notes, one run")
+        results["huge"] = huge_bench(args, tools, work, failures)
+        corpus_info_huge = results["huge"]
+        results["corpora"].append({"notes": corpus_info_huge["notes"], "bytes": corpus_info_huge["corpus_bytes"],
+                                   "runs": 1})
     if not args.skip_server_life and "notesync" in names:
         log(f"server over time: autosave hour, year of writing, gc on {args.gc_scale_notes:,} notes and "
             f"{args.gc_scale_entries:,} entries")
@@ -1659,6 +1771,8 @@ def main():
                            *((40, 80, 64) if args.large_notes == 100_000 else (100, 300, 60)))
     if "large_served" in results:
         rows += served_rows(results["large_served"], len(names) + len(others))
+    if "huge" in results:
+        rows += huge_rows(results["huge"], names, others, len(names) + len(others))
     if "server_life" in results:
         rows += server_life_rows(results["server_life"], len(names) + len(others))
     table = render(rows, header)
