@@ -8,7 +8,7 @@ environment, see need_s3_venv in scripts/lib.sh) and builds notesync (release) f
     scripts/bench --quick         # smoke test: 2,000 notes, 2 runs, 50 agent edits, 10 s idle, 30 sshfs/S3 edits
     scripts/bench --large         # also 100,000 notes: one-shot (notesync and Unison), and the two agents
     scripts/bench --huge --skip-one-shot --skip-sshfs --skip-s3 --skip-server-life --workdir BIG
-                                  # also 1,000,000 notes, one run (see below); BIG: ~70 GB and 13M inodes free
+                                  # also 1,000,000 notes, one run (see below); BIG: ~35 GB and 8M inodes free
     scripts/bench --only-sshfs --notes 1000    # only the agent's latency across sshfs
     scripts/bench --only-s3       # only the S3 section (--skip-s3 leaves it out)
 
@@ -1645,7 +1645,7 @@ def main():
     parser.add_argument("--large-runs", type=int, help="runs at the large size (default: --runs)")
     parser.add_argument("--huge", action="store_true",
                         help="also 1,000,000 notes, one run: first syncs, no-op and one edit (notesync, and Unison"
-                             " within --huge-unison-limit), then two agents; needs ~70 GB and 13M inodes free")
+                             " within --huge-unison-limit), then two agents; needs ~35 GB and 8M inodes free")
     parser.add_argument("--huge-notes", type=int, default=1_000_000)
     parser.add_argument("--huge-unison-limit", type=float, default=1800,
                         help="seconds each Unison step may take at the huge size before it is stopped and reported as"
