@@ -277,7 +277,7 @@ import Testing
             try devices.write(devices.a, "three.md", "three\n")
             try devices.sync(devices.a)
         }
-        let entry = try #require(written.first { $0.contains("/log/") }).map { devices.server + "/" + $0 }!
+        let entry = devices.server + "/" + (try #require(written.first(where: { $0.contains("/log/") })))
         let assets = written.filter { $0.contains("/assets/") }.map { devices.server + "/" + $0 }
         #expect(assets.count == 2)
         func flip(_ path: String) throws {
