@@ -116,7 +116,8 @@ class Trash:
     freed in the last 60 s (6 min while its inode table block is dirty), scanning past it: deleting a run's
     300,000 files just before the next tool's measured first sync made that sync twice as slow, all of it kernel
     time (find_inode_bit, recently_deleted), for whichever tool came next. A user's sync never follows such a
-    delete. When space or inodes run short, the trash is emptied and the benchmark waits 65 s before measuring again."""
+    delete. When space or inodes run short, the trash is emptied and the benchmark waits 65 s before measuring
+    again."""
 
     def __init__(self, work):
         self.root = os.path.join(work, "trash")
@@ -164,7 +165,10 @@ def run_measured(argv, env=None, logfile=None, limit=None):
 
         def stop():
             fired.set()
-            os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended just then: still reported as stopped, the limit was reached
+                pass
 
         timer = threading.Timer(limit, stop) if limit is not None else None
         if timer:
@@ -1379,7 +1383,7 @@ def huge_bench(args, tools, work, failures):
         ctx = Context.fresh(os.path.join(work, f"{label}-{tool.name}"), template)
         expected = dict(corpus)
         limit = args.huge_unison_limit if tool.name == "unison" else None
-        log(f"  {label} {tool.name}: first syncs, no-op, one edit" + (f" (at most {limit:.0f} s a step)" if limit else ""))
+        log(f"  {label} {tool.name}: first syncs, no-op, one edit" + (f" (at most {limit:g} s a step)" if limit else ""))
         try:
             results = one_shot_run(tool, ctx, corpus, args.seed, 0, upto="edit1", limit=limit, expected=expected)
         except BenchTimeout as timeout:
