@@ -100,7 +100,8 @@ public final class SyncEngine {
     private var boundServerID: String?
     /// When a sync first found a gap at a slot (``SyncOptions/gapGrace``).
     private var gapSeen: (path: String, since: Int64)?
-    private var lastReportedToken: Int64 = -1
+    /// The token and time this engine last found or put in its status file on the server (``reportDevice(_:token:)``).
+    private var lastReported: (token: Int64, at: Int64)?
     /// When a sync of this engine last checked the server's marker and the end of its log (every sync but an idle
     /// poll of an object store does); ``endCheckInterval`` after it, an idle poll checks them again.
     private var lastEndCheck: ContinuousClock.Instant?
@@ -485,12 +486,32 @@ public final class SyncEngine {
             meta[.heldDeletes] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
         }
         try state.setMeta(meta)
-        if zone.token != lastReportedToken {
-            try? store.writeDeviceInfo(
-                DeviceInfo(id: config.deviceID, name: config.deviceName, lastSeen: Clock.nowNanoseconds(), token: zone.token))
-            lastReportedToken = zone.token
-        }
+        reportDevice(store, token: zone.token)
         memo = (bases, zone)
+    }
+
+    /// How old the `lastSeen` of a status file may grow before a sync that changed nothing writes it again.
+    static let deviceRefresh: Int64 = 3600 * 1_000_000_000
+
+    /// Keeps this device's status file (`devices/<id>.json`: its name and token, which gc keeps history for) true.
+    /// A sync that changed nothing writes nothing to the server: the file is read, and written again only when its
+    /// token or name differ, or it was written more than ``deviceRefresh`` ago (`lastSeen`, shown by `server usage`),
+    /// or it is missing or unreadable. A write to a share costs a file, two flushes and a rename (and a replicating
+    /// tool's upload); to a bucket, a billed PUT. An engine reads the file once; after that it knows what it wrote.
+    private func reportDevice(_ store: ServerStore, token: Int64) {
+        let now = Clock.nowNanoseconds()
+        if let lastReported {
+            // Only this device writes its file: what this engine wrote last is what it holds.
+            if lastReported.token == token && (0..<Self.deviceRefresh).contains(now - lastReported.at) { return }
+        } else if let known = store.deviceInfo(config.deviceID), known.token == token, known.name == config.deviceName,
+            (0..<Self.deviceRefresh).contains(now - known.lastSeen)
+        {
+            lastReported = (token, known.lastSeen)
+            return
+        }
+        guard (try? store.writeDeviceInfo(DeviceInfo(id: config.deviceID, name: config.deviceName, lastSeen: now, token: token))) != nil
+        else { return }
+        lastReported = (token, now)
     }
 
     /// The bases' names under a folder prefix for a partial scan, from the state database's index: the bases in memory
