@@ -255,8 +255,7 @@ extension SyncEngine {
                     moveFromBase: move.pushFromBase, forget: move.source))
         }
 
-        let pendingWrites = Self.pendingWrites(plan)
-        try recordPendingWrites(pendingWrites)
+        let pendingWrites = try recordPendingWrites(plan)
         for index in plan.indices {
             var step = plan[index]
             guard let action = step.action else { continue }
@@ -306,7 +305,7 @@ extension SyncEngine {
                 try batch.dequeue(name)
             }
             for conflict in conflicts { try batch.addConflict(conflict) }
-            if !pendingWrites.isEmpty { try batch.setMeta(.pendingWrites, nil) }
+            if pendingWrites { try batch.clearPendingWrites() }
         }
         for (name, base) in baseUpdates { bases[name] = base }
         report.conflictCopies += conflicts.map(\.copy.description)

@@ -31,6 +31,24 @@ extension LocalState {
             try statement.run()
         }
 
+        /// Records a version a sync is about to write into a note (``SyncEngine/recordPendingWrites(_:)``).
+        func addPendingWrite(_ write: PendingWrite) throws {
+            let statement = try statements.get(
+                .addPendingWrite, "INSERT INTO pendingWrite(name, tag, digest, size, modified) VALUES (?, ?, ?, ?, ?)")
+            statement.bind(1, write.name.string)
+            statement.bind(2, write.tag)
+            statement.bind(3, write.text.sha256)
+            statement.bind(4, write.text.size)
+            statement.bind(5, write.modified)
+            try statement.run()
+        }
+
+        /// Forgets the recorded pending writes: written and recorded as bases, or adopted.
+        func clearPendingWrites() throws {
+            try db.execute(sql: "DELETE FROM pendingWrite")
+            try setMeta(.pendingWrites, nil)
+        }
+
         public func removeBase(_ name: RecordName) throws {
             let statement = try statements.get(.removeBase, "DELETE FROM base WHERE name = ?")
             statement.bind(1, name.string)
@@ -125,7 +143,9 @@ extension LocalState {
         /// SQLite's C interface: a first sync writes 30,000 rows per 10,000 notes, and building arguments for each
         /// cost more than SQLite's own work.
         final class Statements {
-            enum Kind: Int, CaseIterable { case setBase, removeBase, setFingerprint, setHead, removeHead, queue, dequeue }
+            enum Kind: Int, CaseIterable {
+                case setBase, removeBase, setFingerprint, setHead, removeHead, queue, dequeue, addPendingWrite
+            }
             private let db: Database
             private var prepared: [Statement?] = Array(repeating: nil, count: Kind.allCases.count)
 
@@ -209,9 +229,8 @@ extension LocalState {
         public func forgetServer(bindingTo serverID: String) throws {
             try db.execute(sql: "DELETE FROM base")
             try db.execute(sql: "DELETE FROM head")
-            for key: MetaKey in [.token, .chain, .chainEarlier, .chainFile, .plannedToken, .pendingWrites] {
-                try setMeta(key, nil)
-            }
+            try clearPendingWrites()
+            for key: MetaKey in [.token, .chain, .chainEarlier, .chainFile, .plannedToken] { try setMeta(key, nil) }
             try setMeta(.serverID, serverID)
         }
 

@@ -53,6 +53,19 @@ extension LocalState {
             // RecordHead.moved: the other name of a move (a tombstone's new name, a save's old one).
             try db.alter(table: "head") { t in t.add(column: "moved", .text) }
         }
+        migrator.registerMigration("v4") { db in
+            // The versions a sync is about to write into notes (SyncEngine+PendingWrites.swift), one row each. They
+            // were one JSON value in `meta`, which a first sync of 100,000 notes held three times over (60 MB) to
+            // record; a value an earlier build left there is still read.
+            try db.create(table: "pendingWrite") { t in
+                t.column("seq", .integer).primaryKey()
+                t.column("name", .text).notNull()
+                t.column("tag", .integer).notNull()
+                t.column("digest", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("modified", .integer).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -258,6 +258,21 @@ public final class LocalState: Sendable {
         }
     }
 
+    /// The versions a sync recorded before writing them into notes and did not clear (it was killed), oldest first:
+    /// the rows, then a value an earlier build left in `meta` (``SyncEngine/decodePendingWrites(_:)``).
+    func pendingWrites() throws -> [PendingWrite] {
+        try read { db in
+            var writes: [PendingWrite] = []
+            try Self.eachRow(db, "SELECT name, tag, digest, size, modified FROM pendingWrite ORDER BY seq") { row in
+                guard let name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
+                writes.append(
+                    PendingWrite(name: name, tag: row.int(1), text: AssetRef(sha256: digest, size: row.int(3)), modified: row.int(4)))
+            }
+            if let stored = try Self.meta(db, .pendingWrites) { writes = SyncEngine.decodePendingWrites(stored) + writes }
+            return writes
+        }
+    }
+
     /// One row of ``eachRow(_:_:_:)``: typed reads of its columns.
     struct RawRow {
         let statement: OpaquePointer

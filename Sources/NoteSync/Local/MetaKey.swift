@@ -21,8 +21,8 @@ public enum MetaKey: String, CaseIterable, Sendable {
     case chainFile = "chain.file"
     /// The token the last finished sync planned up to.
     case plannedToken = "planned.token"
-    /// The server versions the running sync is about to write into notes, recorded before it writes any (JSON): a
-    /// process killed before recording their bases leaves notes that are exactly these versions.
+    /// Where builds before the state database's `pendingWrite` table recorded the versions a sync was about to write
+    /// into notes (JSON): read (and cleared) once, so that a folder such a build left mid-sync recovers.
     case pendingWrites = "pending.writes"
     /// The voided slots this device has checked its heads and bases against.
     case voidsSeen = "voids.seen"
