@@ -32,27 +32,44 @@ extension SyncEngine {
     /// Does the plan's resolved steps locally and commits the pushes. Returns false when the commit lost a race and
     /// another round is needed (the state already has the winner folded in).
     /// `made`: gets the names of the notes it made (conflict copies) and pushes as new.
-    /// The plan and the scan are consumed: a first sync holds a record of each per note, freed before the
-    /// commits add as many in bases and heads.
+    /// The plan and the scan are consumed: a first sync holds a record of each per note. The scan is freed first, the
+    /// plan once its steps are done, before the commits.
     func execute(
         _ plan: consuming [Step], scan: consuming ScanResult, bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
         store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport
     ) throws -> Bool {
+        // The steps carry what they need of the scan (the local file): it goes now, before the bases, heads and
+        // pushes grow (a first sync's scan of 100,000 notes is 31 MB). A one-shot process with little to do leaves it
+        // to the process exit (freeing 100,000 records one by one costs more than the rest of a no-op sync's planning).
+        if leavesMemoryToExit && plan.count < 1000 { OneShotProcess.leaveToExit(Box(scan)) } else { _ = consume scan }
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         var pushes: [Push] = []
         // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
         var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []
+        var newNotes: [(name: RecordName, head: RecordHead)] = []
         // Room for the bases and heads this sync may add (the steps' names each table lacks), made now: growing a
         // large table copies its rows, and for a moment both copies are in memory. Not room for every step: B's
-        // first sync has every head already, and as many again is 12 MB at 100,000 notes.
+        // first sync has every head already, and as many again is 12 MB at 100,000 notes. The same for the pushes,
+        // base updates and new notes the actions make (a conflict or a merge may add one more, which grows them).
         var newBases = 0
         var newHeads = 0
+        var (saves, writes, downloads) = (0, 0, 0)
         for index in plan.indices {
             if !bases.contains(plan[index].name) { newBases += 1 }
             if !zone.heads.contains(plan[index].name) { newHeads += 1 }
+            switch plan[index].action {
+            case .save, .delete: saves += 1
+            case .write(_, .download) where plan[index].local == nil:
+                writes += 1
+                downloads += 1
+            case .write, .trash, .adopt: writes += 1
+            default: break
+            }
         }
         bases.reserveCapacity(bases.count + newBases)
         zone.heads.reserveCapacity(zone.heads.count + newHeads)
+        pushes.reserveCapacity(saves)
+        baseUpdates.reserveCapacity(writes)
         var conflicts: [ConflictRecord] = []
         // The copy names the plan chose: a copy made now never takes another step's.
         let plannedCopies = Set(
@@ -60,10 +77,8 @@ extension SyncEngine {
                 if case .conflict(let conflict) = step.action, !conflict.madeBefore { conflict.copy } else { nil }
             })
         // Notes new here, when there are many (a first sync): written together, two flushes in all.
-        let downloadsInBulk =
-            plan.lazy.filter { if case .write(_, .download) = $0.action { $0.local == nil } else { false } }
-            .prefix(Self.bulkDownloadThreshold).count >= Self.bulkDownloadThreshold
-        var newNotes: [(name: RecordName, head: RecordHead)] = []
+        let downloadsInBulk = downloads >= Self.bulkDownloadThreshold
+        if downloadsInBulk { newNotes.reserveCapacity(downloads) }
         if let progress {
             let downloads = plan.lazy.filter { if case .write = $0.action { true } else { false } }.count
             if downloads > 0 { progress.enter(.downloading, total: downloads) }
@@ -282,9 +297,6 @@ extension SyncEngine {
             }
         }
         _ = consume plan
-        // A one-shot process with little left to commit leaves the scan to the process exit (freeing 100,000
-        // records one by one costs more than the rest of a no-op sync's planning).
-        if leavesMemoryToExit && pushes.count < 1000 { OneShotProcess.leaveToExit(Box(scan)) } else { _ = consume scan }
 
         var bulkWarnings: [SyncWarning] = []
         for (name, head, outcome) in try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) {
