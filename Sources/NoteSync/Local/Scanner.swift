@@ -17,7 +17,9 @@ public struct LocalFile: Hashable, Sendable {
 
 /// What a scan of the notes folder found.
 public struct ScanResult: Sendable {
-    public var files: [RecordName: LocalFile] = [:]
+    /// The notes found, by name: a record table, as the bases are (a dictionary of 100,000 held 31 MB, half of it
+    /// empty buckets; this 14 MB).
+    public var files: RecordTable<LocalFile> = [:]
     /// Names that exist but could not be read (permissions, a directory in a note's place …): never deletes.
     public var unreadable: Set<RecordName> = []
     /// Directories that could not be listed: every known note under them counts as unreadable, not deleted.
@@ -52,7 +54,7 @@ public struct ScanResult: Sendable {
 
     /// Adds a partial scan's findings to this one.
     public mutating func merge(_ other: ScanResult) {
-        files.merge(other.files) { _, new in new }
+        for (name, file) in other.files { files[name] = file }
         unreadable.formUnion(other.unreadable)
         unreadableDirectories += other.unreadableDirectories
         foreignConflicts += other.foreignConflicts
