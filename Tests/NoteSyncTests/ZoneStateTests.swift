@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Synchronization
 import Testing
 
@@ -156,6 +157,29 @@ import Testing
         try state.update { try $0.clearPendingWrites() }
         #expect(try state.pendingWrites() == [])
         #expect(try state.meta(.pendingWrites) == nil)
+    }
+
+    /// A dry run opens the database read-only and never migrates it: on a database an earlier build wrote (no
+    /// `pendingWrite` table yet) the record is its `meta` value alone, and the dry run goes on.
+    @Test func aDatabaseOfAnEarlierBuildIsReadWithoutItsTable() throws {
+        let writes = try Self.writes()
+        let directory = try TempDirectory("pending-v3")
+        let path = directory.sub("state.sqlite")
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try LocalState.migrator.migrate(queue, upTo: "v3")
+            let earlier = String(decoding: try JSONEncoder().encode(writes), as: UTF8.self)
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO meta(key, value) VALUES (?, ?)", arguments: [MetaKey.pendingWrites.rawValue, earlier])
+            }
+        }
+        let readOnly = try LocalState(path: path, readOnly: true)
+        #expect(try readOnly.pendingWrites() == writes)
+        try readOnly.close()
+        // A sync's read-write open migrates it; the earlier value is still read until a sync clears it.
+        let migrated = try LocalState(path: path)
+        try migrated.update { try $0.addPendingWrite(writes[0]) }
+        #expect(try migrated.pendingWrites() == writes + [writes[0]])
     }
 
     @Test func anUnreadableEarlierRecordOnlyLosesItsOwnWrites() throws {

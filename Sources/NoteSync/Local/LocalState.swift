@@ -263,10 +263,15 @@ public final class LocalState: Sendable {
     func pendingWrites() throws -> [PendingWrite] {
         try read { db in
             var writes: [PendingWrite] = []
-            try Self.eachRow(db, "SELECT name, tag, digest, size, modified FROM pendingWrite ORDER BY seq") { row in
-                guard let name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
-                writes.append(
-                    PendingWrite(name: name, tag: row.int(1), text: AssetRef(sha256: digest, size: row.int(3)), modified: row.int(4)))
+            // A database an earlier build wrote has no such table until a sync (not a dry run: it opens the database
+            // read-only, never migrating it) has opened it.
+            if try db.tableExists("pendingWrite") {
+                try Self.eachRow(db, "SELECT name, tag, digest, size, modified FROM pendingWrite ORDER BY seq") { row in
+                    guard let name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
+                    writes.append(
+                        PendingWrite(
+                            name: name, tag: row.int(1), text: AssetRef(sha256: digest, size: row.int(3)), modified: row.int(4)))
+                }
             }
             if let stored = try Self.meta(db, .pendingWrites) { writes = SyncEngine.decodePendingWrites(stored) + writes }
             return writes
