@@ -73,5 +73,39 @@ import Testing
         #expect(throws: SealedFile.Failure.badHeader) { try SealedFile.verify(Data("garbage".utf8), kind: "entry") }
     }
 
+    /// A big entry is encoded change by change (``SealedFile/encodeJSON(_:chunkingAbove:)``): the bytes must be
+    /// exactly `JSONEncoder`'s of the whole entry, whatever its changes, names and optional fields hold.
+    @Test func anEntryEncodedChangeByChangeIsByteForByteTheWholeEncoding() throws {
+        var changes: [RecordChange] = []
+        let names = ["a.md", "dir/say \"hi\".md", "back\\slash.md", "é/日本語 🗒.md", "{\"changes\":[]}.md", "a/b/c.txt"]
+        for (index, string) in names.enumerated() {
+            let name = try RecordName(validating: string)
+            let text = AssetRef(of: Data(string.utf8))
+            changes.append(.save(name, base: Int64(index), text: text, modified: Int64(index) * 1_000_000_007))
+            changes.append(.delete(name, base: Int64(index + 7), modified: -Int64(index)))
+            let to = try RecordName(validating: "moved/" + string)
+            changes += RecordChange.move(
+                from: name, fromBase: Int64(index), to: to, toBase: 0, text: text, modified: 5, time: Int64(index))
+        }
+        changes.append(RecordChange(name: "x.md", base: 1, op: .save, text: nil, modified: 2, version: 9))
+        let entries = [
+            LogEntry(seq: 12, commit: "c/1", device: "dev-a", time: 99, changes: changes),
+            LogEntry(
+                seq: 13, commit: "c2", device: "dev-b", time: 100, changes: changes,
+                prev: ContentDigest(of: Data("p".utf8)), earlier: [nil, ContentDigest(of: Data("e".utf8))]),
+            LogEntry(seq: 14, commit: "c3", device: "dev-c", time: 101, changes: Array(changes.prefix(1))),
+            LogEntry(seq: 15, commit: "c4", device: "dev-d", time: 102, changes: [])
+        ]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        for entry in entries {
+            let whole = try encoder.encode(entry)
+            #expect(try SealedFile.encodeJSON(entry, chunkingAbove: 0) == whole, "\(entry.changes.count) changes")
+            #expect(try SealedFile.encodeJSON(entry) == whole)
+            let sealed = try SealedFile.seal(entry, kind: "entry")
+            #expect(try SealedFile.open(sealed, kind: "entry", as: LogEntry.self) == entry)
+        }
+    }
+
     private func headerLength(_ data: Data) -> Int { (data.firstIndex(of: 0x0A) ?? 0) + 1 }
 }

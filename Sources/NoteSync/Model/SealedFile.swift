@@ -49,9 +49,7 @@ public enum SealedFile {
     public static let encryptedFormat = 2
 
     public static func seal<T: Encodable>(_ value: T, kind: String) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = try encoder.encode(value)
+        let body = try encodeJSON(value)
         var data = Data("notesync-\(kind) \(format) \(body.count) \(ContentDigest(of: body).hex)\n".utf8)
         data.append(body)
         return data
@@ -59,9 +57,32 @@ public enum SealedFile {
 
     /// `value` as JSON sealed with `vault` (format 2), bound to `context` (the server, the kind, the file's place).
     public static func seal<T: Encodable>(_ value: T, kind: String, vault: Vault, context: String) throws -> Data {
+        wrap(vault.sealFile(try encodeJSON(value), kind: kind, context: context), kind: kind, format: encryptedFormat)
+    }
+
+    /// `value` as the JSON of a sealed file: keys sorted, slashes as they are.
+    ///
+    /// A log entry of more than `chunkingAbove` changes is encoded change by change into the same bytes: `JSONEncoder`
+    /// builds a tree of the whole value first: for an entry of 50,000 moves (top folders of half of 100,000 notes
+    /// renamed: 24 MB of JSON) the commit's heap peaked at 290 MB with it, 266 MB without. `changes` is the first key in sorted order, so the entry
+    /// without its changes starts `{"changes":[]`, and the changes go between those brackets.
+    static func encodeJSON<T: Encodable>(_ value: T, chunkingAbove threshold: Int = 1000) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return wrap(vault.sealFile(try encoder.encode(value), kind: kind, context: context), kind: kind, format: encryptedFormat)
+        guard let entry = value as? LogEntry, entry.changes.count > threshold else { return try encoder.encode(value) }
+        var shell = entry
+        shell.changes = []
+        let outer = try encoder.encode(shell)
+        let prefix = Data(#"{"changes":[]"#.utf8)
+        guard outer.starts(with: prefix) else { return try encoder.encode(value) }
+        var body = Data(#"{"changes":["#.utf8)
+        for (index, change) in entry.changes.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(try encoder.encode(change))
+        }
+        body.append(UInt8(ascii: "]"))
+        body.append(outer.dropFirst(prefix.count))
+        return body
     }
 
     /// `body` behind the header that checks it.
