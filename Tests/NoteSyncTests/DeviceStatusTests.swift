@@ -51,6 +51,24 @@ import Testing
         #expect(try Self.status(harness, 0)?.token == moved)
     }
 
+    /// `lastSeen` (what `server usage` shows) stays within ``SyncEngine/deviceRefresh`` of the truth: a sync that
+    /// changes nothing an hour after the file was written writes it again, with the same token.
+    @Test func aFileAnHourOldIsWrittenAgain() throws {
+        let harness = try SyncHarness(deviceCount: 1)
+        try harness.write(0, "a.md", Data("one\n".utf8))
+        _ = try harness.sync(0)
+        let written = try #require(try Self.status(harness, 0))
+        let soon = FaultPoint.Hooks(hit: { _ in }, now: { written.lastSeen + SyncEngine.deviceRefresh - 1_000_000_000 })
+        _ = try FaultPoint.with(soon) { try harness.sync(0) }
+        #expect(try Self.status(harness, 0) == written, "within the hour: not written")
+        let later = written.lastSeen + SyncEngine.deviceRefresh + 1_000_000_000
+        let hourLater = FaultPoint.Hooks(hit: { _ in }, now: { later })
+        _ = try FaultPoint.with(hourLater) { try harness.sync(0) }
+        let refreshed = try #require(try Self.status(harness, 0))
+        #expect(refreshed.lastSeen == later)
+        #expect(refreshed.token == written.token)
+    }
+
     @Test func anEngineThatSyncsAgainWritesItsFileOnlyWhenTheTokenMoves() throws {
         let harness = try SyncHarness(deviceCount: 2)
         let files = try ServerFiles(root: harness.serverRoot)

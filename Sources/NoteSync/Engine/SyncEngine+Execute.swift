@@ -53,23 +53,25 @@ extension SyncEngine {
         // base updates and new notes the actions make (a conflict or a merge may add one more, which grows them).
         var newBases = 0
         var newHeads = 0
-        var (saves, writes, downloads) = (0, 0, 0)
+        // Saves and deletes; base updates; texts written into notes (the progress line's count); notes new here.
+        var (saves, updates, textWrites, newDownloads) = (0, 0, 0, 0)
         for index in plan.indices {
             if !bases.contains(plan[index].name) { newBases += 1 }
             if !zone.heads.contains(plan[index].name) { newHeads += 1 }
             switch plan[index].action {
             case .save, .delete: saves += 1
-            case .write(_, .download) where plan[index].local == nil:
-                writes += 1
-                downloads += 1
-            case .write, .trash, .adopt: writes += 1
+            case .write(_, let kind):
+                updates += 1
+                textWrites += 1
+                if kind == .download && plan[index].local == nil { newDownloads += 1 }
+            case .trash, .adopt: updates += 1
             default: break
             }
         }
         bases.reserveCapacity(bases.count + newBases)
         zone.heads.reserveCapacity(zone.heads.count + newHeads)
         pushes.reserveCapacity(saves)
-        baseUpdates.reserveCapacity(writes)
+        baseUpdates.reserveCapacity(updates)
         var conflicts: [ConflictRecord] = []
         // The copy names the plan chose: a copy made now never takes another step's.
         let plannedCopies = Set(
@@ -77,12 +79,9 @@ extension SyncEngine {
                 if case .conflict(let conflict) = step.action, !conflict.madeBefore { conflict.copy } else { nil }
             })
         // Notes new here, when there are many (a first sync): written together, two flushes in all.
-        let downloadsInBulk = downloads >= Self.bulkDownloadThreshold
-        if downloadsInBulk { newNotes.reserveCapacity(downloads) }
-        if let progress {
-            let downloads = plan.lazy.filter { if case .write = $0.action { true } else { false } }.count
-            if downloads > 0 { progress.enter(.downloading, total: downloads) }
-        }
+        let downloadsInBulk = newDownloads >= Self.bulkDownloadThreshold
+        if downloadsInBulk { newNotes.reserveCapacity(newDownloads) }
+        if let progress, textWrites > 0 { progress.enter(.downloading, total: textWrites) }
 
         func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
             report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
