@@ -51,7 +51,7 @@ struct StatusCommand: ParsableCommand {
                 reachable: false, token: try state.zoneState().token,
                 pending: try state.outbox().values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
                 conflicts: try openConflicts(folder, state).map(\.copy.description),
-                lastSync: try state.meta(.lastSync).flatMap(Int64.init).map(formatTime),
+                lastSync: try state.lastSync().map(formatTime),
                 lastError: try state.meta(.lastError))
             status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
             status.agent = AgentStatus.read(folder)

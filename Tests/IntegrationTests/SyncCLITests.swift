@@ -191,6 +191,39 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         #expect(again.stdout.contains("server at 1"))
     }
 
+    /// A sync that finds nothing to do writes nothing: not the server, not the local state database (no log, no
+    /// checkpoint: a laptop's idle syncs cost no flush), only the time of `.notesync/last-sync`, which `status` shows.
+    @Test func aSyncThatChangesNothingWritesOnlyItsTime() throws {
+        let t = try TwoDevices("no-op-writes")
+        try t.write(t.a, "n.md", "text\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.sync(t.a)
+        let lastSync = t.a + "/.notesync/last-sync"
+        let before = (notes: try treeFingerprint(t.a), server: try treeFingerprint(t.server))
+        let started = Int64(Date().timeIntervalSince1970)
+        let again = try t.sync(t.a)
+        #expect(again.stdout.contains("nothing to do"), "\(again.stdout)")
+        let after = (notes: try treeFingerprint(t.a), server: try treeFingerprint(t.server))
+        #expect(after.server == before.server, "the server is not written")
+        // `.notesync` itself: SQLite makes and removes the database's -wal and -shm files there at each open.
+        let changed = Set(before.notes.keys).union(after.notes.keys).filter { before.notes[$0] != after.notes[$0] }
+            .subtracting([".notesync"])
+        #expect(changed == [".notesync/last-sync"], "only the time is: \(changed.sorted())")
+        let touched = try #require(FileIO.lstatInfo(lastSync))
+        #expect(Int64(touched.st_mtim.tv_sec) >= started)
+
+        // `status` says the file's time.
+        var times = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, lastSync, &times, 0) == 0)
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        let status = try t.expectOK(["status", "--notes", t.a])
+        let shown = "last sync: " + formatter.string(from: Date(timeIntervalSince1970: 1_600_000_000))
+        #expect(status.stdout.contains(shown), "\(status.stdout)")
+    }
+
     @Test func editsOnBothSidesMergeOrKeepBothVersions() throws {
         let t = try TwoDevices("conflicts")
         try t.write(t.a, "n.md", "a\nb\nc\nd\ne\n")

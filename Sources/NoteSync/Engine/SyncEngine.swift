@@ -478,14 +478,15 @@ public final class SyncEngine {
         zone.damaged.removeAll()
         report.pending = try state.outboxCount()
         var meta: [MetaKey: String?] = [
-            .lastSync: String(Clock.nowNanoseconds()), .lastError: nil,
-            .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored
+            .lastError: nil, .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored
         ]
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
         if full || report.heldDeletes > 0 {
             meta[.heldDeletes] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
         }
+        // Values that did not change are not written (`Batch.setMeta`), and the time is a file's.
         try state.setMeta(meta)
+        state.recordSyncFinished()
         reportDevice(store, token: zone.token)
         memo = (bases, zone)
     }

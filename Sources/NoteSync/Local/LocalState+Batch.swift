@@ -234,7 +234,10 @@ extension LocalState {
             try setMeta(.serverID, serverID)
         }
 
+        /// Sets one meta value; a value that is already there is not written again (a sync that changed nothing
+        /// then writes nothing to the database).
         public func setMeta(_ key: MetaKey, _ value: String?) throws {
+            guard try LocalState.meta(db, key) != value else { return }
             if let value {
                 try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key.rawValue, value])
             } else {

@@ -28,8 +28,16 @@ public final class LocalState: Sendable {
             // WAL with synchronous=NORMAL: a commit costs no fsync (the agent syncs many times a second). A power
             // cut may drop the last transactions but never corrupts the file, and nothing in it is lost for good:
             // a base or outbox row that is missing is re-derived by the next scan (same content = adopt).
-            configuration.journalMode = .wal
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            //
+            // Set here rather than with GRDB's `journalMode = .wal`, which also writes a table into the log at each
+            // open (for DatabasePool readers; this is a queue): that write costs a flush of the log and of its folder,
+            // and a checkpoint at close, so a sync that changed nothing would write the database anyway.
+            configuration.prepareDatabase { db in
+                guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
+                    throw DatabaseError(message: "could not set the write-ahead log journal mode")
+                }
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
         }
         do {
             var location = path
@@ -157,6 +165,32 @@ public final class LocalState: Sendable {
         do { try queue.close() } catch let error as DatabaseError {
             throw Self.failure(error, path: path, doing: "close")
         }
+    }
+
+    // MARK: the last sync
+
+    /// `.notesync/last-sync`: its modification time is when the last sync of this folder finished. A file's time
+    /// rather than a database value, so that a sync that changed nothing writes nothing to the database (neither
+    /// its log nor a checkpoint at close). It is never flushed: a power cut can only make `status` name an earlier
+    /// sync.
+    static func lastSyncFile(_ path: String) -> String { FileIO.parent(of: path) + "/last-sync" }
+
+    /// Records that a sync finished now (``lastSyncFile(_:)``).
+    public func recordSyncFinished() {
+        guard path != ":memory:" else { return }
+        let file = Self.lastSyncFile(path)
+        guard utimensat(AT_FDCWD, file, nil, AT_SYMLINK_NOFOLLOW) != 0 else { return }
+        let fd = open(file, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if fd >= 0 { Glibc.close(fd) }
+    }
+
+    /// When the last sync finished, in nanoseconds since 1970: the file's time, or the `last.sync` value an
+    /// earlier build stored, whichever is later.
+    public func lastSync() throws -> Int64? {
+        let stored = try meta(.lastSync).flatMap(Int64.init)
+        guard path != ":memory:", let info = FileIO.lstatInfo(Self.lastSyncFile(path)) else { return stored }
+        let touched = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        return max(stored ?? touched, touched)
     }
 
     // MARK: meta

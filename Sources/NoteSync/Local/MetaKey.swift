@@ -28,7 +28,9 @@ public enum MetaKey: String, CaseIterable, Sendable {
     case voidsSeen = "voids.seen"
     /// Local deletes held by the mass-delete guard (absent: none).
     case heldDeletes = "held.deletes"
-    /// The time of the last sync that reached the server, and the error the last one ended with.
+    /// The time of the last sync that reached the server, as builds before `.notesync/last-sync` stored it
+    /// (``LocalState/lastSync()`` reads both).
     case lastSync = "last.sync"
+    /// The error the last sync ended with.
     case lastError = "last.error"
 }

@@ -63,7 +63,7 @@ public enum FilesystemProbe {
         let kind = try FilesystemKind(path: directory)
         let a = directory + "/" + device + "-probe-" + FileIO.randomToken()
         let b = a + ".b"
-        try FileIO.createAndSync(a, Data("probe".utf8))
+        try FileIO.createAndSync(a, Data("probe".utf8), sync: false)
         defer {
             unlink(a)
             unlink(b)

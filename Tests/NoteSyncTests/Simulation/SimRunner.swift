@@ -1234,7 +1234,9 @@ final class SimRunner {
         if let stash = try FileIO.list(stashDirectory), !stash.isEmpty {
             findings.harness.append("\(at): the crash stash still holds \(stash.count) file(s)")
         }
-        let stateFiles: Set<String> = ["state.sqlite", "state.sqlite-wal", "state.sqlite-shm", "trash", "staging"]
+        let stateFiles: Set<String> = [
+            "state.sqlite", "state.sqlite-wal", "state.sqlite-shm", "last-sync", "trash", "staging"
+        ]
         for device in devices {
             for (relative, info) in try SyncHarness.walk(device.folder.root, skipTopLevel: nil) {
                 let components = relative.split(separator: "/")
