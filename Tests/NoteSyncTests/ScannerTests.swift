@@ -104,4 +104,30 @@ import Testing
             file.scope?.map(\.string).sorted() == ["a/b", "a/b/deep/two.md", "a/b/one.md", "a/b/é.md"],
             "the file a/b, and the notes of the folder it replaced")
     }
+
+    /// The bases a walk's files are unchanged since, found on one thread (a few files) or on every core (4,096 and
+    /// more): a file whose fingerprint matches its base's gets that base's row; one whose fingerprint differs, or that
+    /// has no base, gets -1.
+    @Test(arguments: [100, 5000]) func unchangedFilesFindTheRowOfTheirBase(count: Int) throws {
+        var bases: RecordTable<BaseRecord> = [:]
+        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
+        var expected: [RecordName?] = []
+        for index in 0..<count {
+            let name = try RecordName(validating: "n\(index).md")
+            let fingerprint = StatFingerprint(size: Int64(index), mtime: Int64(index) * 7, ctime: 1, inode: UInt64(index))
+            // Every third file has no base; every third but one, a base with another fingerprint.
+            if index % 3 != 0 {
+                let kept = index % 3 == 1 ? fingerprint : StatFingerprint(size: -1, mtime: 0, ctime: 0, inode: 0)
+                bases[name] = BaseRecord(
+                    name: name, tag: Int64(index), digest: ContentDigest(of: Data("\(index)".utf8)), size: Int64(index),
+                    modified: 0, fingerprint: kept)
+            }
+            candidates.append((name, name.string, fingerprint))
+            expected.append(index % 3 == 1 ? name : nil)
+        }
+        let rows = Scanner.unchangedSinceBase(candidates, bases: bases)
+        #expect(rows.count == count)
+        let found = rows.map { $0 < 0 ? nil : bases.values[Int($0)].name }
+        #expect(found == expected)
+    }
 }

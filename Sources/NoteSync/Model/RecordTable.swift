@@ -96,6 +96,10 @@ public struct RecordTable<Value> {
     /// The table's own copy of `name`, when it has a record: another table can share its string.
     public func storedName(_ name: RecordName) -> RecordName? { row(of: name).map { names[$0] } }
 
+    /// The row of `name`'s record, an index into ``values``: for a caller that looks many names up at once and keeps
+    /// only where each was found. Valid until the table changes.
+    public func rowIndex(of name: RecordName) -> Int? { row(of: name) }
+
     /// Whether `name` has a record.
     public func contains(_ name: RecordName) -> Bool { row(of: name) != nil }
 
