@@ -59,6 +59,8 @@ struct InitCommand: ParsableCommand {
                             fix: "check the permissions of \(folder.stateDirectory)", errno: errno)
                     }
                 }
+                // The afresh state has not synced yet: `status` says so.
+                unlink(LocalState.lastSyncFile(folder.database))
                 print("the local state could not be read (\(damaged)); moved it to \(aside) and starting afresh: every note stays")
             }
             if let outer = NotesFolder.enclosing(FileIO.parent(of: folder.root)) {

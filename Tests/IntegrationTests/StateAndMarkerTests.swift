@@ -26,6 +26,8 @@ import Testing
     /// Follows the re-init fix and checks the folder syncs again both ways, every note kept.
     static func followReinitFix(_ t: TwoDevices, sourceLocation: SourceLocation = #_sourceLocation) throws {
         try t.expectOK(["init", "--notes", t.a, "--server", t.server, "--device-name", "alice"], sourceLocation: sourceLocation)
+        let fresh = try t.expectOK(["status", "--notes", t.a], sourceLocation: sourceLocation)
+        #expect(fresh.stdout.contains("last sync: never"), "\(fresh.stdout)", sourceLocation: sourceLocation)
         for command in readers { try t.expectOK(command + ["--notes", t.a], sourceLocation: sourceLocation) }
         try t.write(t.a, "after.md", "after the fresh start\n")
         try t.sync(t.a)

@@ -173,7 +173,7 @@ public final class LocalState: Sendable {
     /// rather than a database value, so that a sync that changed nothing writes nothing to the database (neither
     /// its log nor a checkpoint at close). It is never flushed: a power cut can only make `status` name an earlier
     /// sync.
-    static func lastSyncFile(_ path: String) -> String { FileIO.parent(of: path) + "/last-sync" }
+    public static func lastSyncFile(_ path: String) -> String { FileIO.parent(of: path) + "/last-sync" }
 
     /// Records that a sync finished now (``lastSyncFile(_:)``).
     public func recordSyncFinished() {
