@@ -59,8 +59,6 @@ struct InitCommand: ParsableCommand {
                             fix: "check the permissions of \(folder.stateDirectory)", errno: errno)
                     }
                 }
-                // The afresh state has not synced yet: `status` says so.
-                unlink(LocalState.lastSyncFile(folder.database))
                 print("the local state could not be read (\(damaged)); moved it to \(aside) and starting afresh: every note stays")
             }
             if let outer = NotesFolder.enclosing(FileIO.parent(of: folder.root)) {
@@ -146,6 +144,8 @@ struct InitCommand: ParsableCommand {
             try FileIO.makeDirectories(folder.root)
             try FileIO.makeDirectory(folder.stateDirectory)
             folder.keepOtherToolsOut()
+            // A new state has not synced yet (a database deleted by hand, or one moved aside above): `status` says so.
+            LocalState.removeLastSync(folder.database)
             let state = try LocalState(path: folder.database)
             let store = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger, vault: vault)
             if let vault { try VaultKeyFile.write(vault, serverID: store.marker.id, to: folder.vaultKeyFile) }

@@ -200,6 +200,9 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         try t.sync(t.b)
         try t.sync(t.a)
         let lastSync = t.a + "/.notesync/last-sync"
+        // An old time first, so that the no-op's is another even where a filesystem keeps whole seconds.
+        var old = [timespec(tv_sec: 1_500_000_000, tv_nsec: 0), timespec(tv_sec: 1_500_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, lastSync, &old, 0) == 0)
         let before = (notes: try treeFingerprint(t.a), server: try treeFingerprint(t.server))
         let started = Int64(Date().timeIntervalSince1970)
         let again = try t.sync(t.a)
@@ -222,6 +225,23 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         let status = try t.expectOK(["status", "--notes", t.a])
         let shown = "last sync: " + formatter.string(from: Date(timeIntervalSince1970: 1_600_000_000))
         #expect(status.stdout.contains(shown), "\(status.stdout)")
+
+        // Something else at the name (a hostile or careless folder) is replaced by a file of its own, never written
+        // through: a hard link to a note keeps the note's time, a FIFO does not hold the sync up, a link is not followed.
+        let note = t.a + "/n.md"
+        let noteTime = try #require(FileIO.lstatInfo(note)).st_mtim
+        for make in [
+            "ln -f n.md .notesync/last-sync", "rm -f .notesync/last-sync && mkfifo .notesync/last-sync",
+            "ln -sf ../n.md .notesync/last-sync"
+        ] {
+            #expect(try shell(make, in: t.a) == 0, "\(make)")
+            try t.sync(t.a)
+            let info = try #require(FileIO.lstatInfo(lastSync))
+            #expect((info.st_mode & S_IFMT) == S_IFREG && info.st_nlink == 1, "after \(make)")
+            #expect(Int64(info.st_mtim.tv_sec) >= started, "after \(make)")
+            let now = try #require(FileIO.lstatInfo(note)).st_mtim
+            #expect(now.tv_sec == noteTime.tv_sec && now.tv_nsec == noteTime.tv_nsec, "the note's time, after \(make)")
+        }
     }
 
     @Test func editsOnBothSidesMergeOrKeepBothVersions() throws {

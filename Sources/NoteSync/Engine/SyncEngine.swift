@@ -477,8 +477,9 @@ public final class SyncEngine {
         zone.quarantined.removeAll()
         zone.damaged.removeAll()
         report.pending = try state.outboxCount()
+        // `last.sync` is an earlier build's: cleared once (the time is `.notesync/last-sync`'s now).
         var meta: [MetaKey: String?] = [
-            .lastError: nil, .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored
+            .lastSync: nil, .lastError: nil, .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored
         ]
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
         if full || report.heldDeletes > 0 {

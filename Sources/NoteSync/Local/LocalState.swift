@@ -175,20 +175,38 @@ public final class LocalState: Sendable {
     /// sync.
     public static func lastSyncFile(_ path: String) -> String { FileIO.parent(of: path) + "/last-sync" }
 
-    /// Records that a sync finished now (``lastSyncFile(_:)``).
+    /// Records that a sync finished now (``lastSyncFile(_:)``). Only a file of its own is touched: not a link
+    /// (`O_NOFOLLOW`), not a FIFO (`O_NONBLOCK`: never a wait for a reader), not a hard link to a note (whose time
+    /// would change, so that it no longer matched its base); anything else at the name is replaced by a new file.
     public func recordSyncFinished() {
         guard path != ":memory:" else { return }
         let file = Self.lastSyncFile(path)
-        guard utimensat(AT_FDCWD, file, nil, AT_SYMLINK_NOFOLLOW) != 0 else { return }
-        let fd = open(file, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        if fd >= 0 { Glibc.close(fd) }
+        let fd = open(file, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if fd >= 0 {
+            defer { Glibc.close(fd) }
+            var info = stat()
+            if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_nlink == 1 {
+                _ = futimens(fd, nil)
+                return
+            }
+        }
+        Self.removeLastSync(path)
+        let created = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
+        if created >= 0 { Glibc.close(created) }
     }
 
-    /// When the last sync finished, in nanoseconds since 1970: the file's time, or the `last.sync` value an
-    /// earlier build stored, whichever is later.
+    /// Removes ``lastSyncFile(_:)`` (an empty folder of that name too): a state made afresh has not synced yet.
+    public static func removeLastSync(_ path: String) {
+        let file = lastSyncFile(path)
+        if unlink(file) != 0 && errno == EISDIR { rmdir(file) }
+    }
+
+    /// When the last sync finished, in nanoseconds since 1970: the file's time (a regular file only), or the
+    /// `last.sync` value an earlier build stored (cleared by the first sync of this one), whichever is later.
     public func lastSync() throws -> Int64? {
         let stored = try meta(.lastSync).flatMap(Int64.init)
-        guard path != ":memory:", let info = FileIO.lstatInfo(Self.lastSyncFile(path)) else { return stored }
+        guard path != ":memory:", let info = FileIO.lstatInfo(Self.lastSyncFile(path)), (info.st_mode & S_IFMT) == S_IFREG
+        else { return stored }
         let touched = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
         return max(stored ?? touched, touched)
     }

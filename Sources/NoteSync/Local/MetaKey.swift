@@ -29,7 +29,7 @@ public enum MetaKey: String, CaseIterable, Sendable {
     /// Local deletes held by the mass-delete guard (absent: none).
     case heldDeletes = "held.deletes"
     /// The time of the last sync that reached the server, as builds before `.notesync/last-sync` stored it
-    /// (``LocalState/lastSync()`` reads both).
+    /// (``LocalState/lastSync()`` reads both; the first sync of a newer build clears it).
     case lastSync = "last.sync"
     /// The error the last sync ended with.
     case lastError = "last.error"
