@@ -31,4 +31,10 @@ import Testing
         let firstMissing = results.firstIndex { $0 == nil } ?? results.count
         #expect(firstMissing == 501)
     }
+
+    /// Values that cannot fail fill every slot, in index order, on one thread or on every core.
+    @Test(arguments: [0, 10, 10_007]) func valuesFillEverySlotInOrder(count: Int) {
+        let doubled = Parallel.values(count) { $0 * 2 }
+        #expect(doubled == (0..<count).map { $0 * 2 })
+    }
 }

@@ -264,25 +264,12 @@ public struct Scanner: Sendable {
         bases: RecordTable<BaseRecord>
     ) -> [Int32] {
         let rows = bases.values
-        let look: @Sendable (Int) -> Int32 = { index in
+        return Parallel.values(candidates.count, serialBelow: 4096) { index in
             let candidate = candidates[index]
             guard let row = bases.rowIndex(of: candidate.name), rows[row].fingerprint == candidate.fingerprint else {
                 return -1
             }
             return Int32(row)
-        }
-        let count = candidates.count
-        guard count >= 4096 else { return (0..<count).map(look) }
-        let chunks = min(count, ProcessInfo.processInfo.activeProcessorCount * 4)
-        return [Int32](unsafeUninitializedCapacity: count) { buffer, initialized in
-            nonisolated(unsafe) let slots = buffer
-            // Each chunk writes only its own range of slots.
-            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                for index in chunk * count / chunks..<(chunk + 1) * count / chunks {
-                    (slots.baseAddress! + index).initialize(to: look(index))
-                }
-            }
-            initialized = count
         }
     }
 
@@ -318,8 +305,7 @@ public struct Scanner: Sendable {
         }
         let finished = walks.withLock { $0 }
         // Room for every subfolder's files at once, rather than growing by doubling (an array of 64 bytes a file).
-        candidates.reserveCapacity(
-            candidates.count + finished.values.reduce(0) { sum, outcome in sum + ((try? outcome.get())?.candidates.count ?? 0) })
+        candidates.reserveCapacity(candidates.count + finished.values.reduce(0) { $0 + ((try? $1.get())?.candidates.count ?? 0) })
         for index in folders.indices {
             guard let outcome = finished[index] else { continue }
             let walk = try outcome.get()

@@ -64,8 +64,9 @@ public enum SealedFile {
     ///
     /// A log entry of more than `chunkingAbove` changes is encoded change by change into the same bytes: `JSONEncoder`
     /// builds a tree of the whole value first: for an entry of 50,000 moves (top folders of half of 100,000 notes
-    /// renamed: 24 MB of JSON) the commit's heap peaked at 290 MB with it, 266 MB without. `changes` is the first key in sorted order, so the entry
-    /// without its changes starts `{"changes":[]`, and the changes go between those brackets.
+    /// renamed: 24 MB of JSON) the commit's heap peaked at 290 MB with it, 266 MB without. `changes` is the first key
+    /// in sorted order, so the entry without its changes starts `{"changes":[]`, and the changes go between those
+    /// brackets.
     static func encodeJSON<T: Encodable>(_ value: T, chunkingAbove threshold: Int = 1000) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
