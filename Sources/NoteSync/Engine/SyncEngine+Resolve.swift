@@ -75,7 +75,8 @@ extension SyncEngine {
     private func action(
         _ step: Step, madeBefore: [CopyKey: RecordName], store: ServerStore, isTaken: (RecordName) -> Bool
     ) throws -> Action? {
-        switch step.decision {
+        guard let decision = step.decision else { return step.action }
+        switch decision {
         case .nothing:
             // A note renamed here and unchanged on both sides: only the rename is committed.
             return step.move?.pushFrom != nil ? .save(.move, base: 0) : nil

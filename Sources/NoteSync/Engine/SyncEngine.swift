@@ -459,7 +459,7 @@ public final class SyncEngine {
             if case .conflict(let conflict) = step.action { conflict.copy.description } else { nil }
         }
         report.warnings += zone.problems.map { SyncWarning(.server, $0) }
-        report.pending = plan.filter { if case .push = $0.decision { true } else { false } }.count
+        report.pending = plan.filter(\.isPush).count
         report.token = zone.token
     }
 
