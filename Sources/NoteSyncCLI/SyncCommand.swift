@@ -251,7 +251,7 @@ func printReport(_ report: SyncReport) {
         return
     }
     func label(_ kind: PlannedChange.Kind) -> String { kind == .move ? "renamed" : kind.rawValue }
-    for line in ReportLine.lines(report.changes.filter { $0.kind != .adopt }) {
+    ReportLine.forEachLine(of: report.changes.lazy.filter { $0.kind != .adopt }) { line in
         switch line {
         case .change(let change):
             let name = change.from.map { "\($0) → \(change.name)" } ?? change.name
@@ -265,7 +265,8 @@ func printReport(_ report: SyncReport) {
             print(text + ")")
         }
     }
-    let counts = Dictionary(grouping: report.changes.filter { $0.kind != .adopt }, by: \.kind).mapValues(\.count)
+    var counts: [PlannedChange.Kind: Int] = [:]
+    for change in report.changes where change.kind != .adopt { counts[change.kind, default: 0] += 1 }
     let summary = counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \(label($0.key))" }
     let prefix = report.dryRun ? "dry run, nothing changed — a sync would do: " : "synced: "
     print(prefix + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")) + " (server at \(report.token))")

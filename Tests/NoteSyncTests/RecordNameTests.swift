@@ -45,5 +45,12 @@ import Testing
     @Test func displayEscapesControlCharacters() {
         #expect(DisplayName.escape("a\u{1B}[2Jb\n") == "a\\u{1b}[2Jb\\u{a}")
         #expect(DisplayName.escape("plain/ok.md") == "plain/ok.md")
+        #expect(DisplayName.escape("café/naïve 日本.md") == "café/naïve 日本.md")
+        // Each kind of scalar that is escaped, alone in a name (a name with nothing to escape is returned as it is).
+        #expect(DisplayName.escape("a\\b") == "a\\\\b")
+        #expect(DisplayName.escape("tab\there") == "tab\\u{9}here")
+        #expect(DisplayName.escape("del\u{7F}") == "del\\u{7f}")
+        #expect(DisplayName.escape("c1\u{85}") == "c1\\u{85}")
+        #expect(DisplayName.escape("ls\u{2028}ps\u{2029}") == "ls\\u{2028}ps\\u{2029}")
     }
 }

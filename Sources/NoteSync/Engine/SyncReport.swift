@@ -86,6 +86,15 @@ public enum ReportLine: Hashable, Sendable {
     /// The changes in order, the moves of each folder renamed (same old and new folder, same detail) said once, where
     /// the first of them was.
     public static func lines(_ changes: [PlannedChange]) -> [ReportLine] {
+        var lines: [ReportLine] = []
+        forEachLine(of: changes) { lines.append($0) }
+        return lines
+    }
+
+    /// ``lines(_:)`` one at a time (`changes` is read twice; a lazy filter of the report's changes copies none): a
+    /// first sync of 100,000 notes has as many lines, and an array of them, with a filtered copy of the changes, was
+    /// the peak of its memory.
+    public static func forEachLine<Changes: Collection<PlannedChange>>(of changes: Changes, _ body: (ReportLine) -> Void) {
         func folders(_ change: PlannedChange) -> (from: String, to: String)? {
             guard change.kind == .move, let from = change.from else { return nil }
             let old = from.split(separator: "/", omittingEmptySubsequences: false)
@@ -94,27 +103,27 @@ public enum ReportLine: Hashable, Sendable {
             guard common >= 1, common < old.count, common < new.count else { return nil }
             return (old.dropLast(common).joined(separator: "/"), new.dropLast(common).joined(separator: "/"))
         }
-        struct Key: Hashable {
-            var from: String
-            var to: String
-            var detail: String?
-        }
-        var counts: [Key: Int] = [:]
+        var counts: [FolderMoveKey: Int] = [:]
         for change in changes {
-            if let (from, to) = folders(change) { counts[Key(from: from, to: to, detail: change.detail), default: 0] += 1 }
+            if let (from, to) = folders(change) { counts[FolderMoveKey(from: from, to: to, detail: change.detail), default: 0] += 1 }
         }
-        var said = Set<Key>()
-        var lines: [ReportLine] = []
+        var said = Set<FolderMoveKey>()
         for change in changes {
             if let (from, to) = folders(change) {
-                let key = Key(from: from, to: to, detail: change.detail)
+                let key = FolderMoveKey(from: from, to: to, detail: change.detail)
                 if let count = counts[key], count >= 2 {
-                    if said.insert(key).inserted { lines.append(.folderMove(from: from, to: to, count: count, detail: change.detail)) }
+                    if said.insert(key).inserted { body(.folderMove(from: from, to: to, count: count, detail: change.detail)) }
                     continue
                 }
             }
-            lines.append(.change(change))
+            body(.change(change))
         }
-        return lines
+    }
+
+    /// The moves of one folder renamed: its old and new path and the detail they share.
+    private struct FolderMoveKey: Hashable {
+        var from: String
+        var to: String
+        var detail: String?
     }
 }
