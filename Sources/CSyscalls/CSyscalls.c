@@ -37,6 +37,8 @@ int ns_malloc_top_pad(int bytes) { return mallopt(M_TOP_PAD, bytes); }
 
 int ns_malloc_trim(void) { return malloc_trim(0); }
 
+int ns_malloc_arena_max(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
+
 #ifndef NOTESYNC_COMMIT
 #define NOTESYNC_COMMIT ""
 #endif

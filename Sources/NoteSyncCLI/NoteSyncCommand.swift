@@ -40,6 +40,13 @@ struct NoteSyncCommand: AsyncParsableCommand {
             GenerateManualCommand.self
         ]
     )
+
+    /// The entry point: malloc's arenas are capped before any thread allocates (``MallocArenas``), then the command
+    /// line is parsed and run.
+    static func main() async {
+        MallocArenas.limitToCores()
+        await main(nil)
+    }
 }
 
 /// Options every subcommand shares.

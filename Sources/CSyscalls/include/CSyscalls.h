@@ -22,6 +22,9 @@ int ns_malloc_top_pad(int bytes);
 /// malloc_trim(0): hands the free pages of every malloc arena back to the system. Returns 1 if any was released.
 int ns_malloc_trim(void);
 
+/// mallopt(M_ARENA_MAX, arenas): at most that many malloc arenas (the main one included). Returns 1 on success.
+int ns_malloc_arena_max(int arenas);
+
 /// The git commit this build was made from (NOTESYNC_COMMIT at build time: see Package.swift), or "".
 const char *ns_build_commit(void);
 
