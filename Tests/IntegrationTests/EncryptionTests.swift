@@ -8,6 +8,9 @@ import Testing
     /// Words that must never appear in any byte of the server: in note texts, note names, folder names and
     /// device names.
     static let canaries = ["quetzalcoatl", "zanzibarian", "xylophonist", "brontosaurine", "aubergiste"]
+    /// The devices' names, canaries too: long enough never to turn up by chance in ciphertext or base64 ("bob" once
+    /// did, in a wrapped key).
+    static let deviceNames = (a: "kalimbaphile", b: "theorbomancer")
 
     enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case folder, moto
@@ -39,7 +42,7 @@ import Testing
     func canaryWordsNeverReachTheServer(_ backend: Backend) throws {
         let s3 = backend == .moto && S3TestServer.available ? try S3TestServer(.moto, label: "canary") : nil
         guard backend == .folder || s3 != nil else { return }
-        let devices = try TwoDevices("canary", s3: s3, encrypted: true)
+        let devices = try TwoDevices("canary", s3: s3, encrypted: true, names: Self.deviceNames)
         let c = devices.scratch.path + "/C"
         try devices.expectOK(["init", "--notes", c, "--server", devices.server, "--device-name", "xylophonist laptop"])
         // Names, folders and texts full of canaries; long texts (compressed, several chunks) and short ones.
@@ -69,7 +72,7 @@ import Testing
         #expect(files.keys.contains { $0.contains("snapshots/") }, "gc wrote a snapshot: \(files.keys.sorted())")
         for (path, data) in files {
             let lowered = Data(String(decoding: data, as: UTF8.self).lowercased().utf8)
-            for word in Self.canaries + ["alice", "bob"] {
+            for word in Self.canaries + [Self.deviceNames.a, Self.deviceNames.b] {
                 #expect(lowered.range(of: Data(word.utf8)) == nil, "\(word) in \(path)")
                 #expect(!path.lowercased().contains(word), "\(word) in the name \(path)")
             }
@@ -196,7 +199,7 @@ import Testing
     /// the copy with `recover --server`, keep every note, and still see the history from before the copy. The copy
     /// holds no canary, and fsck finds it whole; a plain server copied before gc (its log from entry 1) too.
     @Test func aPlainServerIsCopiedEncryptedWithItsHistory() throws {
-        let devices = try TwoDevices("encrypt-copy")
+        let devices = try TwoDevices("encrypt-copy", names: Self.deviceNames)
         for version in 1...3 {
             try devices.write(devices.a, "quetzalcoatl.md", "quetzalcoatl version \(version)\n")
             try devices.sync(devices.a)
@@ -240,7 +243,7 @@ import Testing
             while let path = enumerator?.nextObject() as? String {
                 guard let data = FileManager.default.contents(atPath: root + "/" + path) else { continue }
                 let text = String(decoding: data, as: UTF8.self).lowercased()
-                for word in ["quetzalcoatl", "zanzibarian", "alice", "bob"] {
+                for word in ["quetzalcoatl", "zanzibarian", Self.deviceNames.a, Self.deviceNames.b] {
                     #expect(!text.contains(word) && !path.contains(word), "\(word) in \(root)/\(path)")
                 }
             }

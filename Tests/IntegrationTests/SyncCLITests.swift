@@ -16,8 +16,11 @@ final class TwoDevices {
     static let passphrase = "correct horse battery staple"
 
     /// Two devices on a new server: a folder in the scratch folder, or a new prefix in `s3`'s bucket. `encrypted`:
-    /// an encrypted server, its passphrase in every process's environment (scrypt made cheap for tests).
-    init(_ label: String, s3: S3TestServer? = nil, encrypted: Bool = false) throws {
+    /// an encrypted server, its passphrase in every process's environment (scrypt made cheap for tests). `names`:
+    /// the devices' names.
+    init(_ label: String, s3: S3TestServer? = nil, encrypted: Bool = false, names: (a: String, b: String) = ("alice", "bob"))
+        throws
+    {
         scratch = try Scratch(label)
         if let s3 {
             server = "s3://\(S3TestServer.bucket)/\(label)-\(UUID().uuidString.prefix(8).lowercased())"
@@ -30,9 +33,9 @@ final class TwoDevices {
             environment["NOTESYNC_SCRYPT_LOG_N"] = "12"
         }
         try expectOK(
-            ["init", "--notes", a, "--server", server, "--device-name", "alice", "--create-server"]
+            ["init", "--notes", a, "--server", server, "--device-name", names.a, "--create-server"]
                 + (encrypted ? ["--encrypt"] : []))
-        try expectOK(["init", "--notes", b, "--server", server, "--device-name", "bob"])
+        try expectOK(["init", "--notes", b, "--server", server, "--device-name", names.b])
     }
 
     @discardableResult

@@ -76,31 +76,31 @@ public struct NoteSyncError: Error, Sendable, CustomStringConvertible, Equatable
     }
 }
 
-/// Escapes a name for display: control characters, DEL and C1 controls become `\u{XX}`.
+/// Escapes a name for display: control characters, DEL, C1 controls and the line and paragraph separators become
+/// `\u{XX}`, and a backslash is doubled (so an escape in the output is never a name's own text).
 public enum DisplayName {
     public static func escape(_ text: String) -> String {
         // Nearly every name has nothing to escape: it is returned as it is, sharing its storage (a first sync's report
         // names every note, and a copy of each name was 9 MB at 100,000 notes).
-        guard text.unicodeScalars.contains(where: nameNeedsEscape) else { return text }
+        guard text.unicodeScalars.contains(where: { $0 == "\\" || isControl($0) }) else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029:
-                out += "\\u{" + String(scalar.value, radix: 16) + "}"
-            case 0x5C:
+            if scalar == "\\" {
                 out += "\\\\"
-            default:
+            } else if isControl(scalar) {
+                out += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
                 out.unicodeScalars.append(scalar)
             }
         }
         return out
     }
 
-    /// Whether ``escape(_:)`` changes `scalar`.
-    private static func nameNeedsEscape(_ scalar: Unicode.Scalar) -> Bool {
+    /// The scalars a name shows as `\u{XX}`: C0 and C1 controls, DEL, U+2028 and U+2029.
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x5C: true
+        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029: true
         default: false
         }
     }
