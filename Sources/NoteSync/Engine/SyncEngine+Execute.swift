@@ -70,8 +70,6 @@ extension SyncEngine {
         }
         bases.reserveCapacity(bases.count + newBases)
         zone.heads.reserveCapacity(zone.heads.count + newHeads)
-        // A line of the report per step, nearly always: grown by doubling, its old and new arrays were both held.
-        report.changes.reserveCapacity(report.changes.count + plan.count)
         pushes.reserveCapacity(saves)
         baseUpdates.reserveCapacity(updates)
         var conflicts: [ConflictRecord] = []
