@@ -83,17 +83,10 @@ public enum ReportLine: Hashable, Sendable {
     /// Two or more notes moved from under `from` to under `to`, each keeping its path below the folder.
     case folderMove(from: String, to: String, count: Int, detail: String?)
 
-    /// The changes in order, the moves of each folder renamed (same old and new folder, same detail) said once, where
-    /// the first of them was.
-    public static func lines(_ changes: [PlannedChange]) -> [ReportLine] {
-        var lines: [ReportLine] = []
-        forEachLine(of: changes) { lines.append($0) }
-        return lines
-    }
-
-    /// ``lines(_:)`` one at a time (`changes` is read twice; a lazy filter of the report's changes copies none): a
-    /// first sync of 100,000 notes has as many lines, and an array of them, with a filtered copy of the changes, was
-    /// the peak of its memory.
+    /// The lines of `changes`, one at a time, in order: the moves of each folder renamed (same old and new folder,
+    /// same detail) said once, where the first of them was. `changes` is read twice (a lazy filter of the report's
+    /// changes copies none): a first sync of 100,000 notes has as many lines, and an array of them, with a filtered
+    /// copy of the changes, was the peak of its memory.
     public static func forEachLine<Changes: Collection<PlannedChange>>(of changes: Changes, _ body: (ReportLine) -> Void) {
         func folders(_ change: PlannedChange) -> (from: String, to: String)? {
             guard change.kind == .move, let from = change.from else { return nil }
