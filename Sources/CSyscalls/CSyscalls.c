@@ -39,6 +39,8 @@ int ns_malloc_trim(void) { return malloc_trim(0); }
 
 int ns_malloc_arena_max(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
 
+int ns_malloc_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
+
 #ifndef NOTESYNC_COMMIT
 #define NOTESYNC_COMMIT ""
 #endif

@@ -41,10 +41,10 @@ struct NoteSyncCommand: AsyncParsableCommand {
         ]
     )
 
-    /// The entry point: malloc's arenas are capped before any thread allocates (``MallocArenas``), then the command
-    /// line is parsed and run.
+    /// The entry point: malloc is set up before any thread allocates (``MallocTuning``), then the command line is
+    /// parsed and run.
     static func main() async {
-        MallocArenas.limitToCores()
+        MallocTuning.apply()
         await main(nil)
     }
 }

@@ -25,6 +25,10 @@ int ns_malloc_trim(void);
 /// mallopt(M_ARENA_MAX, arenas): at most that many malloc arenas (the main one included). Returns 1 on success.
 int ns_malloc_arena_max(int arenas);
 
+/// mallopt(M_MMAP_THRESHOLD, bytes): blocks of at least `bytes` are mapped on their own; setting it stops glibc
+/// raising it as mapped blocks are freed. Returns 1 on success.
+int ns_malloc_mmap_threshold(int bytes);
+
 /// The git commit this build was made from (NOTESYNC_COMMIT at build time: see Package.swift), or "".
 const char *ns_build_commit(void);
 
