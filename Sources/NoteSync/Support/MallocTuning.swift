@@ -8,14 +8,15 @@ import Foundation
 ///   frees stays in its arena for that arena's next allocation: the reads, hashes and writes of a large sync, spread
 ///   over every core, leave each arena holding what it once held. More arenas than cores never run at once. With one
 ///   per core, a first sync of 100,000 notes peaked at 105 MB resident instead of 128–146 MB, no slower.
-/// - **The mmap threshold.** glibc maps a block of 128 KiB or more on its own, and unmaps it when it is freed; but
-///   each time such a block is freed it raises the threshold to that block's size (up to 32 MiB), so a process that
-///   once freed a large array makes every later array of that size inside its arenas. A sync's large arrays (the
-///   scan, the plan, the log's heads: megabytes at 100,000 notes) then land between the small blocks that outlive
-///   them (names, records), and when they are freed the arena cannot hand those pages back: `malloc_trim` frees
-///   only whole free pages. Fixed at 128 KiB, a large array is always its own mapping and its pages go back to the
-///   system the moment it is freed. An idle agent at 100,000 notes: 102 MB resident → 78 MB; one-shot syncs no
-///   slower and no larger (docs/agent.md, Memory).
+/// - **The mmap threshold.** When an arena has no free space for a block of 128 KiB or more, glibc maps the block
+///   on its own and unmaps it when it is freed; but each time such a block is freed it raises the threshold to that
+///   block's size (up to 32 MiB), so a process that once freed a large array grows its arenas for every later array
+///   of that size. A sync's large arrays (the scan, the plan, the log's heads: megabytes at 100,000 notes) then land
+///   between the small blocks that outlive them (names, records), and when they are freed the arena cannot hand
+///   those pages back: `malloc_trim` frees only whole free pages. Fixed at 128 KiB, a large array never grows an
+///   arena: it takes free space already there, or a mapping of its own whose pages go back to the system the moment
+///   it is freed. An idle agent after its start's full sync and gc at 100,000 notes: 102 MB resident → 71–73 MB;
+///   one-shot syncs no slower and no larger (docs/agent.md, Memory).
 public enum MallocTuning {
     /// The threshold: glibc's own starting value, kept from rising.
     static let mmapThreshold: Int32 = 128 << 10
