@@ -300,11 +300,19 @@ extension SyncEngine {
         zone.heads.reserveCapacity(zone.heads.count + newHeads)
 
         var bulkWarnings: [SyncWarning] = []
-        try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) { name, head, outcome in
-            // A file that took the name meanwhile is kept as a copy.
-            guard let fingerprint = written(outcome, name) else { return }
-            setBase(name, head, fingerprint)
-            note(.download, name)
+        // A server gone midway ends the sync: the report then says nothing of the batches written before (their
+        // bases and copies are not recorded; the next sync finds the notes as they are).
+        let reportedBeforeBulk = report.changes.count
+        do {
+            try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) { name, head, outcome in
+                // A file that took the name meanwhile is kept as a copy.
+                guard let fingerprint = written(outcome, name) else { return }
+                setBase(name, head, fingerprint)
+                note(.download, name)
+            }
+        } catch {
+            report.changes.removeSubrange(reportedBeforeBulk...)
+            throw error
         }
         report.warnings += bulkWarnings
 

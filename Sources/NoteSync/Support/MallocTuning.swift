@@ -15,8 +15,9 @@ import Foundation
 ///   between the small blocks that outlive them (names, records), and when they are freed the arena cannot hand
 ///   those pages back: `malloc_trim` frees only whole free pages. Fixed at 128 KiB, a large array never grows an
 ///   arena: it takes free space already there, or a mapping of its own whose pages go back to the system the moment
-///   it is freed. An idle agent after its start's full sync and gc at 100,000 notes: 102 MB resident → 71–73 MB;
-///   one-shot syncs no slower and no larger (docs/agent.md, Memory).
+///   it is freed. An idle agent after its start's full sync and gc at 100,000 notes: 102 MB resident → 71–73 MB
+///   (docs/agent.md, Memory). A one-shot `sync` or `diff` already had a fixed threshold: setting `M_TOP_PAD`
+///   (``OneShotProcess``) stops glibc raising it too.
 public enum MallocTuning {
     /// The threshold: glibc's own starting value, kept from rising.
     static let mmapThreshold: Int32 = 128 << 10
