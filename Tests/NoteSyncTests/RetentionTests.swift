@@ -25,6 +25,13 @@ import Testing
         guard case .committed = outcome else { throw NoteSyncError(.conflict, "lost the race") }
     }
 
+    /// gc removes an asset only if it is older than its mark by the server's clock (a writer may have reused it
+    /// since), and a bucket's times are whole seconds: an asset written in the mark's second stays. A test that
+    /// counts what gc removes right after writing waits that second out on an object store.
+    func waitOutTheSecondOfTheWrites(_ store: ServerStore) {
+        if store.storage.isObjectStore { Thread.sleep(forTimeInterval: 1.1) }
+    }
+
     func version(_ seq: Int64, ageSeconds: Int64, deleted: Bool = false) throws -> RecordVersion {
         RecordVersion(
             name: try name("a.md"), seq: seq, time: now - ageSeconds * Self.second,
@@ -98,8 +105,7 @@ import Testing
         try save(store, &state, "b.md", "recent", at: now - 60 * Self.second)
         let before = try store.listAssets().count
         #expect(before == 121)
-        // An asset is removed only if older than its mark by the server's clock: a bucket's times are whole seconds.
-        if store.storage.isObjectStore { Thread.sleep(forTimeInterval: 1.1) }
+        waitOutTheSecondOfTheWrites(store)
         let report = try store.collectGarbage(grace: 0, dryRun: false, now: now)
         #expect(report.snapshot == 121)
         #expect(report.assetsRemoved >= 115, "\(report)")
@@ -145,9 +151,7 @@ import Testing
         let preview = try store.collectGarbage(grace: 0, dryRun: true, policy: noAll, now: now)
         #expect(preview.snapshot == 40 && preview.assetsRemoved >= 36, "\(preview)")
         #expect(try ServerFiles(store).listing() == listing)
-        // gc removes an asset only if it is older than its mark by the server's clock (a dry run does not ask): a
-        // bucket's times are whole seconds, so an asset written in the mark's second would stay.
-        if store.storage.isObjectStore { Thread.sleep(forTimeInterval: 1.1) }
+        waitOutTheSecondOfTheWrites(store)  // (a dry run does not ask the clock)
         let thinned = try store.collectGarbage(grace: 0, dryRun: false, policy: noAll, now: now)
         #expect(thinned.snapshot == 40 && thinned.assetsRemoved == preview.assetsRemoved, "\(thinned)")
         #expect(try store.listAssets().count == 40 - thinned.assetsRemoved)
@@ -253,10 +257,7 @@ import Testing
         for step in 0..<30 {
             try save(store, &state, "n\(step % 4).md", "v\(step)", at: now - 3 * 3600 * Self.second + Int64(step) * 60 * Self.second)
         }
-        // gc removes an asset only if it is older than its mark by the server's clock (a writer may have reused it
-        // since): a bucket's times are whole seconds, so an asset written in the mark's second stays, and no asset
-        // would be removed at all.
-        if store.storage.isObjectStore { Thread.sleep(forTimeInterval: 1.1) }
+        waitOutTheSecondOfTheWrites(store)  // else no asset would be removed at all
         let hooks = FaultPoint.Hooks.once(at: point) { throw NoteSyncError(.io, "killed") }
         #expect(throws: NoteSyncError.self) {
             try FaultPoint.with(hooks) { _ = try store.collectGarbage(grace: 0, dryRun: false, now: now) }
