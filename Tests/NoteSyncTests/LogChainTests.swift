@@ -164,14 +164,14 @@ import Testing
         zone.apply(LogEntry(seq: 3, commit: "3", device: "c", time: 0, changes: [.save(name, base: 2, text: three, modified: 3)]))
         let head = try #require(zone.heads[name])
         #expect(head.unverifiedSince == 3 && zone.casViolations.isEmpty)
-        let base = BaseRecord(name: name, tag: 1, digest: one.sha256, size: one.size, modified: 1, fingerprint: nil)
+        let base = BaseRecord(tag: 1, digest: one.sha256, size: one.size, modified: 1, fingerprint: nil)
         #expect(
             Reconciler.decide(local: .present(digest: one.sha256, size: one.size, modified: 1), base: base, server: head)
                 == .merge(ancestor: nil, server: head))
         // Past it, the line is checked again from there.
         zone.apply(LogEntry(seq: 4, commit: "4", device: "c", time: 0, changes: [.save(name, base: 3, text: one, modified: 4)]))
         let later = try #require(zone.heads[name])
-        let atThree = BaseRecord(name: name, tag: 3, digest: three.sha256, size: three.size, modified: 3, fingerprint: nil)
+        let atThree = BaseRecord(tag: 3, digest: three.sha256, size: three.size, modified: 3, fingerprint: nil)
         #expect(
             Reconciler.decide(local: .present(digest: three.sha256, size: three.size, modified: 3), base: atThree, server: later)
                 == .pull(later))

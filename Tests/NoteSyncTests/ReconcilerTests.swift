@@ -11,7 +11,7 @@ import Testing
     let n = try! RecordName(validating: "n.md")
 
     func base(_ digest: ContentDigest, tag: Int64 = 5) -> BaseRecord {
-        BaseRecord(name: n, tag: tag, digest: digest, size: 1, modified: 1, fingerprint: nil)
+        BaseRecord(tag: tag, digest: digest, size: 1, modified: 1, fingerprint: nil)
     }
     func head(_ digest: ContentDigest?, tag: Int64, version: Int = 1) -> RecordHead {
         RecordHead(

@@ -88,4 +88,23 @@ import Testing
         b[Self.name(3)] = 4
         #expect(a != b)
     }
+
+    /// The rows the agent holds for every note all its life: a field added or reordered carelessly costs its
+    /// size, plus padding, 100,000 times over (docs/agent.md, "Memory").
+    @Test func rowsStayCompact() {
+        #expect(MemoryLayout<BaseRecord>.stride == 88)
+        #expect(MemoryLayout<RecordHead>.stride == 112)
+    }
+
+    /// A base stores "no fingerprint" as ``StatFingerprint/unknown``, which reads back as `nil`: neither matches
+    /// a file, so either makes the next scan hash the note.
+    @Test func baseWithoutFingerprintMatchesNoFile() {
+        let file = StatFingerprint(size: 3, mtime: 4, ctime: 5, inode: 6)
+        var base = BaseRecord(tag: 1, digest: .empty, size: 3, modified: 4, fingerprint: nil)
+        #expect(base.fingerprint == nil && !base.matches(file) && !base.matches(.unknown))
+        base.fingerprint = .unknown
+        #expect(base.fingerprint == nil && !base.matches(file))
+        base.fingerprint = file
+        #expect(base.fingerprint == file && base.matches(file))
+    }
 }

@@ -77,15 +77,14 @@ import Testing
         try state.update { batch in
             for string in names {
                 let name = try RecordName(validating: string)
-                let base = BaseRecord(name: name, tag: 1, digest: .empty, size: 0, modified: 1, fingerprint: nil)
+                let base = BaseRecord(tag: 1, digest: .empty, size: 0, modified: 1, fingerprint: nil)
                 bases[name] = base
-                try batch.setBase(base)
+                try batch.setBase(name, base)
             }
             // Stored, but not a base of this scan (the database may hold a name the memo dropped): never in scope.
             try batch.setBase(
-                BaseRecord(
-                    name: try RecordName(validating: "gone/only-stored.md"), tag: 1, digest: .empty, size: 0, modified: 1,
-                    fingerprint: nil))
+                try RecordName(validating: "gone/only-stored.md"),
+                BaseRecord(tag: 1, digest: .empty, size: 0, modified: 1, fingerprint: nil))
         }
         let scanner = Scanner(root: root, rules: .builtIn)
         let index: (String) -> [RecordName]? = { try? state.baseNames(under: $0) }
@@ -119,7 +118,7 @@ import Testing
             if index % 3 != 0 {
                 let kept = index % 3 == 1 ? fingerprint : StatFingerprint(size: -1, mtime: 0, ctime: 0, inode: 0)
                 bases[name] = BaseRecord(
-                    name: name, tag: Int64(index), digest: ContentDigest(of: Data("\(index)".utf8)), size: Int64(index),
+                    tag: Int64(index), digest: ContentDigest(of: Data("\(index)".utf8)), size: Int64(index),
                     modified: 0, fingerprint: kept)
             }
             candidates.append((name, name.string, fingerprint))
@@ -127,7 +126,7 @@ import Testing
         }
         let rows = Scanner.unchangedSinceBase(candidates, bases: bases)
         #expect(rows.count == count)
-        let found = rows.map { $0 < 0 ? nil : bases.values[Int($0)].name }
+        let found = rows.map { $0 < 0 ? nil : bases.keys[Int($0)] }
         #expect(found == expected)
     }
 }

@@ -104,7 +104,7 @@ import Testing
         try state.update { batch in
             try batch.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changed)
             for note in synced + [local] {
-                try batch.setBase(BaseRecord(name: note, tag: 1, digest: text.sha256, size: text.size, modified: 1, fingerprint: nil))
+                try batch.setBase(note, BaseRecord(tag: 1, digest: text.sha256, size: text.size, modified: 1, fingerprint: nil))
             }
         }
         let heads = try state.zoneState().heads

@@ -92,7 +92,7 @@ extension SyncEngine {
                 (
                     name,
                     BaseRecord(
-                        name: name, tag: head.tag, digest: text.sha256, size: text.size,
+                        tag: head.tag, digest: text.sha256, size: text.size,
                         modified: head.modified, fingerprint: fingerprint)
                 ))
         }
@@ -321,7 +321,7 @@ extension SyncEngine {
         if !renamedHere.isEmpty { try applier.flushRenames(renamedHere) }
         try state.update { batch in
             for (name, base) in baseUpdates {
-                if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
                 if base == nil { try batch.resolveConflict(copy: name) }
                 try batch.dequeue(name)
             }
@@ -510,7 +510,7 @@ extension SyncEngine {
                 changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
             }
             newBases[save.push.name] = BaseRecord(
-                name: save.push.name, tag: 0, digest: text.sha256, size: text.size,
+                tag: 0, digest: text.sha256, size: text.size,
                 modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
             kinds[save.push.name] = save.push.kind
         }
@@ -546,7 +546,7 @@ extension SyncEngine {
                 try state.update { batch in
                     try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
                     for (name, base) in written {
-                        if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                        if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
                         if base == nil { try batch.resolveConflict(copy: name) }
                         try batch.dequeue(name)
                     }

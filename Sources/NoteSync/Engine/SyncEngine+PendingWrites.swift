@@ -31,7 +31,7 @@ struct PendingWrite: Codable, Hashable, Sendable {
     /// the note would pass for the very file its base recorded, never swapped in, and the temp for a stale one.
     func base(of file: LocalFile) -> BaseRecord? {
         guard file.digest == text.sha256, file.modified == modified else { return nil }
-        return BaseRecord(name: name, tag: tag, digest: text.sha256, size: text.size, modified: modified, fingerprint: nil)
+        return BaseRecord(tag: tag, digest: text.sha256, size: text.size, modified: modified, fingerprint: nil)
     }
 }
 
@@ -87,7 +87,7 @@ extension SyncEngine {
         }
         guard !dryRun else { return }
         try state.updateQuietly { batch in
-            for base in adopted.values { try batch.setBase(base) }
+            for (name, base) in adopted { try batch.setBase(name, base) }
             try batch.clearPendingWrites()
         }
     }

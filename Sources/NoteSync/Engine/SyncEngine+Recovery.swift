@@ -59,7 +59,7 @@ extension SyncEngine {
         guard let text else { return nil }
         let file = scan.files[name]
         return BaseRecord(
-            name: name, tag: tag, digest: text.sha256, size: text.size, modified: modified,
+            tag: tag, digest: text.sha256, size: text.size, modified: modified,
             fingerprint: file?.digest == text.sha256 ? file?.fingerprint : nil)
     }
 
@@ -133,7 +133,7 @@ extension SyncEngine {
                 change.modified == local.modified
             {
                 return BaseRecord(
-                    name: name, tag: seq, digest: text.sha256, size: text.size, modified: change.modified,
+                    tag: seq, digest: text.sha256, size: text.size, modified: change.modified,
                     fingerprint: local.fingerprint)
             }
             seq = change.base
@@ -153,7 +153,7 @@ extension SyncEngine {
             if version.deleted && version.device == config.deviceID { return nil }
             if !version.deleted, let text = version.text, text.sha256 == local.digest, version.modified == local.modified {
                 return BaseRecord(
-                    name: name, tag: version.seq, digest: text.sha256, size: text.size, modified: version.modified,
+                    tag: version.seq, digest: text.sha256, size: text.size, modified: version.modified,
                     fingerprint: local.fingerprint)
             }
         }
@@ -218,7 +218,7 @@ extension SyncEngine {
             // what it displaced is the user's save.
             let neverSwappedIn =
                 note.flatMap { scan.files[$0] }.map { file in
-                    bases[file.name].map { $0.digest == file.digest && $0.fingerprint == file.fingerprint } ?? false
+                    bases[file.name].map { $0.digest == file.digest && $0.matches(file.fingerprint) } ?? false
                 } ?? false
             if known.contains(digest) || neverSwappedIn || serverHolds(digest, size: size) {
                 unlink(path)
@@ -283,7 +283,7 @@ extension SyncEngine {
         try state.update { batch in
             for seq in lost.slots {
                 logger.warning("sync.entry.lost", metadata: ["server.seq": "\(seq)"])
-                let names = bases.values.filter { $0.tag == seq }.map(\.name)
+                let names = bases.filter { $0.value.tag == seq }.map(\.key)
                 for name in names {
                     var prior = priorVersion(name, before: seq, zone: zone, store: store)
                     if let version = prior, let file = scan.files[name], let adopted = Self.adoptingTime(version, of: file, applier) {
@@ -292,7 +292,7 @@ extension SyncEngine {
                     // Scanned again by the caller against its prior base.
                     scan.rebase(name, from: bases[name], to: nil)
                     bases[name] = prior
-                    if let prior { try batch.setBase(prior) } else { try batch.removeBase(name) }
+                    if let prior { try batch.setBase(name, prior) } else { try batch.removeBase(name) }
                 }
                 requeued += names
             }
@@ -312,7 +312,7 @@ extension SyncEngine {
             if tag < seq {
                 guard change.op == .save, let text = change.text else { return nil }
                 return BaseRecord(
-                    name: name, tag: tag, digest: text.sha256, size: text.size, modified: change.modified,
+                    tag: tag, digest: text.sha256, size: text.size, modified: change.modified,
                     fingerprint: nil)
             }
             tag = change.base

@@ -656,7 +656,7 @@ public final class SyncEngine {
             for name in Set(examined) {
                 guard let file = scan.files[name] else { continue }
                 if let base = bases[name], base.digest == file.digest {
-                    if base.fingerprint != file.fingerprint { try batch.setFingerprint(name, file.fingerprint) }
+                    if !base.matches(file.fingerprint) { try batch.setFingerprint(name, file.fingerprint) }
                     if outbox[name] != nil { try batch.dequeue(name) }
                 } else if outbox[name]?.digest != file.digest || outbox[name]?.op != .save {
                     try batch.queue(OutboxItem(name: name, op: .save, digest: file.digest, size: file.size, queued: now))
@@ -694,7 +694,7 @@ public final class SyncEngine {
                 saved.heads[$0]
             }
             for (name, base) in recovered {
-                if let base { try batch.setBase(base) } else { try batch.removeBase(name) }
+                if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
                 if base?.digest == scan.files[name]?.digest && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true) {
                     try batch.dequeue(name)
                 }

@@ -8,14 +8,14 @@ extension LocalState {
         let db: Database
         let statements: Statements
 
-        public func setBase(_ base: BaseRecord) throws {
+        public func setBase(_ name: RecordName, _ base: BaseRecord) throws {
             let statement = try statements.get(
                 .setBase,
                 """
                 INSERT OR REPLACE INTO base(name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-            statement.bind(1, base.name.string)
+            statement.bind(1, name.string)
             statement.bind(2, base.tag)
             statement.bind(3, base.digest)
             statement.bind(4, base.size)

@@ -262,7 +262,7 @@ public final class LocalState: Sendable {
                         inode: UInt64(bitPattern: row.int(8)))
                 }
                 result[name] = BaseRecord(
-                    name: name, tag: row.int(1), digest: digest, size: row.int(3),
+                    tag: row.int(1), digest: digest, size: row.int(3),
                     modified: row.int(4), fingerprint: fingerprint)
             }
             return result

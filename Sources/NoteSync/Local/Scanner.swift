@@ -266,7 +266,7 @@ public struct Scanner: Sendable {
         let rows = bases.values
         return Parallel.values(candidates.count, serialBelow: 4096) { index in
             let candidate = candidates[index]
-            guard let row = bases.rowIndex(of: candidate.name), rows[row].fingerprint == candidate.fingerprint else {
+            guard let row = bases.rowIndex(of: candidate.name), rows[row].matches(candidate.fingerprint) else {
                 return -1
             }
             return Int32(row)

@@ -1,26 +1,37 @@
 import Foundation
 
 /// The last synced state of one record, which both sides agreed on: the ancestor of the three-way comparison.
-public struct BaseRecord: Codable, Hashable, Sendable {
-    public var name: RecordName
+///
+/// Held once per note by every sync and by the agent for its whole life, so it is kept small (88 bytes): the
+/// table it sits in keys it by name, and the fingerprint is stored without an optional's padding.
+public struct BaseRecord: Hashable, Sendable {
     /// The server change tag the local note was synced at.
     public var tag: Int64
     public var digest: ContentDigest
     public var size: Int64
     public var modified: Int64
-    /// The stat fingerprint of the local file when it was last hashed; `nil` forces a hash.
-    public var fingerprint: StatFingerprint?
+    /// ``fingerprint``, with ``StatFingerprint/unknown`` for none.
+    private var storedFingerprint: StatFingerprint
 
-    public init(
-        name: RecordName, tag: Int64, digest: ContentDigest, size: Int64, modified: Int64,
-        fingerprint: StatFingerprint?
-    ) {
-        self.name = name
+    /// The stat fingerprint of the local file when it was last hashed; `nil` forces a hash.
+    /// ``StatFingerprint/unknown`` reads back as `nil`: neither matches any file.
+    public var fingerprint: StatFingerprint? {
+        get { storedFingerprint == .unknown ? nil : storedFingerprint }
+        set { storedFingerprint = newValue ?? .unknown }
+    }
+
+    public init(tag: Int64, digest: ContentDigest, size: Int64, modified: Int64, fingerprint: StatFingerprint?) {
         self.tag = tag
         self.digest = digest
         self.size = size
         self.modified = modified
-        self.fingerprint = fingerprint
+        self.storedFingerprint = fingerprint ?? .unknown
+    }
+
+    /// Whether the local file was last hashed with exactly this fingerprint (so its digest is still ``digest``);
+    /// never for ``StatFingerprint/unknown``.
+    public func matches(_ fingerprint: StatFingerprint) -> Bool {
+        storedFingerprint == fingerprint && fingerprint != .unknown
     }
 }
 

@@ -4,8 +4,9 @@ import Foundation
 public struct RecordHead: Codable, Hashable, Sendable {
     /// The change tag: the sequence of the entry that last changed the record.
     public var tag: Int64
-    public var deleted: Bool
     public var text: AssetRef?
+    /// Declared after `text`, whose optional's tag byte it shares a word with: 112 bytes a head, not 120.
+    public var deleted: Bool
     public var modified: Int64
     public var version: Int
     public var device: String
