@@ -57,6 +57,25 @@ import Testing
             #expect(scan.files[try name("sub/alone-\u{E9}.md")]?.path == "sub/alone-e\u{301}.md")
         }
     }
+
+    /// Twins whose folders differ in Unicode form are found too, though each folder is walked on a thread of its
+    /// own and its files kept apart from the other's (``Candidates``): one syncs, the other is skipped with a
+    /// warning, and the files after them are all there, in walk order.
+    @Test func twinsInTwoFoldersWalkedApartAreFound() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        for folder in ["caf\u{E9}", "cafe\u{301}", "other"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+            try writeFile(root + "/" + folder + "/n.md", Data(folder.utf8))
+        }
+        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:])
+        #expect(Set(scan.files.keys) == [try name("caf\u{E9}/n.md"), try name("other/n.md")])
+        // Walk order is byte order: "cafe" + U+0301 comes before "caf" + U+00E9.
+        #expect(scan.files[try name("caf\u{E9}/n.md")]?.path == "cafe\u{301}/n.md")
+        #expect(scan.unicodeTwins == ["caf\u{E9}/n.md"])
+        #expect(scan.warnings.filter { $0.kind == .unicodeTwin }.count == 1, "\(scan.warnings)")
+    }
+
     /// A partial scan that finds the notes under a folder through the state database's index takes the same scope
     /// as one that goes over every base: a folder gone, one renamed to a file, neighbours whose names start alike
     /// (`a/b-x`, `a/b0`, `a/bc/…`, `a/b` itself), and names past ASCII. A name only the database has (no base here)
@@ -124,7 +143,7 @@ import Testing
             candidates.append((name, name.string, fingerprint))
             expected.append(index % 3 == 1 ? name : nil)
         }
-        let rows = Scanner.unchangedSinceBase(candidates, bases: bases)
+        let rows = Scanner.unchangedSinceBase(Candidates(candidates), bases: bases)
         #expect(rows.count == count)
         let found = rows.map { $0 < 0 ? nil : bases.keys[Int($0)] }
         #expect(found == expected)

@@ -75,6 +75,50 @@ public struct ScanResult: Sendable {
     }
 }
 
+/// A file a walk found, not yet compared with the bases.
+typealias Candidate = (name: RecordName, path: String, fingerprint: StatFingerprint)
+
+/// The files a walk found, in walk order: one array per subfolder walked on a thread of its own (and one for the
+/// rest), never copied into one. At 100,000 notes the one array, 64 bytes a file, held 6.4 MB more at the peak of a
+/// sync, beside the subfolders' arrays it was copied from.
+struct Candidates: RandomAccessCollection, Sendable {
+    private(set) var chunks: [[Candidate]] = []
+    /// The index of each chunk's first file.
+    private var starts: [Int] = []
+    private(set) var endIndex = 0
+
+    init() {}
+
+    init(_ files: [Candidate]) { append(files) }
+
+    var startIndex: Int { 0 }
+
+    subscript(index: Int) -> Candidate {
+        precondition(index >= 0 && index < endIndex, "candidate index out of range")
+        var low = 0
+        var high = starts.count - 1
+        while low < high {
+            let middle = (low + high + 1) / 2
+            if starts[middle] <= index { low = middle } else { high = middle - 1 }
+        }
+        return chunks[low][index - starts[low]]
+    }
+
+    mutating func append(_ files: [Candidate]) {
+        guard !files.isEmpty else { return }
+        starts.append(endIndex)
+        chunks.append(files)
+        endIndex += files.count
+    }
+
+    /// Removes the files `drop` is true for, keeping the order of the rest.
+    mutating func removeAll(where drop: (Candidate) -> Bool) {
+        let kept = chunks.map { $0.filter { !drop($0) } }
+        self = Candidates()
+        for chunk in kept { append(chunk) }
+    }
+}
+
 /// Walks the notes folder: stat fingerprints for every note, SHA-256 only for what changed since the base.
 ///
 /// Never follows a symlink; skips FIFOs, sockets and devices with a warning; ignores what ``IgnoreRules`` says.
@@ -102,7 +146,7 @@ public struct Scanner: Sendable {
         guard let paths else { return try complete(walkAll(), bases: bases) }
         try requireRoot()
         var result = ScanResult()
-        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
+        var candidates: [Candidate] = []
         do {
             var scope = Set<RecordName>()
             let unique = Set(paths).sorted()
@@ -134,12 +178,13 @@ public struct Scanner: Sendable {
                     FileIO.DirectoryEntry(name: (path as NSString).lastPathComponent, isValidUTF8: true), path: path,
                     info: info, into: &result, candidates: &candidates)
             }
-            Self.dropUnicodeTwins(&candidates, in: &result)
-            scope.formUnion(candidates.map(\.name))
+            var found = Candidates(candidates)
+            Self.dropUnicodeTwins(&found, in: &result)
+            scope.formUnion(found.map(\.name))
             scope.formUnion(result.unreadable)
             result.scope = scope
+            return try complete(Walked(result: result, candidates: found), bases: bases)
         }
-        return try complete(Walked(result: result, candidates: candidates), bases: bases)
     }
 
     /// What a walk of the whole folder found: every note's path and fingerprint, not yet compared with the bases.
@@ -147,14 +192,14 @@ public struct Scanner: Sendable {
     /// compares): the walk is system calls, the load is CPU, and they overlap.
     public struct Walked: Sendable {
         var result: ScanResult
-        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)]
+        var candidates: Candidates
     }
 
     /// Walks the whole notes folder, without the bases: the first half of a full ``scan(bases:only:)``.
     public func walkAll() throws -> Walked {
         try requireRoot()
         var result = ScanResult()
-        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
+        var candidates = Candidates()
         try walkRoot(into: &result, candidates: &candidates)
         Self.dropUnicodeTwins(&candidates, in: &result)
         return Walked(result: result, candidates: candidates)
@@ -177,15 +222,19 @@ public struct Scanner: Sendable {
         var toHash: [Int] = []
         let unchanged = Self.unchangedSinceBase(candidates, bases: bases)
         let baseRows = bases.values
-        for (index, candidate) in candidates.enumerated() {
-            if unchanged[index] >= 0 {
-                let base = baseRows[Int(unchanged[index])]
-                result.files[candidate.name] = LocalFile(
-                    name: candidate.name, path: candidate.path,
-                    fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
-                result.baseMatches += 1
-            } else {
-                toHash.append(index)
+        var index = -1
+        for chunk in candidates.chunks {
+            for candidate in chunk {
+                index += 1
+                if unchanged[index] >= 0 {
+                    let base = baseRows[Int(unchanged[index])]
+                    result.files[candidate.name] = LocalFile(
+                        name: candidate.name, path: candidate.path,
+                        fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
+                    result.baseMatches += 1
+                } else {
+                    toHash.append(index)
+                }
             }
         }
         let hashed = Mutex<[(Int, Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>)]>([])
@@ -194,10 +243,10 @@ public struct Scanner: Sendable {
         let progress = result.scope == nil && !toHash.isEmpty ? progress : nil
         progress?.expect(toHash.count)
         let hashList = toHash
-        let paths = toHash.isEmpty ? [] : candidates.map(\.path)
+        let paths = toHash.map { candidates[$0].path }
         DispatchQueue.concurrentPerform(iterations: hashList.count) { slot in
             let index = hashList[slot]
-            let candidate = (path: paths[index], ())
+            let candidate = (path: paths[slot], ())
             let outcome: Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>
             do {
                 outcome = .success(
@@ -260,7 +309,7 @@ public struct Scanner: Sendable {
     /// no-op sync. Four bytes a file: the base's digest and size, as optionals through `Parallel.map`, took two
     /// arrays of 48 bytes a file (9.6 MB at 100,000 notes, at the peak of a no-op sync).
     static func unchangedSinceBase(
-        _ candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+        _ candidates: Candidates,
         bases: RecordTable<BaseRecord>
     ) -> [Int32] {
         let rows = bases.values
@@ -276,18 +325,17 @@ public struct Scanner: Sendable {
     /// What one walk of a subtree found, before it is merged into the scan's result.
     private struct Walk {
         var result = ScanResult()
-        var candidates: [(name: RecordName, path: String, fingerprint: StatFingerprint)] = []
+        var candidates: [Candidate] = []
     }
 
     /// Walks the whole folder: the root's entries here, its subfolders in parallel (stat and listing cost
     /// as much as the rest of a no-op sync), merged back in name order so the outcome does not depend on timing.
-    private func walkRoot(
-        into result: inout ScanResult,
-        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]
-    ) throws {
+    private func walkRoot(into result: inout ScanResult, candidates: inout Candidates) throws {
         var components: [[Unicode.Scalar]] = []
         var deferred: [String]? = []
-        try walk("", components: &components, into: &result, candidates: &candidates, deferring: &deferred)
+        var rootFiles: [Candidate] = []
+        try walk("", components: &components, into: &result, candidates: &rootFiles, deferring: &deferred)
+        candidates.append(rootFiles)
         guard let subfolders = deferred, !subfolders.isEmpty else { return }
         let walks = Mutex<[Int: Result<Walk, any Error>]>([:])
         let folders = subfolders
@@ -304,19 +352,17 @@ public struct Scanner: Sendable {
             walks.withLock { $0[index] = outcome }
         }
         let finished = walks.withLock { $0 }
-        // Room for every subfolder's files at once, rather than growing by doubling (an array of 64 bytes a file).
-        candidates.reserveCapacity(candidates.count + finished.values.reduce(0) { $0 + ((try? $1.get())?.candidates.count ?? 0) })
         for index in folders.indices {
             guard let outcome = finished[index] else { continue }
             let walk = try outcome.get()
             result.merge(walk.result)
-            candidates += walk.candidates
+            candidates.append(walk.candidates)
         }
     }
 
     private func walk(
         _ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
-        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]
+        candidates: inout [Candidate]
     ) throws {
         var none: [String]? = nil
         try walk(relative, components: &components, into: &result, candidates: &candidates, deferring: &none)
@@ -326,7 +372,7 @@ public struct Scanner: Sendable {
     /// walked in turn, or, with `deferring`, collected there for the caller to walk.
     private func walk(
         _ relative: String, components: inout [[Unicode.Scalar]], into result: inout ScanResult,
-        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+        candidates: inout [Candidate],
         deferring subfolders: inout [String]?
     ) throws {
         let directory = relative.isEmpty ? root : root + "/" + relative
@@ -383,7 +429,7 @@ public struct Scanner: Sendable {
 
     private func visit(
         _ item: FileIO.DirectoryEntry, path: String, info: stat, into result: inout ScanResult,
-        candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)]
+        candidates: inout [Candidate]
     ) throws {
         let entry = item.name
         let type = info.st_mode & S_IFMT
@@ -425,7 +471,7 @@ public struct Scanner: Sendable {
     /// on a filesystem that keeps both), the first in walk order syncs and the other is skipped with a warning.
     /// Only a file whose name is not in NFC as found can have a twin, so a walk that found none skips this pass.
     static func dropUnicodeTwins(
-        _ candidates: inout [(name: RecordName, path: String, fingerprint: StatFingerprint)],
+        _ candidates: inout Candidates,
         in result: inout ScanResult
     ) {
         guard result.denormalized else { return }
