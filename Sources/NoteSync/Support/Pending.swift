@@ -36,3 +36,5 @@ final class Box<Value> {
 }
 
 extension Box: Sendable where Value: Sendable {}
+
+extension Box: Sendable where Value: Sendable {}
