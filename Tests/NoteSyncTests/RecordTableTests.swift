@@ -94,6 +94,8 @@ import Testing
     @Test func rowsStayCompact() {
         #expect(MemoryLayout<BaseRecord>.stride == 88)
         #expect(MemoryLayout<RecordHead>.stride == 112)
+        // And what a first sync holds for each note it uploads.
+        #expect(MemoryLayout<SyncEngine.Push>.stride == 56)
     }
 
     /// A base stores "no fingerprint" as ``StatFingerprint/unknown``, which reads back as `nil`: neither matches
