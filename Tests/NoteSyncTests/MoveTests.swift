@@ -215,9 +215,14 @@ import Testing
 
     /// A note renamed over another synced note of the same text, while the server's record of that name changed: the
     /// file is not that record's version, though it has its base's text (docs/reconciliation.md, the limit the soak
-    /// of 2026-11-24 found). Both texts stay.
-    @Test func aNoteRenamedOverANoteOfTheSameTextIsNotItsVersion() throws {
+    /// of 2026-11-24 found). Both texts stay. Also when the base of the name it lands on has an unknown fingerprint
+    /// (saved in the instant after a sync wrote it: ``NoteApplier/publishedFingerprint(_:written:)``), whose inode
+    /// is no file's.
+    @Test(arguments: [false, true]) func aNoteRenamedOverANoteOfTheSameTextIsNotItsVersion(unknown: Bool) throws {
         let harness = try Self.synced(["deep.txt": Self.text("T"), "todo.txt": Self.text("T")])
+        if unknown {
+            try harness.devices[0].state.update { try $0.setFingerprint(try RecordName(validating: "deep.txt"), .unknown) }
+        }
         try harness.write(1, "deep.txt", Self.text("B by bob"))
         _ = try harness.sync(1)
         try Self.rename(harness, 0, "todo.txt", "deep.txt")

@@ -98,15 +98,32 @@ import Testing
         #expect(MemoryLayout<SyncEngine.Push>.stride == 56)
     }
 
-    /// A base stores "no fingerprint" as ``StatFingerprint/unknown``, which reads back as `nil`: neither matches
-    /// a file, so either makes the next scan hash the note.
+    /// A base stores "no fingerprint" as a size no file has. It reads back as `nil`, and
+    /// ``StatFingerprint/unknown`` as itself: the move planner tells them apart (an unknown inode is not the file's).
+    /// Neither matches a file, so either makes the next scan hash the note.
     @Test func baseWithoutFingerprintMatchesNoFile() {
         let file = StatFingerprint(size: 3, mtime: 4, ctime: 5, inode: 6)
         var base = BaseRecord(tag: 1, digest: .empty, size: 3, modified: 4, fingerprint: nil)
         #expect(base.fingerprint == nil && !base.matches(file) && !base.matches(.unknown))
         base.fingerprint = .unknown
-        #expect(base.fingerprint == nil && !base.matches(file))
+        #expect(base.fingerprint == .unknown && !base.matches(file) && !base.matches(.unknown))
         base.fingerprint = file
         #expect(base.fingerprint == file && base.matches(file))
+        base.fingerprint = nil
+        #expect(base.fingerprint == nil && !base.matches(file))
+    }
+
+    /// Stored and loaded again, a base's fingerprint is what it was: none, unknown, or a file's.
+    @Test func baseFingerprintsSurviveTheStateDatabase() throws {
+        let state = try LocalState()
+        let kinds: [StatFingerprint?] = [nil, .unknown, StatFingerprint(size: 3, mtime: 4, ctime: 5, inode: 6)]
+        let names = try (0..<kinds.count).map { try RecordName(validating: "note\($0).md") }
+        try state.update { batch in
+            for (name, fingerprint) in zip(names, kinds) {
+                try batch.setBase(name, BaseRecord(tag: 1, digest: .empty, size: 3, modified: 4, fingerprint: fingerprint))
+            }
+        }
+        let loaded = try state.bases()
+        #expect(loaded.count == kinds.count && names.map { loaded[$0]?.fingerprint } == kinds)
     }
 }

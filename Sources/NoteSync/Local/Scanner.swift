@@ -111,11 +111,17 @@ struct Candidates: RandomAccessCollection, Sendable {
         endIndex += files.count
     }
 
-    /// Removes the files `drop` is true for, keeping the order of the rest.
+    /// Removes the files `drop` is true for, in walk order, keeping the order of the rest (in place: a copy would
+    /// hold every file twice).
     mutating func removeAll(where drop: (Candidate) -> Bool) {
-        let kept = chunks.map { $0.filter { !drop($0) } }
-        self = Candidates()
-        for chunk in kept { append(chunk) }
+        for index in chunks.indices { chunks[index].removeAll(where: drop) }
+        chunks.removeAll { $0.isEmpty }
+        starts = []
+        endIndex = 0
+        for chunk in chunks {
+            starts.append(endIndex)
+            endIndex += chunk.count
+        }
     }
 }
 

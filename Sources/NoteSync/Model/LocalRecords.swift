@@ -10,14 +10,18 @@ public struct BaseRecord: Hashable, Sendable {
     public var digest: ContentDigest
     public var size: Int64
     public var modified: Int64
-    /// ``fingerprint``, with ``StatFingerprint/unknown`` for none.
+    /// ``fingerprint``, with ``none`` for `nil`.
     private var storedFingerprint: StatFingerprint
 
-    /// The stat fingerprint of the local file when it was last hashed; `nil` forces a hash.
-    /// ``StatFingerprint/unknown`` reads back as `nil`: neither matches any file.
+    /// What ``storedFingerprint`` holds for no fingerprint: a size no file has, and not ``StatFingerprint/unknown``,
+    /// which is a fingerprint of its own (an inode no file has: the move planner tells it from none).
+    private static let none = StatFingerprint(size: -2, mtime: 0, ctime: 0, inode: 0)
+
+    /// The stat fingerprint of the local file when it was last hashed; `nil` (and ``StatFingerprint/unknown``)
+    /// forces a hash.
     public var fingerprint: StatFingerprint? {
-        get { storedFingerprint == .unknown ? nil : storedFingerprint }
-        set { storedFingerprint = newValue ?? .unknown }
+        get { storedFingerprint == Self.none ? nil : storedFingerprint }
+        set { storedFingerprint = newValue ?? Self.none }
     }
 
     public init(tag: Int64, digest: ContentDigest, size: Int64, modified: Int64, fingerprint: StatFingerprint?) {
@@ -25,13 +29,13 @@ public struct BaseRecord: Hashable, Sendable {
         self.digest = digest
         self.size = size
         self.modified = modified
-        self.storedFingerprint = fingerprint ?? .unknown
+        self.storedFingerprint = fingerprint ?? Self.none
     }
 
     /// Whether the local file was last hashed with exactly this fingerprint (so its digest is still ``digest``);
-    /// never for ``StatFingerprint/unknown``.
+    /// never for a fingerprint no file has (``StatFingerprint/unknown``, none).
     public func matches(_ fingerprint: StatFingerprint) -> Bool {
-        storedFingerprint == fingerprint && fingerprint != .unknown
+        storedFingerprint == fingerprint && fingerprint.size >= 0
     }
 }
 

@@ -36,5 +36,3 @@ final class Box<Value> {
 }
 
 extension Box: Sendable where Value: Sendable {}
-
-extension Box: Sendable where Value: Sendable {}
