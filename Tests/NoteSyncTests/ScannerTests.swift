@@ -148,4 +148,59 @@ import Testing
         let found = rows.map { $0 < 0 ? nil : bases.keys[Int($0)] }
         #expect(found == expected)
     }
+
+    /// A partial scan given a note and its folder meets the note twice: it is one file, hashed and counted once.
+    @Test func aNoteGivenWithItsFolderIsScannedOnce() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        try FileManager.default.createDirectory(atPath: root + "/a", withIntermediateDirectories: true)
+        try writeFile(root + "/a/x.md", Data("x\n".utf8))
+        try writeFile(root + "/a/y.md", Data("y\n".utf8))
+        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:], only: ["a/x.md", "a"])
+        #expect(scan.changed.map(\.string).sorted() == ["a/x.md", "a/y.md"])
+        #expect(scan.hashed == 2)
+        #expect(scan.files.count == 2)
+        #expect(scan.files[try RecordName(validating: "a/x.md")]?.digest == ContentDigest(of: Data("x\n".utf8)))
+    }
+
+    /// A full scan takes every file in walk order, whichever order the hashes finish in; an unchanged file holds its
+    /// base's digest and size, a changed one its own, a file gone since its base is not among the files. (A file that
+    /// cannot be read: HostileLocalTests, as a user root is not.)
+    @Test func aScanKeepsWalkOrderAndTheBasesDigests() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
+        var names: [String] = []
+        for index in 0..<60 {
+            let name = (index % 2 == 0 ? "" : "sub/") + "n" + String(100 + index).dropFirst() + ".md"
+            try writeFile(root + "/" + name, Data("text \(index)\n".utf8))
+            names.append(name)
+        }
+        let scanner = Scanner(root: root, rules: .builtIn)
+        let first = try scanner.scan(bases: [:], only: nil)
+        let rootNames = names.filter { !$0.contains("/") }.sorted()
+        let subNames = names.filter { $0.contains("/") }.sorted()
+        #expect(first.changed.map(\.string) == rootNames + subNames)
+        #expect(first.files.keys.map(\.string) == rootNames + subNames)
+        var bases: RecordTable<BaseRecord> = [:]
+        for (name, file) in first.files {
+            // A base whose digest is not the file's: only a scan that trusts the fingerprint reports it.
+            bases[name] = BaseRecord(
+                tag: 1, digest: ContentDigest(of: Data(name.string.utf8)), size: 7, modified: file.modified,
+                fingerprint: file.fingerprint)
+        }
+        try writeFile(root + "/n00.md", Data("edited\n".utf8))
+        try FileManager.default.removeItem(atPath: root + "/sub/n03.md")
+        let again = try scanner.scan(bases: bases, only: nil)
+        #expect(again.changed.map(\.string) == ["n00.md"])
+        #expect(again.hashed == 1)
+        #expect(again.baseMatches == 59)
+        #expect(again.files.count == 59)
+        #expect(again.files[try RecordName(validating: "sub/n03.md")] == nil)
+        let kept = try RecordName(validating: "sub/n01.md")
+        #expect(again.files[kept]?.digest == bases[kept]?.digest)
+        #expect(again.files[kept]?.size == 7)
+        #expect(again.files[kept]?.path == "sub/n01.md")
+        #expect(again.files[try RecordName(validating: "n00.md")]?.digest == ContentDigest(of: Data("edited\n".utf8)))
+    }
 }

@@ -71,7 +71,10 @@ extension SyncEngine {
         var pushes: [Push] = []
         // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
         var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []
-        var newNotes: [(name: RecordName, head: RecordHead)] = []
+        // By name alone when the head to write is the zone's (as a first sync's are): a copy of each head was 13 MB
+        // at 100,000 notes, on B's first sync's peak beside the plan. Any other head is kept in `otherHeads`.
+        var newNotes: [RecordName] = []
+        var otherHeads: [RecordName: RecordHead] = [:]
         // Room for the bases and heads this sync may add (the steps' names each table lacks), counted now and made
         // once the plan is freed (neither table changes before): growing a large table copies its rows, and for a
         // moment both copies are in memory; made at the start, it was 23 MB on a first sync's peak at 100,000 notes,
@@ -172,7 +175,12 @@ extension SyncEngine {
         }
         func write(_ step: Step, _ head: RecordHead, _ kind: PlannedChange.Kind) throws {
             if kind == .download && step.local == nil && downloadsInBulk {
-                newNotes.append((step.name, head))
+                newNotes.append(step.name)
+                if let zoneHead = zone.heads[step.name], zoneHead == head, zoneHead.unverifiedSince == head.unverifiedSince {
+                    otherHeads[step.name] = nil
+                } else {
+                    otherHeads[step.name] = head
+                }
                 return
             }
             let fingerprint = try writeHead(step.name, head, path: step.local?.path ?? step.name.string, expected: step.local?.digest)
@@ -321,6 +329,8 @@ extension SyncEngine {
             }
         }
         _ = consume plan
+        // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed.
+        MallocTuning.trim()
         bases.reserveCapacity(bases.count + newBases)
         zone.heads.reserveCapacity(zone.heads.count + newHeads)
 
@@ -329,7 +339,9 @@ extension SyncEngine {
         // bases and copies are not recorded; the next sync finds the notes as they are).
         let reportedBeforeBulk = report.changes.count
         do {
-            try writeNewNotes(newNotes, applier: applier, store: store, warnings: &bulkWarnings) { name, head, outcome in
+            let heads = zone.heads
+            let head = { (name: RecordName) in otherHeads[name] ?? heads[name]! }
+            try writeNewNotes(newNotes, head: head, applier: applier, store: store, warnings: &bulkWarnings) { name, head, outcome in
                 // A file that took the name meanwhile is kept as a copy.
                 guard let fingerprint = written(outcome, name) else { return }
                 setBase(name, head, fingerprint)
@@ -340,6 +352,9 @@ extension SyncEngine {
             throw error
         }
         report.warnings += bulkWarnings
+        // Written: its heads (a first sync's 100,000 were 13 MB) go before the bases grow by as many rows.
+        newNotes = []
+        otherHeads = [:]
 
         // The renames are durable before any base records them: after a power cut the note is at one of its names
         // with the base that matches it.
@@ -397,9 +412,9 @@ extension SyncEngine {
 
     /// Writes notes that are new here in batches of up to 1,000 notes or 32 MB, and hands each note written to
     /// `written` as its batch lands: not an array of every outcome, which at 100,000 notes was 38 MB on B's first
-    /// sync's peak (heaptrack).
+    /// sync's peak (heaptrack). `head` gives the head each note is written from.
     private func writeNewNotes(
-        _ notes: [(name: RecordName, head: RecordHead)], applier: NoteApplier, store: ServerStore,
+        _ notes: [RecordName], head: (RecordName) -> RecordHead, applier: NoteApplier, store: ServerStore,
         warnings: inout [SyncWarning], written: (RecordName, RecordHead, NoteApplier.Outcome) -> Void
     ) throws {
         var start = 0
@@ -408,7 +423,8 @@ extension SyncEngine {
             var heads: [RecordHead] = []
             var bytes: Int64 = 0
             while start < notes.count && batch.count < 1000 && bytes < 32 << 20 {
-                let (name, head) = notes[start]
+                let name = notes[start]
+                let head = head(name)
                 start += 1
                 guard let text = head.text else { continue }
                 do {
@@ -432,6 +448,10 @@ extension SyncEngine {
                     warnings.append(SyncWarning.note(batch[index].name, error))
                 }
             }
+            // The batch's texts are freed: their pages go back rather than stay in the arenas of the threads that read
+            // them (as the bases and heads grow beside them).
+            batch = []
+            MallocTuning.trim()
         }
     }
 
@@ -474,6 +494,7 @@ extension SyncEngine {
                     report: &report)
                 guard case .committed(let folded) = outcome else { return false }
                 foldedOthers = foldedOthers || folded
+                MallocTuning.trim()
                 return true
             })
         return finished && !foldedOthers

@@ -213,7 +213,13 @@ public final class SyncEngine {
         phases.lap("walk")
         let (bases, zone) = try loaded.wait()
         phases.lap("load")
-        let scan = try scanner.complete(walked.get(), bases: bases)
+        // Taken out of the result, not copied: the scan frees the walk's arrays as it goes.
+        let found: Scanner.Walked
+        switch consume walked {
+        case .success(let value): found = value
+        case .failure(let error): throw error
+        }
+        let scan = try scanner.complete(consume found, bases: bases)
         phases.lap("scan")
         return (bases, zone, scan)
     }

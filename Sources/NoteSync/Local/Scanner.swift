@@ -221,70 +221,100 @@ public struct Scanner: Sendable {
 
     /// The second half of a scan: reuses the base's digest for every file whose fingerprint matches it, hashes
     /// the rest, and finds the synced notes that are gone or hidden.
-    public func complete(_ walked: Walked, bases: RecordTable<BaseRecord>) throws -> ScanResult {
+    ///
+    /// The walk's files are taken a subfolder at a time and each subfolder's array is freed as soon as its files are
+    /// in the table, so the two are never held whole together (at 100,000 notes the walk's arrays are 9 MB). A file
+    /// whose base matches holds the base's name string, not the walk's: the walk's strings die with their arrays,
+    /// and a full scan hands their pages back to the system when it is done (``MallocTuning/trim()``).
+    public func complete(_ walked: consuming Walked, bases: RecordTable<BaseRecord>) throws -> ScanResult {
         var result = walked.result
-        let candidates = walked.candidates
-        result.files.reserveCapacity(result.files.count + candidates.count)
-        var toHash: [Int] = []
-        let unchanged = Self.unchangedSinceBase(candidates, bases: bases)
+        let unchanged = Self.unchangedSinceBase(walked.candidates, bases: bases)
+        var chunks = walked.candidates.chunks
+        walked = Walked(result: ScanResult(), candidates: Candidates())
+        let count = unchanged.count
+        result.files.reserveCapacity(result.files.count + count)
+        // The files to hash, by name: each is in the table already, under a stand-in digest this replaces (or the
+        // file is taken out again, when it is gone or cannot be read).
+        var toHash: [(name: RecordName, path: String)] = []
         let baseRows = bases.values
+        let baseNames = bases.keys
         var index = -1
-        for chunk in candidates.chunks {
+        var trimmedAt = 0
+        for chunkIndex in chunks.indices {
+            // The pages of the arrays (and strings) freed so far go back as the table's grow, not only at the end.
+            if result.scope == nil && index - trimmedAt >= Self.trimEvery {
+                MallocTuning.trim()
+                trimmedAt = index
+            }
+            var chunk: [Candidate] = []
+            swap(&chunk, &chunks[chunkIndex])
             for candidate in chunk {
                 index += 1
+                let file: LocalFile
                 if unchanged[index] >= 0 {
-                    let base = baseRows[Int(unchanged[index])]
-                    result.files[candidate.name] = LocalFile(
-                        name: candidate.name, path: candidate.path,
-                        fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
+                    let row = Int(unchanged[index])
+                    let base = baseRows[row]
+                    let name = baseNames[row]
+                    let path = candidate.path == candidate.name.string ? name.string : candidate.path
+                    file = LocalFile(name: name, path: path, fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
+                } else {
+                    file = LocalFile(
+                        name: candidate.name, path: candidate.path, fingerprint: candidate.fingerprint, digest: .empty, size: 0)
+                }
+                // A partial scan may meet a file twice (given itself and its folder): the first stands.
+                if let first = result.files.updateValue(file, forKey: file.name) {
+                    result.files[file.name] = first
+                    continue
+                }
+                if unchanged[index] >= 0 {
                     result.baseMatches += 1
                 } else {
-                    toHash.append(index)
+                    toHash.append((file.name, file.path))
                 }
             }
         }
-        let hashed = Mutex<[(Int, Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>)]>([])
         let rootPath = root
         // Only a full scan's hashing is counted (the partial scans of a sync's later rounds are short).
         let progress = result.scope == nil && !toHash.isEmpty ? progress : nil
         progress?.expect(toHash.count)
-        let hashList = toHash
-        let paths = toHash.map { candidates[$0].path }
-        DispatchQueue.concurrentPerform(iterations: hashList.count) { slot in
-            let index = hashList[slot]
-            let candidate = (path: paths[slot], ())
-            let outcome: Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>
-            do {
-                outcome = .success(
-                    try FileDigest.stable(path: rootPath + "/" + candidate.path).map { ($0.digest, $0.size, $0.fingerprint) })
-            } catch let error as NoteSyncError {
-                outcome = .failure(error)
-            } catch {
-                outcome = .failure(NoteSyncError(.io, path: candidate.path, "\(error)"))
+        // A batch at a time, on every core, each batch's outcomes put in the table in walk order before the next: the
+        // outcomes of a first sync's 100,000 hashes, held at once, were 9 MB.
+        for batchStart in stride(from: 0, to: toHash.count, by: Self.hashBatch) {
+            let batch = Array(toHash[batchStart..<min(batchStart + Self.hashBatch, toHash.count)])
+            let hashed = Mutex<[(Int, Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>)]>([])
+            DispatchQueue.concurrentPerform(iterations: batch.count) { slot in
+                let path = batch[slot].path
+                let outcome: Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>
+                do {
+                    outcome = .success(try FileDigest.stable(path: rootPath + "/" + path).map { ($0.digest, $0.size, $0.fingerprint) })
+                } catch let error as NoteSyncError {
+                    outcome = .failure(error)
+                } catch {
+                    outcome = .failure(NoteSyncError(.io, path: path, "\(error)"))
+                }
+                if case .success(let value?) = outcome { progress?.add(1, bytes: value.1) }
+                hashed.withLock { $0.append((slot, outcome)) }
             }
-            if case .success(let value?) = outcome { progress?.add(1, bytes: value.1) }
-            hashed.withLock { $0.append((index, outcome)) }
-        }
-        for (index, outcome) in hashed.withLock({ $0 }) {
-            let candidate = candidates[index]
-            switch outcome {
-            case .success(let value?):
-                result.files[candidate.name] = LocalFile(
-                    name: candidate.name, path: candidate.path, fingerprint: value.2,
-                    digest: value.0, size: value.1)
-                result.hashed += 1
-                result.changed.append(candidate.name)
-                if bases[candidate.name] != nil { result.baseMatches += 1 }
-            case .success(nil):
-                break
-            case .failure(let error):
-                result.unreadable.insert(candidate.name)
-                let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
-                result.warnings.append(
-                    SyncWarning(
-                        .unreadable, path: error.path ?? candidate.path,
-                        "\(error.path ?? candidate.path): cannot be read, left alone (not taken as deleted): \(reason)\n"
-                            + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again")))
+            for (slot, outcome) in hashed.withLock({ $0 }).sorted(by: { $0.0 < $1.0 }) {
+                let (name, path) = batch[slot]
+                switch outcome {
+                case .success(let value?):
+                    result.files[name] = LocalFile(name: name, path: path, fingerprint: value.2, digest: value.0, size: value.1)
+                    result.hashed += 1
+                    result.changed.append(name)
+                    if bases[name] != nil { result.baseMatches += 1 }
+                case .success(nil):
+                    result.files[name] = nil
+                case .failure(let error):
+                    result.files[name] = nil
+                    result.unreadable.insert(name)
+                    let reason = error.message + (error.errno.map { " (\(String(cString: strerror($0))))" } ?? "")
+                    result.warnings.append(
+                        SyncWarning(
+                            .unreadable, path: error.path ?? path,
+                            "\(error.path ?? path): cannot be read, left alone (not taken as deleted): \(reason)\n"
+                                + "  fix: " + (error.fix ?? "let notesync's user read it (chmod, chown), then sync again")))
+                }
             }
         }
         // A synced note whose name now holds a folder or a link is not deleted: a safety filter skips, it never
@@ -306,9 +336,16 @@ public struct Scanner: Sendable {
                             + "  fix: rename the folder (or delete the note on another device)"))
             }
         }
-
+        // What the walk allocated is freed by now; its pages go back to the system before the sync goes on to plan.
+        if result.scope == nil { MallocTuning.trim() }
         return result
     }
+
+    /// How many files a scan hashes between putting outcomes in the table.
+    static let hashBatch = 4096
+
+    /// How many of the walk's files a full scan takes into its table between handing freed pages back.
+    static let trimEvery = 12_500
 
     /// For each candidate, the row of its base (``RecordTable/rowIndex(of:)``) if its fingerprint still matches that
     /// base's, else -1. Looked up on every core (the bases are only read): at 100,000 notes this is a tenth of a
