@@ -328,9 +328,11 @@ extension SyncEngine {
                 report.warnings.append(SyncWarning.note(step.name, error))
             }
         }
+        let planned = plan.count
         _ = consume plan
-        // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed.
-        MallocTuning.trim()
+        // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed (a
+        // large plan: the agent's rounds of a few notes free little).
+        if planned >= Self.trimAfter { MallocTuning.trim() }
         bases.reserveCapacity(bases.count + newBases)
         zone.heads.reserveCapacity(zone.heads.count + newHeads)
 
@@ -352,7 +354,7 @@ extension SyncEngine {
             throw error
         }
         report.warnings += bulkWarnings
-        // Written: its heads (a first sync's 100,000 were 13 MB) go before the bases grow by as many rows.
+        // Written: the list and any heads kept aside go before the bases take the new notes' rows.
         newNotes = []
         otherHeads = [:]
 
@@ -451,9 +453,13 @@ extension SyncEngine {
             // The batch's texts are freed: their pages go back rather than stay in the arenas of the threads that read
             // them (as the bases and heads grow beside them).
             batch = []
-            MallocTuning.trim()
+            if notes.count >= Self.trimAfter { MallocTuning.trim() }
         }
     }
+
+    /// From how many steps, pushes or new notes a sync hands freed pages back as it goes (``MallocTuning/trim()``):
+    /// a first sync's batches leave the pages of their texts in the arenas of the threads that read them.
+    static let trimAfter = 1000
 
     /// How many pushes one log entry commits at most.
     static let commitBatchSize = 2000
@@ -494,7 +500,7 @@ extension SyncEngine {
                     report: &report)
                 guard case .committed(let folded) = outcome else { return false }
                 foldedOthers = foldedOthers || folded
-                MallocTuning.trim()
+                if pushes.count >= Self.trimAfter { MallocTuning.trim() }
                 return true
             })
         return finished && !foldedOthers

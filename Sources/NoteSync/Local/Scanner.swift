@@ -225,7 +225,8 @@ public struct Scanner: Sendable {
     /// The walk's files are taken a subfolder at a time and each subfolder's array is freed as soon as its files are
     /// in the table, so the two are never held whole together (at 100,000 notes the walk's arrays are 9 MB). A file
     /// whose base matches holds the base's name string, not the walk's: the walk's strings die with their arrays,
-    /// and a full scan hands their pages back to the system when it is done (``MallocTuning/trim()``).
+    /// and a full scan hands their pages back to the system as it goes, between subfolders, and when it is done
+    /// (``MallocTuning/trim()``).
     public func complete(_ walked: consuming Walked, bases: RecordTable<BaseRecord>) throws -> ScanResult {
         var result = walked.result
         let unchanged = Self.unchangedSinceBase(walked.candidates, bases: bases)
@@ -241,7 +242,8 @@ public struct Scanner: Sendable {
         var index = -1
         var trimmedAt = 0
         for chunkIndex in chunks.indices {
-            // The pages of the arrays (and strings) freed so far go back as the table's grow, not only at the end.
+            // The pages of the arrays (and strings) freed so far go back as the table grows, not only at the end
+            // (between subfolders: a folder walked as one array is taken whole).
             if result.scope == nil && index - trimmedAt >= Self.trimEvery {
                 MallocTuning.trim()
                 trimmedAt = index
@@ -255,7 +257,9 @@ public struct Scanner: Sendable {
                     let row = Int(unchanged[index])
                     let base = baseRows[row]
                     let name = baseNames[row]
-                    let path = candidate.path == candidate.name.string ? name.string : candidate.path
+                    // Byte for byte: `==` holds for a name in another Unicode form (an NFD file whose base is NFC),
+                    // whose path on disk is not the base's name.
+                    let path = candidate.path.utf8.elementsEqual(name.string.utf8) ? name.string : candidate.path
                     file = LocalFile(name: name, path: path, fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
                 } else {
                     file = LocalFile(
@@ -344,7 +348,7 @@ public struct Scanner: Sendable {
     /// How many files a scan hashes between putting outcomes in the table.
     static let hashBatch = 4096
 
-    /// How many of the walk's files a full scan takes into its table between handing freed pages back.
+    /// How many of the walk's files a full scan takes into its table, at least, between handing freed pages back.
     static let trimEvery = 12_500
 
     /// For each candidate, the row of its base (``RecordTable/rowIndex(of:)``) if its fingerprint still matches that
