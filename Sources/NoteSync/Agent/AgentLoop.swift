@@ -1,4 +1,3 @@
-import CSyscalls
 import Dispatch
 import Foundation
 import Logging
@@ -108,7 +107,7 @@ final class AgentLoop {
             // A full sync, and gc more so, allocate and free in proportion to the folder, on several threads; glibc
             // keeps what was freed in its arenas. Handed back, the agent holds its records, not its last peak (at
             // 100,000 notes, 145 MB after a full sync, and 386 MB after the gc of a fresh server).
-            _ = ns_malloc_trim()
+            MallocTuning.trim()
         } else {
             let root = folder.root
             let settled = pending.takeSettled(at: now, flushing: stopping) { path in

@@ -177,10 +177,9 @@ extension SyncEngine {
             if kind == .download && step.local == nil && downloadsInBulk {
                 newNotes.append(step.name)
                 if let zoneHead = zone.heads[step.name], zoneHead == head, zoneHead.unverifiedSince == head.unverifiedSince {
-                    otherHeads[step.name] = nil
-                } else {
-                    otherHeads[step.name] = head
+                    return
                 }
+                otherHeads[step.name] = head
                 return
             }
             let fingerprint = try writeHead(step.name, head, path: step.local?.path ?? step.name.string, expected: step.local?.digest)

@@ -232,8 +232,7 @@ public struct Scanner: Sendable {
         let unchanged = Self.unchangedSinceBase(walked.candidates, bases: bases)
         var chunks = walked.candidates.chunks
         walked = Walked(result: ScanResult(), candidates: Candidates())
-        let count = unchanged.count
-        result.files.reserveCapacity(result.files.count + count)
+        result.files.reserveCapacity(result.files.count + unchanged.count)
         // The files to hash, by name: each is in the table already, under a stand-in digest this replaces (or the
         // file is taken out again, when it is gone or cannot be read).
         var toHash: [(name: RecordName, path: String)] = []
@@ -281,12 +280,11 @@ public struct Scanner: Sendable {
         // Only a full scan's hashing is counted (the partial scans of a sync's later rounds are short).
         let progress = result.scope == nil && !toHash.isEmpty ? progress : nil
         progress?.expect(toHash.count)
-        // A batch at a time, on every core, each batch's outcomes put in the table in walk order before the next: the
-        // outcomes of a first sync's 100,000 hashes, held at once, were 9 MB.
+        // A batch at a time (on every core, unless it is small), each batch's outcomes put in the table in walk order
+        // before the next: the outcomes of a first sync's 100,000 hashes, held at once, were 9 MB.
         for batchStart in stride(from: 0, to: toHash.count, by: Self.hashBatch) {
             let batch = Array(toHash[batchStart..<min(batchStart + Self.hashBatch, toHash.count)])
-            let hashed = Mutex<[(Int, Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>)]>([])
-            DispatchQueue.concurrentPerform(iterations: batch.count) { slot in
+            let outcomes = Parallel.values(batch.count) { slot -> Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError> in
                 let path = batch[slot].path
                 let outcome: Result<(ContentDigest, Int64, StatFingerprint)?, NoteSyncError>
                 do {
@@ -297,9 +295,9 @@ public struct Scanner: Sendable {
                     outcome = .failure(NoteSyncError(.io, path: path, "\(error)"))
                 }
                 if case .success(let value?) = outcome { progress?.add(1, bytes: value.1) }
-                hashed.withLock { $0.append((slot, outcome)) }
+                return outcome
             }
-            for (slot, outcome) in hashed.withLock({ $0 }).sorted(by: { $0.0 < $1.0 }) {
+            for (slot, outcome) in outcomes.enumerated() {
                 let (name, path) = batch[slot]
                 switch outcome {
                 case .success(let value?):
