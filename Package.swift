@@ -38,6 +38,7 @@ let package = Package(
             providers: [.apt(["libinotifytools0-dev"])]
         ),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CDeflate", path: "Sources/CDeflate", providers: [.apt(["libdeflate-dev"])]),
         .target(name: "CSyscalls", path: "Sources/CSyscalls", cSettings: buildCommitSettings),
         .target(
             name: "NoteSync",
@@ -45,6 +46,7 @@ let package = Package(
                 "CSyscalls",
                 "CInotifyTools",
                 "CZlib",
+                "CDeflate",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),

@@ -1,3 +1,4 @@
+import CZlib
 import Foundation
 import PropertyBased
 import Testing
@@ -44,6 +45,37 @@ import Testing
         #expect(bomb.count < 100_000)
         #expect(AssetCodec.decode(bomb, digest: ContentDigest(of: Data("x".utf8)), size: 1000) == nil)
         #expect(AssetCodec.inflate(bomb.dropFirst(4), limit: 1000) == nil)
+    }
+
+    /// Builds before libdeflate wrote zlib's own streams (level 6); they read as before. Each stream is inflated by
+    /// zlib, whoever wrote it.
+    @Test func aStreamZlibWroteIsRead() throws {
+        var bound = compressBound(uLong(Self.prose.count))
+        var stream = Data(count: Int(bound))
+        let status = stream.withUnsafeMutableBytes { out in
+            Self.prose.withUnsafeBytes { input in
+                compress2(
+                    out.baseAddress!.assumingMemoryBound(to: Bytef.self), &bound,
+                    input.baseAddress!.assumingMemoryBound(to: Bytef.self), uLong(input.count), 6)
+            }
+        }
+        try #require(status == Z_OK)
+        stream.count = Int(bound)
+        #expect(decode(AssetCodec.magic + stream, Self.prose) == Self.prose)
+        #expect(AssetCodec.encode(Self.prose) != AssetCodec.magic + stream, "libdeflate writes its own stream")
+    }
+
+    /// A batch's compressors are reused between its texts and go with its pool; a text encoded alone makes and frees
+    /// its own (an idle agent holds no compressor's tables).
+    @Test func aBatchReusesItsCompressors() {
+        let texts = (0..<64).map { Self.prose + Data("\($0)\n".utf8) }
+        let pool = AssetCodec.CompressorPool()
+        let encoded = Parallel.values(texts.count) { AssetCodec.encode(texts[$0], pool: pool) }
+        #expect((1...ProcessInfo.processInfo.activeProcessorCount * 4).contains(pool.idleCount))
+        for (file, text) in zip(encoded, texts) {
+            #expect(decode(file, text) == text)
+            #expect(file == AssetCodec.encode(text), "a reused compressor writes what a fresh one does")
+        }
     }
 
     @Test func decodeInvertsEncode() async {

@@ -1,5 +1,7 @@
+import CDeflate
 import CZlib
 import Foundation
+import Synchronization
 
 /// How a format 3 server stores a note's text (docs/retention.md, "Compressed assets"): `NSZ1` and a zlib stream when
 /// that saves at least an eighth, else the text itself. The file is still named by the SHA-256 of the text, so
@@ -9,21 +11,57 @@ public enum AssetCodec {
     /// Shorter texts are stored as they are: the header and zlib's framing would eat the gain.
     static let minimumSize = 256
 
+    /// How hard libdeflate works. Level 2 of libdeflate compresses notes as well as zlib's level 6 did (within 1 %
+    /// on English prose, better on the benchmark's corpus) in about 40 % of its time: 10,000 notes of 19.6 MB, 0.24 s
+    /// of CPU against 0.60 s. What level 2 writes is a zlib stream like any other; every reader inflates it with zlib.
+    static let level: Int32 = 2
+
     /// The bytes to store for `text`.
-    public static func encode(_ text: Data) -> Data {
+    public static func encode(_ text: Data) -> Data { encode(text, pool: nil) }
+
+    /// The bytes to store for `text`, with a compressor of `pool` when given.
+    static func encode(_ text: Data, pool: CompressorPool?) -> Data {
         guard text.count >= minimumSize else { return text }
-        var bound = compressBound(uLong(text.count))
-        var output = Data(count: magic.count + Int(bound))
-        let status = output.withUnsafeMutableBytes { out -> Int32 in
-            text.withUnsafeBytes { input -> Int32 in
-                let destination = out.baseAddress!.advanced(by: magic.count).assumingMemoryBound(to: Bytef.self)
-                return compress2(destination, &bound, input.baseAddress!.assumingMemoryBound(to: Bytef.self), uLong(text.count), 6)
+        let compressor = pool?.take() ?? Compressor()
+        defer { pool?.give(compressor) }
+        let bound = libdeflate_zlib_compress_bound(compressor.pointer, text.count)
+        var output = Data(count: magic.count + bound)
+        let written = output.withUnsafeMutableBytes { out -> Int in
+            text.withUnsafeBytes { input -> Int in
+                libdeflate_zlib_compress(
+                    compressor.pointer, input.baseAddress!, input.count, out.baseAddress!.advanced(by: magic.count), bound)
             }
         }
-        guard status == Z_OK, Int(bound) + magic.count <= text.count - text.count / 8 else { return text }
+        guard written > 0, written + magic.count <= text.count - text.count / 8 else { return text }
         output.replaceSubrange(0..<magic.count, with: magic)
-        output.count = magic.count + Int(bound)
+        output.count = magic.count + written
         return output
+    }
+
+    /// A libdeflate compressor and its tables (656 KB at level 2).
+    final class Compressor: @unchecked Sendable {
+        let pointer: OpaquePointer
+
+        init() {
+            guard let pointer = libdeflate_alloc_compressor(AssetCodec.level) else { fatalError("out of memory") }
+            self.pointer = pointer
+        }
+
+        deinit { libdeflate_free_compressor(pointer) }
+    }
+
+    /// Compressors kept for the texts of one batch: making one costs about as much as compressing a short note. A
+    /// compressor is used by one thread at a time; they are freed with the pool. A text encoded without a pool makes
+    /// and frees its own, so an agent between edits holds no compressor's tables.
+    final class CompressorPool: Sendable {
+        private let idle = Mutex<[Compressor]>([])
+
+        func take() -> Compressor { idle.withLock { $0.popLast() } ?? Compressor() }
+
+        func give(_ compressor: Compressor) { idle.withLock { $0.append(compressor) } }
+
+        /// How many wait here.
+        var idleCount: Int { idle.withLock { $0.count } }
     }
 
     /// The text stored in `file` for an asset of `size` bytes and digest `digest`, or nil when the file holds neither

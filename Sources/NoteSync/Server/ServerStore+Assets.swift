@@ -64,10 +64,11 @@ extension ServerStore {
         if hasRetention { for index in unique where present.contains(index) { storage.touch(layout.assetPath(names[index])) } }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
         let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
+        let compressors = AssetCodec.CompressorPool()
         let written = Parallel.map(missing.count) { slot in
             Result { () throws -> StagedFile in
                 let index = missing[slot]
-                let data = self.encodeAsset(items[index], name: names[index], vault: vault)
+                let data = self.encodeAsset(items[index], name: names[index], vault: vault, compressors: compressors)
                 let staged = try storage.stage(data, device: device, suffix: "asset", sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
                 return staged

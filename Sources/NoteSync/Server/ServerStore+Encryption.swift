@@ -52,9 +52,11 @@ extension ServerStore {
 
     /// The bytes stored for a text: compressed where that pays (format 3), and on an encrypted server sealed
     /// (``Vault/sealAsset(_:name:)``) behind a header whose digest checks the ciphertext without the key.
-    /// `name` is the asset's stored name (``storedName(_:)``).
-    func encodeAsset(_ text: Data, name: ContentDigest, vault: Vault?) -> Data {
-        let stored = hasRetention ? AssetCodec.encode(text) : text
+    /// `name` is the asset's stored name (``storedName(_:)``); a batch passes its `compressors`.
+    func encodeAsset(
+        _ text: Data, name: ContentDigest, vault: Vault?, compressors: AssetCodec.CompressorPool? = nil
+    ) -> Data {
+        let stored = hasRetention ? AssetCodec.encode(text, pool: compressors) : text
         guard let vault else { return stored }
         return SealedFile.wrap(vault.sealAsset(stored, name: name), kind: "asset", format: SealedFile.encryptedFormat)
     }
