@@ -78,6 +78,25 @@ import Testing
         }
     }
 
+    /// A stream is inflated to exactly the size its entry states: more or less is refused, and so is a byte after the
+    /// stream or a size no stream of that length can give (never allocated).
+    @Test func aStreamGivesExactlyItsSize() {
+        let stream = AssetCodec.encode(Self.prose).dropFirst(AssetCodec.magic.count)
+        let size = Int64(Self.prose.count)
+        #expect(AssetCodec.inflate(stream, size: size) == Self.prose)
+        #expect(AssetCodec.inflate(stream, size: size - 1) == nil)
+        #expect(AssetCodec.inflate(stream, size: size + 1) == nil)
+        #expect(AssetCodec.inflate(stream + Data([0]), size: size) == nil)
+        #expect(AssetCodec.inflate(stream.prefix(12), size: AssetCodec.oneShotLimit) == nil)
+        #expect(AssetCodec.inflate(stream, size: -1) == nil)
+        // Past the one-shot limit zlib inflates it, its buffer growing with the output.
+        let big = Data(repeating: 0x62, count: Int(AssetCodec.oneShotLimit) + 10)
+        let file = AssetCodec.encode(big)
+        #expect(file.count < 200_000)
+        #expect(decode(file, big) == big)
+        #expect(decode(file, big.dropLast()) == nil)
+    }
+
     @Test func decodeInvertsEncode() async {
         await propertyCheck(input: Gen.int(in: 0...3000)) { length in
             let text = Data((0..<length).map { UInt8(truncatingIfNeeded: ($0 * 7 + $0 / 13) % 61 + 32) })
