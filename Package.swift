@@ -58,7 +58,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio")
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            // libdeflate is linked in (libdeflate-dev's libdeflate.a, position-independent): the binary runs on a
+            // machine without libdeflate0, as it runs without Swift.
+            linkerSettings: [.linkedLibrary(":libdeflate.a", .when(platforms: [.linux]))]
         ),
         .executableTarget(
             name: "NoteSyncCLI",

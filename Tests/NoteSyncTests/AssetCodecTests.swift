@@ -62,7 +62,6 @@ import Testing
         try #require(status == Z_OK)
         stream.count = Int(bound)
         #expect(decode(AssetCodec.magic + stream, Self.prose) == Self.prose)
-        #expect(AssetCodec.encode(Self.prose) != AssetCodec.magic + stream, "libdeflate writes its own stream")
     }
 
     /// A batch's compressors are reused between its texts and go with its pool; a text encoded alone makes and frees
@@ -70,6 +69,8 @@ import Testing
     @Test func aBatchReusesItsCompressors() {
         let texts = (0..<64).map { Self.prose + Data("\($0)\n".utf8) }
         let pool = AssetCodec.CompressorPool()
+        for text in texts.prefix(8) { _ = AssetCodec.encode(text, pool: pool) }
+        #expect(pool.idleCount == 1, "one after the other, the texts share one compressor")
         let encoded = Parallel.values(texts.count) { AssetCodec.encode(texts[$0], pool: pool) }
         #expect((1...ProcessInfo.processInfo.activeProcessorCount * 4).contains(pool.idleCount))
         for (file, text) in zip(encoded, texts) {
@@ -89,6 +90,12 @@ import Testing
         #expect(AssetCodec.inflate(stream + Data([0]), size: size) == nil)
         #expect(AssetCodec.inflate(stream.prefix(12), size: AssetCodec.oneShotLimit) == nil)
         #expect(AssetCodec.inflate(stream, size: -1) == nil)
+        #expect(AssetCodec.inflate(stream.dropLast(), size: size) == nil, "a byte short")
+        #expect(AssetCodec.inflate(stream, size: .max) == nil)
+        #expect(AssetCodec.decode(AssetCodec.encode(Self.prose), digest: ContentDigest(of: Self.prose), size: .max) == nil)
+        // The stream of an empty text; and a stream that needs a preset dictionary, which no asset has.
+        #expect(AssetCodec.inflate(Data([0x78, 0x9C, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]), size: 0) == Data())
+        #expect(AssetCodec.inflate(Data([0x78, 0xBB, 0, 0, 0, 1, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]), size: 0) == nil)
         // Past the one-shot limit zlib inflates it, its buffer growing with the output.
         let big = Data(repeating: 0x62, count: Int(AssetCodec.oneShotLimit) + 10)
         let file = AssetCodec.encode(big)
@@ -114,6 +121,8 @@ import Testing
         let onDisk = try #require(try files.read(store.assetPath(ref.sha256)))
         #expect(onDisk.starts(with: AssetCodec.magic) && onDisk.count < Self.prose.count / 4)
         #expect(try store.readAsset(ref) == Self.prose)
+        // An entry that states a size no note has is refused, not a crash.
+        #expect(throws: NoteSyncError.self) { try store.readAsset(AssetRef(sha256: ref.sha256, size: .max)) }
         let staged = try store.putAssets([Self.prose + Data("x\n".utf8)])
         #expect(try store.readAsset(staged[0]) == Self.prose + Data("x\n".utf8))
         #expect(try ServerFsck(store: store).run(repair: false).isClean)

@@ -159,6 +159,23 @@ public final class LocalState: Sendable {
         try Self.migrator.migrate(queue)
     }
 
+    /// Frees what SQLite holds for this database: its page cache (up to 2 MB, full after the bases of a big folder
+    /// are read), its statements and schema. The agent calls this once a full sync is done; what the next sync
+    /// needs is read again from the system's file cache.
+    public func releaseMemory() {
+        queue.releaseMemory()
+    }
+
+    /// The bytes SQLite's page cache holds for this database now.
+    func cacheBytes() -> Int {
+        queue.inDatabase { db in
+            var current: Int32 = 0
+            var highest: Int32 = 0
+            sqlite3_db_status(db.sqliteConnection, SQLITE_DBSTATUS_CACHE_USED, &current, &highest, 0)
+            return Int(current)
+        }
+    }
+
     /// Closes the database now (a checkpoint folds the write-ahead log in) rather than when the last reference
     /// goes: for a one-shot command that leaves its objects to the process exit (``OneShotProcess``).
     public func close() throws {

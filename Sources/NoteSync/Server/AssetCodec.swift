@@ -13,7 +13,7 @@ public enum AssetCodec {
 
     /// How hard libdeflate works. Level 2 of libdeflate compresses notes as well as zlib's level 6 did (within 1 %
     /// on English prose, better on the benchmark's corpus) in about 40 % of its time: 10,000 notes of 19.6 MB, 0.24 s
-    /// of CPU against 0.60 s. What level 2 writes is a zlib stream like any other; every reader inflates it with zlib.
+    /// of CPU against 0.60 s. What level 2 writes is a zlib stream like any other: earlier builds inflate it with zlib.
     static let level: Int32 = 2
 
     /// The bytes to store for `text`.
@@ -26,10 +26,13 @@ public enum AssetCodec {
         defer { pool?.give(compressor) }
         let bound = libdeflate_zlib_compress_bound(compressor.pointer, text.count)
         var output = Data(count: magic.count + bound)
-        let written = output.withUnsafeMutableBytes { out -> Int in
-            text.withUnsafeBytes { input -> Int in
-                libdeflate_zlib_compress(
-                    compressor.pointer, input.baseAddress!, input.count, out.baseAddress!.advanced(by: magic.count), bound)
+        let written = withExtendedLifetime(compressor) {
+            output.withUnsafeMutableBytes { out -> Int in
+                text.withUnsafeBytes { input -> Int in
+                    libdeflate_zlib_compress(
+                        compressor.pointer, input.baseAddress!, input.count, out.baseAddress!.advanced(by: magic.count),
+                        bound)
+                }
             }
         }
         guard written > 0, written + magic.count <= text.count - text.count / 8 else { return text }
@@ -81,12 +84,14 @@ public enum AssetCodec {
 
     /// Inflates a zlib stream that must give exactly `size` bytes, nil when it does not. A note's size (up to
     /// ``oneShotLimit``) is inflated by libdeflate into a buffer of that size, about twice as fast as zlib; a bigger
-    /// one by zlib, whose buffer grows as the output does.
+    /// one by zlib, whose buffer grows as the output does. The buffer is the size the entry states before the stream
+    /// has shown it: at most 64 MiB, and never more than 1,032 bytes for each byte of the stream.
     static func inflate(_ stream: Data, size: Int64) -> Data? {
         guard size >= 0 else { return nil }
         // Deflate gives at most 1,032 bytes for each byte of stream: a larger size is a lie, and is never allocated.
         guard size <= oneShotLimit, size <= Int64(stream.count) * 1032 + 1024 else {
-            return size > oneShotLimit ? inflate(stream, limit: size) : nil
+            guard size > oneShotLimit, let text = inflate(stream, limit: size), Int64(text.count) == size else { return nil }
+            return text
         }
         guard let decompressor = libdeflate_alloc_decompressor() else { return nil }
         defer { libdeflate_free_decompressor(decompressor) }
@@ -112,7 +117,7 @@ public enum AssetCodec {
     /// stated size is not trusted for an allocation).
     static func inflate(_ stream: Data, limit: Int64) -> Data? {
         guard limit >= 0 else { return nil }
-        let cap = Int(clamping: limit) &+ 1
+        let cap = Int(clamping: min(limit, ServerStore.largestAssetSize)) + 1
         var output = Data(count: min(cap, max(stream.count * 4, 1 << 16)))
         var z = z_stream()
         guard inflateInit_(&z, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }

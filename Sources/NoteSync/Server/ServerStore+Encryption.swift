@@ -72,8 +72,13 @@ extension ServerStore {
         return AssetCodec.decode(stored, digest: ref.sha256, size: ref.size)
     }
 
+    /// Sizes are taken as at most this (1 PiB) in what is computed from them.
+    static let largestAssetSize: Int64 = 1 << 50
+
     /// The largest file an asset of `size` bytes can be stored as.
     func maxStoredAssetSize(_ size: Int64) -> Int64 {
+        // A size no note has (a damaged or hostile entry) must not overflow what is computed from it.
+        let size = min(max(size, 0), Self.largestAssetSize)
         guard marker.isEncrypted else { return size }
         let sealed = Int64(Vault.sealedAssetSize(Int(clamping: size)))
         return sealed + 100  // the header: kind, format, two numbers and a digest
