@@ -29,4 +29,29 @@ import Testing
         }
         #expect(try state.bases().count == 5001)
     }
+
+    /// The agent's records loaded again after a full sync (``SyncEngine/reloadRecords()``) are the ones it held, and
+    /// the next sync finds nothing to do.
+    @Test func recordsLoadedAgainAreTheOnesHeld() throws {
+        let harness = try SyncHarness(deviceCount: 2)
+        for index in 0..<20 { try harness.write(0, "folder/note \(index).md", Data("text \(index)\n".utf8)) }
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        try harness.write(1, "folder/note 3.md", Data("changed on B\n".utf8))
+        try harness.delete(1, "folder/note 4.md")
+        _ = try harness.sync(1)
+        let device = harness.devices[0]
+        let engine = try SyncEngine(folder: device.folder, state: device.state, config: device.config, logger: testLogger)
+        _ = try engine.sync(SyncHarness.syncOptions)
+        let held = try #require(engine.heldRecords)
+        #expect(held.bases.count == 19 && held.zone.heads.count == 20)
+        try engine.reloadRecords()
+        let loaded = try #require(engine.heldRecords)
+        #expect(loaded.bases == held.bases)
+        #expect(loaded.zone == held.zone)
+        #expect(loaded.zone.verifiedTail == held.zone.verifiedTail && loaded.zone.earlier == held.zone.earlier)
+        let report = try engine.sync(SyncHarness.syncOptions)
+        #expect(report.changes.isEmpty, "\(report.changes)")
+        #expect(try harness.notes(0) == (try harness.notes(1)))
+    }
 }
