@@ -45,8 +45,16 @@ import Testing
         _ = try engine.sync(SyncHarness.syncOptions)
         let held = try #require(engine.heldRecords)
         #expect(held.bases.count == 19 && held.zone.heads.count == 20)
+        func storage(_ name: RecordName?) -> UnsafeRawPointer? {
+            guard var string = name?.string else { return nil }
+            return string.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+        }
+        let note = try name("folder/note 12.md")
+        let before = storage(held.zone.heads.storedName(note))
         try engine.reloadRecords()
         let loaded = try #require(engine.heldRecords)
+        #expect(storage(loaded.zone.heads.storedName(note)) != before, "the tables are read again, not kept")
+        #expect(storage(loaded.bases.storedName(note)) == storage(loaded.zone.heads.storedName(note)))
         #expect(loaded.bases == held.bases)
         #expect(loaded.zone == held.zone)
         #expect(loaded.zone.verifiedTail == held.zone.verifiedTail && loaded.zone.earlier == held.zone.earlier)

@@ -100,7 +100,9 @@ final class AgentLoop {
             serverDirty = false
             nextPoll = now + poll
             let result = syncNow(nil)
+            var synced = false
             if case .success(let report) = result, !report.offline {
+                synced = true
                 pacer.committed(waiting, at: now)
                 if options.gcEvery > .zero { engine.autoGC(every: Int64(options.gcEvery.seconds)) }
             }
@@ -110,8 +112,10 @@ final class AgentLoop {
             // cache, full after the bases were read (2.2 MB at 100,000 notes), goes too. The records the agent keeps
             // are loaded again first: allocated among the sync's blocks, they held the holes those left in place
             // (idle at 100,000 notes: 65–69 MB resident before, 59–60 MB after).
-            do { try engine.reloadRecords() } catch {
-                logger.warning("agent.records.reload.failed", metadata: ["error": "\(error)"])
+            if synced {
+                do { try engine.reloadRecords() } catch {
+                    logger.warning("agent.records.reload.failed", metadata: ["error": "\(error)"])
+                }
             }
             engine.state.releaseMemory()
             MallocTuning.trim()

@@ -180,23 +180,23 @@ public final class SyncEngine {
         var memo: (bases: RecordTable<BaseRecord>, zone: ZoneState)?
     }
 
-    /// The bases and server state to sync from (the memo, else the state database, on another thread while the
-    /// folder is walked), and the scan of the notes folder against them.
     /// Loads the records a long-lived process keeps between syncs (the bases and the heads) again from the state
     /// database, once a full sync is done and has freed what it used. They were allocated among that sync's own
     /// blocks, and the holes those leave outlast it (an agent at 100,000 notes: 16,000–22,000 holes, 15–20 MB that
     /// `malloc_trim` cannot hand back); loaded anew into the emptied heap, they lie together. Only the two tables are
-    /// replaced, and only when every head is saved: the database then holds what memory holds, as it does for an
-    /// agent started again. Anything else the zone holds is kept. A failure leaves no records held: the next sync
-    /// reads them from the database.
+    /// replaced, and only when every head is saved and the database's token is memory's: the rest of the zone (its
+    /// chain, damaged and quarantined entries, what is left to plan) is kept. The tables read are what an agent
+    /// started again would read. A failure to read them leaves no records held: the next sync reads the database.
     public func reloadRecords() throws {
-        guard var kept = memo, kept.zone.unsaved.isEmpty else { return }
+        guard var kept = memo, kept.zone.unsaved.isEmpty,
+            let saved = try state.meta(.token).flatMap({ Int64($0) }), saved == kept.zone.token
+        else { return }
         memo = nil
         kept.bases = [:]
         kept.zone.heads = [:]
         MallocTuning.trim()
         let loaded = try state.zoneState()
-        guard loaded.token == kept.zone.token, loaded.chain == kept.zone.chain else { return }
+        guard loaded.token == kept.zone.token else { return }
         kept.zone.heads = loaded.heads
         kept.bases = try state.bases(sharingNamesWith: kept.zone.heads)
         memo = kept
@@ -205,6 +205,8 @@ public final class SyncEngine {
     /// The records the next sync in this process starts from without reading the database.
     var heldRecords: (bases: RecordTable<BaseRecord>, zone: ZoneState)? { memo }
 
+    /// The bases and server state to sync from (the memo, else the state database, on another thread while the
+    /// folder is walked), and the scan of the notes folder against them.
     private func loadAndScan(
         _ scanner: Scanner, options: SyncOptions, only paths: [String]?, phases: inout PhaseTimer
     ) throws -> (RecordTable<BaseRecord>, ZoneState, ScanResult) {
