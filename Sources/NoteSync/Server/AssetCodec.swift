@@ -72,7 +72,7 @@ public enum AssetCodec {
     /// more than `size` bytes are inflated).
     public static func decode(_ file: Data, digest: ContentDigest, size: Int64) -> Data? {
         if file.starts(with: magic), let text = inflate(file.dropFirst(magic.count), size: size),
-            Int64(text.count) == size, ContentDigest(of: text) == digest
+            ContentDigest(of: text) == digest
         {
             return text
         }
@@ -88,11 +88,12 @@ public enum AssetCodec {
     /// has shown it: at most 64 MiB, and never more than 1,032 bytes for each byte of the stream.
     static func inflate(_ stream: Data, size: Int64) -> Data? {
         guard size >= 0 else { return nil }
-        // Deflate gives at most 1,032 bytes for each byte of stream: a larger size is a lie, and is never allocated.
-        guard size <= oneShotLimit, size <= Int64(stream.count) * 1032 + 1024 else {
-            guard size > oneShotLimit, let text = inflate(stream, limit: size), Int64(text.count) == size else { return nil }
+        if size > oneShotLimit {
+            guard let text = inflate(stream, limit: size), Int64(text.count) == size else { return nil }
             return text
         }
+        // Deflate gives at most 1,032 bytes for each byte of stream: a larger size is a lie, and is never allocated.
+        guard size <= Int64(stream.count) * 1032 + 1024 else { return nil }
         guard let decompressor = libdeflate_alloc_decompressor() else { return nil }
         defer { libdeflate_free_decompressor(decompressor) }
         var output = Data(count: Int(size))
