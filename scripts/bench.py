@@ -1301,7 +1301,7 @@ def server_life_bench(binary, work, seed, scale_notes, scale_entries, failures):
         with open(marker) as f:
             text = f.read()
         with open(marker, "w") as f:
-            f.write(re.sub(r'"format" : 3', '"format" : 2', text))
+            f.write(re.sub(r'"format" : [35]', '"format" : 2', text))
         with open(logfile, "a") as err:
             raw = subprocess.run([binary, "debug", "history-load", "--server", today, "--scenario", "autosave",
                                   "--pace", "0", "--seed", str(seed)],

@@ -204,7 +204,8 @@ struct ServerFsckCommand: ParsableCommand {
             let open = report.findings.filter { $0.repaired == nil }.count
             print(
                 "\(report.entries) entries (log at \(report.token)), \(report.snapshots) snapshots, "
-                    + "\(report.assets) assets; \(report.findings.count) findings, \(open) unrepaired")
+                    + "\(report.assets) assets\(report.packs > 0 ? " (\(report.packs) packs)" : ""); \(report.findings.count) findings, \(open) unrepaired"
+            )
             return report.isClean ? ExitCodes.ok : ExitCodes.failure
         }
     }
@@ -213,10 +214,12 @@ struct ServerFsckCommand: ParsableCommand {
 struct ServerUpgrade: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upgrade",
-        abstract: "Move a server of format 1 or 2 to format \(ServerMarker.plainFormat).",
+        abstract:
+            "Move a server to format \(ServerMarker.plainFormat) (\(ServerMarker.encryptedFormat) encrypted), this build's newest.",
         discussion: """
             Format 2 hash-chains the log; format 3 adds compressed assets, the retention policy, `server gc` and \
-            compaction (docs/retention.md). This build reads and writes format-1 and format-2 servers as they are \
+            compaction (docs/retention.md); format 5 (6 encrypted, from 4) lets a first sync store its texts in \
+            packs, a few files instead of one per note (docs/server-format.md). This build reads and writes format-1 and format-2 servers as they are \
             (a format-1 server's entries carry the chain link, which format-1 builds ignore; nothing is \
             compressed and gc refuses to run). After the upgrade, builds that know only an older format read the \
             server and write nothing (they say to update). Only the marker is rewritten: no history is lost. \
@@ -232,12 +235,13 @@ struct ServerUpgrade: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "upgrade", logger: logger)
-            if store.marker.format >= ServerMarker.plainFormat {
+            let target = store.marker.upgradedFormat
+            if store.marker.format >= target {
                 print("server \(store.marker.id) is already format \(store.marker.format): nothing to do")
                 return ExitCodes.ok
             }
             try store.upgradeMarker()
-            print("server \(store.marker.id) is now format \(ServerMarker.plainFormat)")
+            print("server \(store.marker.id) is now format \(target)")
             return ExitCodes.ok
         }
     }

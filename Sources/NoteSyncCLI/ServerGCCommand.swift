@@ -59,6 +59,10 @@ struct ServerGC: ParsableCommand {
                 "\(dryRun ? "would remove" : "removed") \(report.assetsRemoved) texts (\(ByteFormat.string(report.bytesRemoved))), "
                     + "\(report.entriesRemoved) log entries (\(ByteFormat.string(report.entryBytesRemoved))), "
                     + "\(report.snapshotsRemoved) snapshots"
+                    + (report.packsRemoved + report.packsRewritten > 0
+                        ? "; \(report.packsRemoved) packs \(dryRun ? "would go" : "removed"), \(report.packsRewritten) "
+                            + "\(dryRun ? "would be " : "")rewritten (their texts still needed published one by one)"
+                        : "")
                     + (report.marksWaiting > 0 ? "; \(report.marksWaiting) marks wait for their grace period" : ""))
             return ExitCodes.ok
         }

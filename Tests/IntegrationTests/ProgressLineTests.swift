@@ -67,7 +67,7 @@ struct ProgressLineTests {
     @Test func aLongFirstSyncShowsOneUpdatingLineOnATerminal() throws {
         let scratch = try Scratch("progress-tty")
         let notes = try Self.folder(scratch, "notes")
-        let (status, output) = try Self.onTerminal(["sync", "--notes", notes], stopAt: "server.published:20")
+        let (status, output) = try Self.onTerminal(["sync", "--notes", notes], stopAt: "server.published:3")
         #expect(status == 0, "\(output)")
         // Drawn with a carriage return and cleared to the end of the line, named by its phase, with counts and bytes.
         #expect(output.contains("\r\u{1B}[K"), "\(output.prefix(2000))")
@@ -86,7 +86,7 @@ struct ProgressLineTests {
         let scratch = try Scratch("progress-json")
         for (name, flag) in [("json", "--json"), ("quiet", "--quiet")] {
             let notes = try Self.folder(scratch, name)
-            let (status, output) = try Self.onTerminal(["sync", "--notes", notes, flag], stopAt: "server.published:20")
+            let (status, output) = try Self.onTerminal(["sync", "--notes", notes, flag], stopAt: "server.published:2")
             #expect(status == 0, "\(output.prefix(500))")
             for text in Self.drawn { #expect(!output.contains(text), "\(flag) shows progress (\(text.debugDescription))") }
         }
@@ -96,7 +96,7 @@ struct ProgressLineTests {
         let scratch = try Scratch("progress-pipe")
         let notes = try Self.folder(scratch, "notes")
         let process = try NotesyncProcess(
-            ["sync", "--notes", notes], scratch: scratch.path, environment: ["NOTESYNC_TEST_STOP_AT": "server.published:20"])
+            ["sync", "--notes", notes], scratch: scratch.path, environment: ["NOTESYNC_TEST_STOP_AT": "server.published:3"])
         var waited = 0
         while !processIsStopped(process.pid) && waited < 600 {
             usleep(50_000)

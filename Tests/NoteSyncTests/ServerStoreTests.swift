@@ -29,18 +29,23 @@ import Testing
         for (ref, text) in zip(refs, texts) { #expect(try store.readAsset(ref) == text) }
         let files = ServerFiles(store)
         #expect(try files.names(in: store.layout.tmpDirectory).isEmpty)
+        // One text was there loose; the others went into one pack, once each.
         let assets = store.layout.assetsDirectory.dropFirst(store.layout.root.count + 1) + "/"
-        #expect(try files.listing().keys.filter { $0.hasPrefix(assets) && !$0.hasSuffix("/") }.count == Set(refs).count)
+        #expect(try files.listing().keys.filter { $0.hasPrefix(assets) && !$0.hasSuffix("/") }.count == 1)
+        let packs = try files.names(in: store.layout.packsDirectory)
+        #expect(packs.count == 1)
+        #expect(try store.readPackIndex(try #require(packs.first))?.count == Set(refs).count - 1)
     }
 
     /// A batch that cannot be published (a file stands where a shard folder must go) fails with that file named,
-    /// and leaves no temp file behind; the assets that could be published are there and verified.
+    /// and leaves no temp file behind; the assets that could be published are there and verified. A batch under 16
+    /// texts is published loose, one file each.
     @Test(.folderOnly("a file stands where a folder must be: a bucket has no folders"))
     func aBatchThatFailsLeavesNoTempFile() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)
-        let texts = (0..<300).map { Data("text \($0)\n".utf8) }
-        let blocked = AssetRef(of: texts[123])
+        let texts = (0..<15).map { Data("text \($0)\n".utf8) }
+        let blocked = AssetRef(of: texts[12])
         try FileIO.makeDirectory(store.layout.assetsDirectory)
         try writeFile(store.assetShard(blocked.sha256), Data("in the way".utf8))
         #expect {
@@ -51,6 +56,21 @@ import Testing
         {
             if store.hasAsset(AssetRef(of: text).sha256) { #expect(try store.readAsset(AssetRef(of: text)) == text) }
         }
+    }
+
+    /// A batch packed (formats 5 and 6) that cannot be published (a file stands where the packs' folder must go)
+    /// fails with that file named, leaves no temp file behind, and publishes nothing.
+    @Test(.folderOnly("a file stands where a folder must be: a bucket has no folders"))
+    func aPackThatCannotBePublishedLeavesNoTempFile() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let texts = (0..<300).map { Data("text \($0)\n".utf8) }
+        try writeFile(store.layout.packsDirectory, Data("in the way".utf8))
+        #expect {
+            try store.putAssets(texts)
+        } throws: { ($0 as? NoteSyncError)?.path == store.layout.packsDirectory }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.layout.tmpDirectory).isEmpty)
+        #expect(store.missingAssets(texts.map(AssetRef.init(of:))).count == 300)
     }
 
     @Test func createRefusesForeignAndExistingFolders() throws {

@@ -52,7 +52,13 @@ enum TestServer {
         let client = S3Client(location: location, credentials: credentials, logger: testLogger)
         defer { client.shutdown() }
         try client.createBucketIfMissing()
-        return buckets.withLock { $0[dir.path, default: bucket] }
+        // The first bucket made for the directory is its bucket for the whole test: every store of the test opens the
+        // same server.
+        return buckets.withLock { known in
+            if let first = known[dir.path] { return first }
+            known[dir.path] = bucket
+            return bucket
+        }
     }
 
     /// The storage at `root`, a server there or not yet (as ``ServerStore/openStorage(_:endpoint:primitive:logger:)``

@@ -119,6 +119,7 @@ final class AgentLoop {
             // 100,000 notes, 145 MB after a full sync, and 386 MB after the gc of a fresh server). SQLite's page
             // cache, full after the bases were read (2.2 MB at 100,000 notes), goes too.
             engine.state.releaseMemory()
+            engine.releaseServerCaches()
             MallocTuning.trim()
         } else {
             let root = folder.root

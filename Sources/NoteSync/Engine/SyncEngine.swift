@@ -180,6 +180,10 @@ public final class SyncEngine {
         var memo: (bases: RecordTable<BaseRecord>, zone: ZoneState)?
     }
 
+    /// Forgets what the open server's store read to find texts (the packs' indexes, 48 bytes a packed text): an idle
+    /// agent holds none; the next text not found loose reads them again.
+    public func releaseServerCaches() { store?.releasePackIndexes() }
+
     /// Loads the records a long-lived process keeps between syncs (the bases and the heads) again from the state
     /// database, once a full sync is done and has freed what it used. They were allocated among that sync's own
     /// blocks, and the holes those leave outlast it (an agent at 100,000 notes: 16,000–22,000 holes, 15–20 MB that

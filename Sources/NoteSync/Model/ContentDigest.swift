@@ -69,6 +69,12 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
         words = code.withUnsafeBytes(Self.words)
     }
 
+    /// A digest from its 32 bytes (a pack's index holds names so).
+    init(rawBytes raw: UnsafeRawBufferPointer) {
+        precondition(raw.count == 32)
+        words = Self.words(raw)
+    }
+
     /// The four big-endian words of 32 bytes.
     private static func words(_ raw: UnsafeRawBufferPointer) -> (UInt64, UInt64, UInt64, UInt64) {
         func word(_ start: Int) -> UInt64 { raw[start..<start + 8].reduce(0) { $0 << 8 | UInt64($1) } }

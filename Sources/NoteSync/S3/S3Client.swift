@@ -117,6 +117,27 @@ public final class S3Client: Sendable {
         }
     }
 
+    /// `length` bytes of the object at `key` from `offset` (a ranged `GetObject`), fewer when it ends first; nil when
+    /// there is none. A service that ignores the range sends the whole object, which is cut here.
+    public func readRange(_ key: String, offset: Int64, length: Int) throws -> Data? {
+        guard length > 0 else { return try head(key) == nil ? nil : Data() }
+        let range = "bytes=\(offset)-\(offset + Int64(length) - 1)"
+        let response = try retrying(key) {
+            try self.send("GET", path: self.location.path(of: key), headers: [("range", range)], limit: 1 << 30)
+        }
+        switch response.status {
+        case 206: return response.body.prefix(length)
+        case 200:
+            let start = Int(clamping: offset)
+            guard start < response.body.count else { return Data() }
+            return Data(
+                response.body[response.body.startIndex + start..<min(response.body.endIndex, response.body.startIndex + start + length)])
+        case 416: return Data()
+        case 404: return nil
+        default: throw refusal(response, key: key)
+        }
+    }
+
     /// What `HeadObject` says of `key`, or nil when there is none.
     public func head(_ key: String) throws -> Object? {
         let response = try retrying(key) { try self.send("HEAD", path: self.location.path(of: key)) }

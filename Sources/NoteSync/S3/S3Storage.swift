@@ -100,6 +100,10 @@ public final class S3Storage: ServerStorage {
 
     public func read(_ path: String, limit: Int) throws -> Data? { try client.read(key(path), limit: limit) }
 
+    public func readRange(_ path: String, offset: Int64, length: Int) throws -> Data? {
+        try client.readRange(key(path), offset: offset, length: length)
+    }
+
     public func list(_ directory: String) throws -> [String]? {
         try listWithInfo(directory)?.map(\.name)
     }

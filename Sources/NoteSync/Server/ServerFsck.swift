@@ -36,6 +36,8 @@ public struct FsckReport: Sendable {
     public var findings: [FsckFinding] = []
     public var entries = 0
     public var assets = 0
+    /// Pack files (formats 5 and 6); their texts are counted in `assets`.
+    public var packs = 0
     public var snapshots = 0
     public var token: Int64 = 0
     /// An encrypted server checked without its key: each file's header, length and digest, the log's slots and
@@ -169,6 +171,7 @@ public struct ServerFsck {
             let format3 = store.hasRetention
             _ = try checkListing(layout.zoneDirectory) {
                 ["log", "assets", "snapshots", "tmp", "voids"].contains($0) || (format3 && ["retention", "gc"].contains($0))
+                    || (store.hasPacks && $0 == "packs")
             }
             if format3 && store.storage.hasEntry(layout.retentionDirectory) {
                 _ = try checkListing(layout.retentionDirectory) { ServerLayout.sequence(ofFileName: $0) != nil }
@@ -511,9 +514,68 @@ public struct ServerFsck {
                     }
                 }
             }
+            present.formUnion(try checkPacks())
             for (digest, entryPath) in referenced.sorted(by: { $0.key < $1.key }) where !present.contains(store.storedName(digest)) {
                 add(.missingAsset, store.assetPath(digest), "referenced by \(entryPath) but missing or corrupt")
             }
+        }
+
+        /// Every pack's index matches its header and name, and each text in it its digest (formats 5 and 6). A damaged
+        /// pack moves to quarantine/ with --repair; a whole pack with a damaged text in it too, once its other texts
+        /// are published loose (nothing readable is lost). Returns the names of the texts found whole.
+        func checkPacks() throws -> Set<ContentDigest> {
+            guard store.hasPacks, store.storage.hasEntry(layout.packsDirectory) else { return [] }
+            var present = Set<ContentDigest>()
+            for name in try checkListing(layout.packsDirectory, expected: AssetPack.isPackName) {
+                let path = layout.packsDirectory + "/" + name
+                report.packs += 1
+                guard let data = try? store.storage.read(path, limit: 1 << 30) else {
+                    add(.corruptAsset, path, "the pack cannot be read", repaired: moveAside(path))
+                    continue
+                }
+                let index: AssetPack.Index
+                do { index = try AssetPack.index(of: data, fileName: name) } catch {
+                    add(.corruptAsset, path, "the pack \(error.reason); its texts are not read", repaired: moveAside(path))
+                    continue
+                }
+                var whole: [(AssetPack.Entry, Data)] = []
+                var damaged: [AssetPack.Entry] = []
+                for entry in index.entries {
+                    report.assets += 1
+                    let start = data.startIndex + Int(entry.offset)
+                    let blob = data[start..<start + Int(entry.length)]
+                    if ServerFsck.blobHolds(Data(blob), entry.name, in: store) {
+                        whole.append((entry, Data(blob)))
+                        present.insert(entry.name)
+                    } else {
+                        damaged.append(entry)
+                    }
+                }
+                guard !damaged.isEmpty else { continue }
+                var repaired: String?
+                if repair {
+                    // Its whole texts loose first (each fsynced, then its shard), then the pack aside.
+                    let published = whole.allSatisfy { entry, blob in
+                        let loose = layout.assetPath(entry.name)
+                        if store.storage.info(loose) != nil { return true }
+                        do {
+                            try store.storage.makeDirectory(layout.assetShard(entry.name))
+                            _ = try store.storage.create(blob, as: loose, device: store.device, suffix: "asset")
+                            try store.storage.syncDirectory(layout.assetShard(entry.name))
+                            return true
+                        } catch { return false }
+                    }
+                    if published, let moved = moveAside(path) {
+                        repaired = "its \(whole.count) whole texts published loose; the pack " + moved
+                    }
+                }
+                for entry in damaged {
+                    add(
+                        .corruptAsset, path, "holds text \(entry.name.hex), whose content does not match its digest",
+                        repaired: repaired)
+                }
+            }
+            return present
         }
 
         /// Temp files interrupted writers left: swept once older than `graceSeconds` when repairing.
@@ -543,11 +605,26 @@ public struct ServerFsck {
         return ContentDigest(of: text) == digest
     }
 
+    /// Whether a pack's blob holds the text stored as `name`: checked as a loose asset file's bytes would be.
+    static func blobHolds(_ blob: Data, _ name: ContentDigest, in store: ServerStore) -> Bool {
+        if store.marker.isEncrypted { return sealedHolds(blob, name, in: store) }
+        if ContentDigest(of: blob) == name { return true }
+        guard blob.starts(with: AssetCodec.magic),
+            let text = AssetCodec.inflate(blob.dropFirst(AssetCodec.magic.count), limit: 1 << 30)
+        else { return false }
+        return ContentDigest(of: text) == name
+    }
+
     /// Whether the asset file at `path` of an encrypted server is whole (its header checks the ciphertext) and, with
     /// the key, opens under its name and holds a text whose name it is.
     static func holdsSealed(_ path: String, _ name: ContentDigest, in store: ServerStore) throws -> Bool {
-        guard let data = try store.storage.read(path, limit: 1 << 30),
-            let (format, body) = try? SealedFile.verifyFormat(data, kind: "asset"), format == SealedFile.encryptedFormat
+        guard let data = try store.storage.read(path, limit: 1 << 30) else { return false }
+        return sealedHolds(data, name, in: store)
+    }
+
+    /// ``holdsSealed(_:_:in:)`` for bytes read.
+    static func sealedHolds(_ data: Data, _ name: ContentDigest, in store: ServerStore) -> Bool {
+        guard let (format, body) = try? SealedFile.verifyFormat(data, kind: "asset"), format == SealedFile.encryptedFormat
         else { return false }
         guard let vault = store.vault else { return true }
         guard let stored = try? vault.openAsset(body, name: name) else { return false }

@@ -21,6 +21,9 @@ public struct ServerLayout: Sendable, Hashable {
     public var logDirectory: String { zoneDirectory + "/log" }
     public var assetsDirectory: String { zoneDirectory + "/assets" }
     public var snapshotsDirectory: String { zoneDirectory + "/snapshots" }
+    /// Formats 5 and 6: packs, each holding many assets (``AssetPack``).
+    public var packsDirectory: String { zoneDirectory + "/packs" }
+    public func packPath(_ name: String) -> String { packsDirectory + "/" + name + ".pack" }
     public var tmpDirectory: String { zoneDirectory + "/tmp" }
     /// One empty file per slot that fsck sealed with a void entry (``ServerStore/sealGap(_:after:next:)``): how the
     /// device whose entry was lost there finds out, without reading the log again.

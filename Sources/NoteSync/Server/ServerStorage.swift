@@ -75,6 +75,9 @@ public protocol ServerStorage: Sendable {
     func hasEntry(_ path: String) -> Bool
     /// The bytes at `path`, nil when there is none; a file larger than `limit` is `corrupt`.
     func read(_ path: String, limit: Int) throws -> Data?
+    /// `length` bytes of the file at `path` from `offset` (fewer when the file ends first), nil when there is none:
+    /// one asset of a pack.
+    func readRange(_ path: String, offset: Int64, length: Int) throws -> Data?
     /// The names directly in `directory` (files and folders), unsorted; nil when there is none.
     func list(_ directory: String) throws -> [String]?
     /// The names directly in `directory` with what each is (nil for one that vanished meanwhile).
@@ -89,6 +92,8 @@ public protocol ServerStorage: Sendable {
 
     /// Writes `data` to be published (fsynced when `sync`), without publishing it.
     func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile
+    /// ``stage(_:device:suffix:sync:)`` for bytes given in parts, in order (a pack).
+    func stage(parts: [Data], device: String, suffix: String, sync: Bool) throws -> StagedFile
     /// Publishes a staged file as `path` if that name is free: the atomic create-if-absent. Throws on anything
     /// else; an error may be ambiguous (the file may be published all the same), so callers that must know read
     /// the path back.
@@ -115,6 +120,12 @@ public protocol ServerStorage: Sendable {
 extension ServerStorage {
     public func infos(_ paths: [String]) -> [StorageInfo?] {
         map(paths.count) { .success(info(paths[$0])) }.map { (try? $0?.get()) ?? nil }
+    }
+
+    public func stage(parts: [Data], device: String, suffix: String, sync: Bool) throws -> StagedFile {
+        var joined = Data(capacity: parts.reduce(0) { $0 + $1.count })
+        for part in parts { joined.append(part) }
+        return try stage(joined, device: device, suffix: suffix, sync: sync)
     }
 
     /// Stages `data` (fsynced) and publishes it as `path` if that name is free; nothing staged is left either way.
@@ -170,6 +181,10 @@ public final class FolderStorage: ServerStorage {
 
     public func read(_ path: String, limit: Int) throws -> Data? { try FileIO.read(path, limit: limit) }
 
+    public func readRange(_ path: String, offset: Int64, length: Int) throws -> Data? {
+        try FileIO.readRange(path, offset: offset, length: length)
+    }
+
     public func list(_ directory: String) throws -> [String]? { try FileIO.list(directory) }
 
     public func listWithInfo(_ directory: String) throws -> [(name: String, info: StorageInfo?)]? {
@@ -187,6 +202,12 @@ public final class FolderStorage: ServerStorage {
     public func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {
         let temp = tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix
         try FileIO.createAndSync(temp, data, sync: sync)
+        return StagedFile(temp: temp)
+    }
+
+    public func stage(parts: [Data], device: String, suffix: String, sync: Bool) throws -> StagedFile {
+        let temp = tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix
+        try FileIO.createAndSync(temp, parts: parts, sync: sync)
         return StagedFile(temp: temp)
     }
 

@@ -11,6 +11,10 @@ extension ServerStore {
             if hasRetention { storage.touch(path) }
             return ref
         }
+        if let packed = packed(name, refresh: false), isStored(length: packed.entry.length, ref) {
+            storage.touch(packed.pack)
+            return ref
+        }
         try storage.makeDirectory(layout.assetShard(name))
         if try publish(encodeAsset(data, name: name, vault: try requireVault()), as: path, suffix: "asset") == .published {
             try storage.syncDirectory(layout.assetShard(name))
@@ -49,34 +53,99 @@ extension ServerStore {
         let device = device
         let storage = storage
         let layout = layout
+        // A batch big enough for packs (formats 5 and 6) is looked for whole, so that no text already there goes
+        // into a pack again; a listing answers it on an object store.
+        let mayPack = hasPacks && unique.count >= AssetPack.minimumBatch
         // On an object store a text goes straight to its conditional PUT, which answers 412 when the asset is there
         // (and is then touched, ``publish(_:)``): a HEAD first would be one more request per text. Only a text
         // too big to send for nothing is looked for first.
-        let looked = unique.filter { !storage.isObjectStore || items[$0].count > Self.sentUnseenBelow }
+        let looked = unique.filter { mayPack || !storage.isObjectStore || items[$0].count > Self.sentUnseenBelow }
         let found = storage.infos(looked.map { layout.assetPath(names[$0]) })
         var present = Set<Int>()
         for (index, info) in zip(looked, found) {
             if let info, isStored(info, refs[index]) { present.insert(index) }
         }
+        // Texts already in a pack: its index read once for the batch.
+        var reusedPacks = Set<String>()
+        if hasPacks && present.count < unique.count {
+            var refreshed = false
+            for index in unique where !present.contains(index) {
+                var packed = packed(names[index], refresh: false)
+                if packed == nil && !refreshed {
+                    refreshed = true
+                    packed = self.packed(names[index], refresh: true)
+                }
+                if let packed, isStored(length: packed.entry.length, refs[index]) {
+                    present.insert(index)
+                    reusedPacks.insert(packed.pack)
+                }
+            }
+        }
         let missing = unique.filter { !present.contains($0) }
         // Assets reused are touched (format 3): gc never sweeps an asset touched after its mark (docs/retention.md).
         // Best effort: a failure only leaves the protection to the grace period.
-        if hasRetention { for index in unique where present.contains(index) { storage.touch(layout.assetPath(names[index])) } }
-        // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
-        let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
+        if hasRetention {
+            for index in unique where present.contains(index) { storage.touch(layout.assetPath(names[index])) }
+            for pack in reusedPacks { storage.touch(pack) }
+        }
         let compressors = AssetCodec.CompressorPool()
-        let written = Parallel.map(missing.count) { slot in
-            Result { () throws -> StagedFile in
+        let vaultUsed = vault
+        var encoded = try Parallel.map(missing.count) { slot in
+            Result { () throws -> Data in
                 let index = missing[slot]
-                let data = self.encodeAsset(items[index], name: names[index], vault: vault, compressors: compressors)
-                let staged = try storage.stage(data, device: device, suffix: "asset", sync: !batched)
+                return self.encodeAsset(items[index], name: names[index], vault: vaultUsed, compressors: compressors)
+            }
+        }.map { try $0!.get() }
+        // Packs: the batch's small texts in a few files instead of one each. Big texts stay loose.
+        let packing = hasPacks && missing.count >= AssetPack.minimumBatch
+        var loose: [Int] = []
+        var packs: [(name: String, file: StagedFile)] = []
+        if packing {
+            var group: [(name: ContentDigest, blob: Data)] = []
+            var groupBytes = 0
+            var groups: [[(name: ContentDigest, blob: Data)]] = []
+            for (slot, index) in missing.enumerated() {
+                guard encoded[slot].count <= AssetPack.largestBlob else {
+                    loose.append(slot)
+                    continue
+                }
+                group.append((names[index], encoded[slot]))
+                groupBytes += encoded[slot].count
+                encoded[slot] = Data()
+                if groupBytes >= AssetPack.targetSize {
+                    groups.append(group)
+                    group = []
+                    groupBytes = 0
+                }
+            }
+            if !group.isEmpty { groups.append(group) }
+            do {
+                for slot in groups.indices {
+                    let pack = AssetPack.build(groups[slot])
+                    groups[slot] = []
+                    packs.append((pack.name, try storage.stage(parts: pack.parts, device: device, suffix: "pack", sync: true)))
+                    try FaultPoint.hit("assets.tempWritten")
+                }
+            } catch {
+                for pack in packs { storage.discard(pack.file) }
+                throw error
+            }
+        } else {
+            loose = Array(missing.indices)
+        }
+        // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
+        let batched = !isNetwork && !storage.isObjectStore && loose.count >= 16
+        let blobs = encoded
+        let written = Parallel.map(loose.count) { position in
+            Result { () throws -> StagedFile in
+                let staged = try storage.stage(blobs[loose[position]], device: device, suffix: "asset", sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
                 return staged
             }
         }
         let staged = StagedAssets(
-            storage: storage, refs: refs, names: names, missing: missing, files: written.map { try? $0?.get() },
-            batched: batched)
+            storage: storage, refs: refs, names: names, missing: loose.map { missing[$0] },
+            files: written.map { try? $0?.get() }, packs: packs, batched: batched)
         if let failure = written.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
             _ = try failure.get()
         }
@@ -90,6 +159,22 @@ extension ServerStore {
         let missing = staged.missing
         let layout = layout
         let storage = storage
+        // Packs first: each fsynced when staged, published if its name is free, then its folder flushed.
+        if !staged.packs.isEmpty {
+            try storage.makeDirectory(layout.packsDirectory)
+            var published = false
+            for slot in staged.packs.indices {
+                guard let file = staged.packs[slot].file else { continue }
+                let path = layout.packPath(staged.packs[slot].name)
+                let outcome = try storage.publish(file, as: path)
+                // The same name is the same index: the same texts, there already, so reused and touched.
+                if outcome == .exists { storage.touch(path) } else { published = true }
+                staged.packs[slot].file = nil
+                storage.discard(file)
+                try FaultPoint.hit("assets.published")
+            }
+            if published { try storage.syncDirectory(layout.packsDirectory) }
+        }
         guard !missing.isEmpty else { return refs }
         if staged.batched { try storage.syncStaged() }
         // Each shard folder once, not once per asset (256 at most).
@@ -144,12 +229,37 @@ extension ServerStore {
         return info.size == ref.size || (compressed && info.size < ref.size)
     }
 
+    /// ``isStored(_:_:)`` for a packed asset of `length` bytes.
+    func isStored(length: Int64, _ ref: AssetRef) -> Bool {
+        isStored(
+            StorageInfo(kind: .file, size: length, mtime: 0, fingerprint: StatFingerprint(size: length, mtime: 0, ctime: 0, inode: 0)), ref)
+    }
+
     /// Reads an asset and verifies its digest and size: damaged or substituted content is never returned. A
     /// compressed asset (format 3) is inflated, never past the size the entry states.
     public func readAsset(_ ref: AssetRef) throws -> Data {
         let name = storedName(ref.sha256)
         let path = layout.assetPath(name)
-        guard let stored = try storage.read(path, limit: Int(clamping: maxStoredAssetSize(max(ref.size, 0))) + 1) else {
+        let limit = Int(clamping: maxStoredAssetSize(max(ref.size, 0))) + 1
+        var source = path
+        var stored = try storage.read(path, limit: limit)
+        // Not loose: in a pack (formats 5 and 6). A pack that went meanwhile (gc rewrote it, its live texts loose
+        // first) sends the search back to the loose file once.
+        if stored == nil && hasPacks {
+            for attempt in 0..<2 where stored == nil {
+                guard let packed = packed(name, refresh: true) else { break }
+                source = packed.pack
+                stored = try readPacked(packed, limit: limit)
+                if stored == nil {
+                    refreshPacks()
+                    if attempt == 0, let loose = try storage.read(path, limit: limit) {
+                        source = path
+                        stored = loose
+                    }
+                }
+            }
+        }
+        guard let stored else {
             throw NoteSyncError(
                 .corrupt, path: path, "asset is missing from the server; the note is left as it is here",
                 fix: "edit and save the note on a device that has it, so that its text is uploaded again; "
@@ -157,7 +267,10 @@ extension ServerStore {
         }
         guard let data = decodeAsset(stored, ref, name: name) else {
             throw NoteSyncError(
-                .corrupt, path: path, "asset content does not match its digest; the note is left as it is here",
+                .corrupt, path: source,
+                source == path
+                    ? "asset content does not match its digest; the note is left as it is here"
+                    : "holds asset \(name.hex), whose content does not match its digest; the note is left as it is here",
                 fix: "run `notesync server fsck --repair` to quarantine it, then edit and save the note on a "
                     + "device that has it, so that its text is uploaded again")
         }
@@ -165,16 +278,23 @@ extension ServerStore {
     }
 
     /// The assets of `refs` that are not on the server (format 3: checked by a writer after its commit, in case gc
-    /// swept one meanwhile; the writer puts it back).
+    /// swept one meanwhile; the writer puts it back). A packed text counts when its pack is still listed.
     public func missingAssets(_ refs: [AssetRef]) -> [AssetRef] {
         guard hasRetention else { return [] }
         let found = storage.infos(refs.map { self.assetPath($0.sha256) })
-        return refs.indices.filter { found[$0] == nil }.map { refs[$0] }
+        let notLoose = refs.indices.filter { found[$0] == nil }
+        guard hasPacks && !notLoose.isEmpty else { return notLoose.map { refs[$0] } }
+        // Listed again: a pack gc removed since it was read must not count.
+        let indexes = refreshPacks()
+        return notLoose.filter { index in
+            let name = storedName(refs[index].sha256)
+            return !indexes.values.contains { $0.find(name) != nil }
+        }.map { refs[$0] }
     }
 
     /// True when the asset file exists (not verified).
     public func hasAsset(_ digest: ContentDigest) -> Bool {
-        storage.info(self.assetPath(digest)) != nil
+        storage.info(self.assetPath(digest)) != nil || packed(storedName(digest), refresh: true) != nil
     }
 }
 
@@ -188,21 +308,27 @@ public final class StagedAssets: @unchecked Sendable {
     let names: [ContentDigest]
     /// The indices of the texts the server lacked, once each.
     let missing: [Int]
-    /// The staged file of each missing text, nil once published.
+    /// The staged file of each missing text stored loose, nil once published.
     var files: [StagedFile?]
+    /// The packs holding the other missing texts (formats 5 and 6), by name; the file nil once published.
+    var packs: [(name: String, file: StagedFile?)]
     let batched: Bool
 
     init(
         storage: any ServerStorage, refs: [AssetRef], names: [ContentDigest], missing: [Int], files: [StagedFile?],
-        batched: Bool
+        packs: [(name: String, file: StagedFile)] = [], batched: Bool
     ) {
         self.storage = storage
         self.refs = refs
         self.names = names
         self.missing = missing
         self.files = files
+        self.packs = packs.map { ($0.name, $0.file) }
         self.batched = batched
     }
 
-    deinit { for file in files { if let file { storage.discard(file) } } }
+    deinit {
+        for file in files { if let file { storage.discard(file) } }
+        for pack in packs { if let file = pack.file { storage.discard(file) } }
+    }
 }

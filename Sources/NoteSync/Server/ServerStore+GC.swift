@@ -22,6 +22,10 @@ public struct GCReport: Codable, Sendable, Hashable {
     public var entriesRemoved = 0
     public var entryBytesRemoved: Int64 = 0
     public var snapshotsRemoved = 0
+    /// Packs removed (every text in them unreferenced), and packs rewritten: less than half of their bytes still
+    /// needed, those texts published loose, then the pack removed. Their unreferenced texts count in `assetsRemoved`.
+    public var packsRemoved = 0
+    public var packsRewritten = 0
     /// Marks whose grace period has not passed yet.
     public var marksWaiting = 0
     public var seconds: Double = 0
@@ -253,7 +257,8 @@ extension ServerStore {
         }
         // The mark: every asset nothing kept references.
         var marked: [ContentDigest] = []
-        for (digest, info) in try listAssets() where !live.contains(digest) {
+        var seen = Set<ContentDigest>()
+        for (digest, info) in try listAssets() where !live.contains(digest) && seen.insert(digest).inserted {
             marked.append(digest)
             report.bytesMarked += info.size
         }
@@ -290,13 +295,25 @@ extension ServerStore {
         vault == nil ? digests : Set(digests.map(storedName))
     }
 
-    /// Every asset file on the server, by the name it is stored under, with what the storage says of it.
+    /// Every asset on the server, by the name it is stored under, with what the storage says of it: each loose file,
+    /// then each text in a pack (its size the text's bytes in the pack; a text both loose and packed comes twice).
     func listAssets() throws -> [(ContentDigest, StorageInfo)] {
         var found: [(ContentDigest, StorageInfo)] = []
         for shard in try storage.list(layout.assetsDirectory) ?? [] where shard.utf8.count == 2 {
             for (name, info) in try storage.listWithInfo(layout.assetsDirectory + "/" + shard) ?? [] {
                 guard let info, info.isFile, let digest = ContentDigest(hex: name) else { continue }
                 found.append((digest, info))
+            }
+        }
+        for index in refreshPacks().values {
+            for entry in index.entries {
+                found.append(
+                    (
+                        entry.name,
+                        StorageInfo(
+                            kind: .file, size: entry.length, mtime: 0,
+                            fingerprint: StatFingerprint(size: entry.length, mtime: 0, ctime: 0, inode: 0))
+                    ))
             }
         }
         return found
@@ -370,6 +387,7 @@ extension ServerStore {
                 report.assetsRemoved += 1
                 report.bytesRemoved += info.size
             }
+            try sweepPacks(dead: Set(mark.assets).subtracting(live), markTime: markTime, dryRun: dryRun, report: &report)
             // Entries below the mark's snapshot go only while a snapshot at least that new reads. Older snapshots
             // first: a gc killed among the entries leaves no snapshot whose entry is gone.
             if mark.snapshot > 0 && newest >= mark.snapshot {
@@ -385,6 +403,54 @@ extension ServerStore {
             }
         }
         if !dryRun { try? storage.syncDirectory(layout.marksDirectory) }
+    }
+
+    /// The packs a mark made removable (formats 5 and 6), under the loose assets' rule: a pack not touched since the
+    /// mark (no writer reused a text in it) whose texts are all in `dead` (marked and still unreferenced) is
+    /// removed. One whose dead texts are more than half its bytes is rewritten: its other texts are published loose
+    /// (each fsynced, then its folder) before the pack goes, so every text still needed stays readable throughout.
+    /// A reader that read the pack's index before finds the pack gone and looks loose again (``readAsset(_:)``).
+    func sweepPacks(dead: Set<ContentDigest>, markTime: Int64, dryRun: Bool, report: inout GCReport) throws {
+        guard hasPacks, !dead.isEmpty else { return }
+        for index in refreshPacks().values.sorted(by: { $0.name < $1.name }) {
+            let path = layout.packPath(index.name)
+            guard let info = storage.info(path), info.isFile, info.mtime < markTime else { continue }
+            let entries = index.entries
+            let gone = entries.filter { dead.contains($0.name) }
+            guard !gone.isEmpty else { continue }
+            let goneBytes = gone.reduce(Int64(0)) { $0 + $1.length }
+            let kept = entries.filter { !dead.contains($0.name) }
+            if !kept.isEmpty {
+                guard goneBytes * 2 > index.blobBytes else { continue }
+                if !dryRun {
+                    var shards = Set<String>()
+                    for entry in kept where storage.info(layout.assetPath(entry.name)) == nil {
+                        guard let blob = try readPacked(PackedAsset(pack: path, entry: entry), limit: Int.max),
+                            blob.count == Int(entry.length)
+                        else {
+                            throw NoteSyncError(
+                                .corrupt, path: path, "changed while gc rewrote it: nothing of it was removed",
+                                fix: "run `notesync server fsck \(layout.root)`, then gc again")
+                        }
+                        try storage.makeDirectory(layout.assetShard(entry.name))
+                        _ = try publish(blob, as: layout.assetPath(entry.name), suffix: "asset")
+                        shards.insert(layout.assetShard(entry.name))
+                    }
+                    for shard in shards { try storage.syncDirectory(shard) }
+                    try FaultPoint.hit("gc.packRewritten")
+                }
+                report.packsRewritten += 1
+            } else {
+                report.packsRemoved += 1
+            }
+            if !dryRun {
+                try storage.remove(path)
+                try FaultPoint.hit("gc.packRemoved")
+            }
+            report.assetsRemoved += gone.count
+            report.bytesRemoved += goneBytes
+        }
+        if !dryRun { try? storage.syncDirectory(layout.packsDirectory) }
     }
 
     /// Whether any entry file is left in a slot below `seq` (the oldest log folder is enough to tell).

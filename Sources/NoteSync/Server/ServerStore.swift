@@ -20,10 +20,10 @@ public struct ServerMarker: Codable, Sendable, Hashable {
     /// Whether the server's files are sealed with a vault key.
     public var isEncrypted: Bool { encryption != nil }
 
-    /// The format of a new plain server, and the one `notesync server upgrade` moves older servers to.
-    public static let plainFormat = 3
-    /// The format of an encrypted server: a format-3 build finds it newer and only reads (and cannot read it).
-    public static let encryptedFormat = 4
+    /// The format of a new plain server, and the one `notesync server upgrade` moves older plain servers to.
+    public static let plainFormat = 5
+    /// The format of a new encrypted server, and the one `notesync server upgrade` moves format 4 to.
+    public static let encryptedFormat = 6
 
     /// The server format this build writes (and the newest it reads). Format 2: the log is hash-chained (every
     /// entry names the digest of the one before it), so builds that write unchained entries must not write to it.
@@ -34,7 +34,18 @@ public struct ServerMarker: Codable, Sendable, Hashable {
     /// A format 2 build cannot read those, so it finds a newer format and only reads. Formats 1 and 2 are read and
     /// written as they are (nothing compressed, no gc) until `notesync server upgrade`.
     /// Format 4 is format 3 encrypted (``encryption``): only an encrypted server has it.
-    public static let currentFormat = 4
+    /// Formats 5 and 6 are formats 3 and 4 whose texts may be in packs (``AssetPack``): a build of format 4 would
+    /// not find them, so it only reads. Formats 3 and 4 are read and written as they are (no packs written) until
+    /// `notesync server upgrade`.
+    public static let currentFormat = 6
+
+    /// Whether `format` is one only an encrypted server has.
+    public static func isEncryptedFormat(_ format: Int) -> Bool { format == 4 || format == 6 }
+
+    /// The format `notesync server upgrade` moves this server to.
+    public var upgradedFormat: Int {
+        isEncrypted ? max(format, Self.encryptedFormat) : max(format, Self.plainFormat)
+    }
 }
 
 /// How a server's files are encrypted (the marker's `encryption`).
@@ -72,6 +83,8 @@ public final class ServerStore: Sendable {
     public var isNetwork: Bool { storage.isNetwork }
     /// Where the server's files are: a folder, or an object store.
     public let storage: any ServerStorage
+    /// The packs' indexes read so far (formats 5 and 6).
+    let packCatalog = PackCatalog()
     /// This device's clock minus the server's, as last measured by a commit (the published entry's mtime).
     private let clockSkew = Mutex<Int64?>(nil)
 
@@ -300,7 +313,7 @@ public final class ServerStore: Sendable {
             throw NoteSyncError(.corrupt, path: layout.marker, "has no zone \"\(layout.zone)\"", fix: fix)
         }
         if let encryption = marker.encryption {
-            guard marker.format >= ServerMarker.encryptedFormat else {
+            guard ServerMarker.isEncryptedFormat(marker.format) || marker.format > ServerMarker.currentFormat else {
                 throw NoteSyncError(
                     .corrupt, path: layout.marker, "says the server is encrypted but has format \(marker.format)", fix: fix)
             }
@@ -310,9 +323,9 @@ public final class ServerStore: Sendable {
                     "is encrypted with \"\(DisplayName.escape(encryption.scheme))\", which this build does not know",
                     fix: "update notesync on this device")
             }
-        } else if marker.format == ServerMarker.encryptedFormat {
-            // Format 4 is only ever an encrypted server: a plain marker with it was changed.
-            throw NoteSyncError(.corrupt, path: layout.marker, "has format 4 but no encryption", fix: fix)
+        } else if ServerMarker.isEncryptedFormat(marker.format) {
+            // Formats 4 and 6 are only ever an encrypted server: a plain marker with one was changed.
+            throw NoteSyncError(.corrupt, path: layout.marker, "has format \(marker.format) but no encryption", fix: fix)
         }
         return marker
     }
@@ -345,8 +358,9 @@ public final class ServerStore: Sendable {
         let encrypted = storage.hasEntry(layout.keysDirectory)
         let format =
             encrypted
-            ? ServerMarker.encryptedFormat
-            : parsed.map(\.format).flatMap { $0 >= 1 && $0 != ServerMarker.encryptedFormat ? $0 : nil } ?? ServerMarker.plainFormat
+            ? parsed.map(\.format).flatMap { ServerMarker.isEncryptedFormat($0) ? $0 : nil } ?? ServerMarker.encryptedFormat
+            : parsed.map(\.format).flatMap { $0 >= 1 && !ServerMarker.isEncryptedFormat($0) && $0 <= ServerMarker.currentFormat ? $0 : nil }
+                ?? ServerMarker.plainFormat
         var marker = ServerMarker(
             format: format, id: uuid, created: parsed?.created ?? Clock.nowNanoseconds(), zones: [layout.zone],
             chainFrom: parsed?.chainFrom)
@@ -362,7 +376,7 @@ public final class ServerStore: Sendable {
     /// A format-1 log keeps its unlinked entries: the chain is required from the slot after its end (``ServerMarker/chainFrom``).
     public func upgradeMarker() throws {
         var upgraded = marker
-        upgraded.format = max(marker.format, ServerMarker.plainFormat)
+        upgraded.format = marker.upgradedFormat
         if marker.format < 2 {
             var end = ZoneState()
             _ = try fetch(into: &end)
@@ -398,7 +412,7 @@ public final class ServerStore: Sendable {
         // (O_NOFOLLOW guards only the last component). A missing one is left to the write (an unmounted share).
         for directory in [
             layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
-            layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory
+            layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory, layout.packsDirectory
         ] where !storage.isObjectStore {
             if let info = storage.info(directory), info.kind != .directory {
                 throw NoteSyncError(

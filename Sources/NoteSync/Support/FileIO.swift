@@ -25,6 +25,34 @@ public enum FileIO {
         return try readAll(fd: fd, path: path, sizeHint: size)
     }
 
+    /// `length` bytes of a regular file from `offset` (fewer when it ends first); nil when it does not exist.
+    /// Refuses symlinks and non-regular files.
+    public static func readRange(_ path: String, offset: Int64, length: Int) throws -> Data? {
+        guard let fd = try openForReading(path) else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw NoteSyncError.posix("fstat", path: path, errno: errno) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw NoteSyncError(.corrupt, path: path, "is not a regular file", fix: "move it out of the way")
+        }
+        let wanted = max(0, min(Int64(length), Int64(info.st_size) - offset))
+        var data = Data(count: Int(wanted))
+        var done = 0
+        try data.withUnsafeMutableBytes { buffer in
+            while done < buffer.count {
+                let count = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw NoteSyncError.posix("pread", path: path, errno: errno)
+                }
+                if count == 0 { break }
+                done += count
+            }
+        }
+        if done < data.count { data.count = done }
+        return data
+    }
+
     /// Opens a file to read it, refusing links (`nil` when it does not exist).
     static func openForReading(_ path: String) throws -> Int32? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
@@ -102,6 +130,30 @@ public enum FileIO {
             if !ok { unlink(path) }
         }
         try writeAll(fd: fd, data, path: path)
+        if sync, fsync(fd) != 0 { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
+        ok = true
+    }
+
+    /// ``createAndSync(_:_:mode:sync:)`` for bytes given in parts (a pack's header, index and blobs), written in
+    /// order without joining them first: small parts are gathered in a buffer of 1 MiB, big ones written as they are.
+    public static func createAndSync(_ path: String, parts: [Data], mode: mode_t = 0o644, sync: Bool = true) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
+        var ok = false
+        defer {
+            close(fd)
+            if !ok { unlink(path) }
+        }
+        let gather = 1 << 20
+        var buffer = Data(capacity: gather)
+        for part in parts {
+            if buffer.count + part.count > gather && !buffer.isEmpty {
+                try writeAll(fd: fd, buffer, path: path)
+                buffer.removeAll(keepingCapacity: true)
+            }
+            if part.count >= gather { try writeAll(fd: fd, part, path: path) } else { buffer.append(part) }
+        }
+        if !buffer.isEmpty { try writeAll(fd: fd, buffer, path: path) }
         if sync, fsync(fd) != 0 { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
         ok = true
     }

@@ -1,0 +1,311 @@
+import Foundation
+import Testing
+
+@testable import NoteSync
+
+/// Packs (formats 5 and 6, ``AssetPack``): a batch's texts in a few files, read, reused, checked and collected as loose
+/// assets are.
+@Suite struct PackTests {
+    /// Texts of `count` notes, each different, about `size` bytes.
+    static func texts(_ count: Int, tag: String = "", size: Int = 600) -> [Data] {
+        (0..<count).map { index in
+            Data("note \(tag)\(index)\n".utf8 + Data(String(repeating: "word\(index % 97) ", count: size / 8).utf8))
+        }
+    }
+
+    static func packNames(_ store: ServerStore) throws -> [String] {
+        try ServerFiles(store).names(in: store.layout.packsDirectory).filter(AssetPack.isPackName).sorted()
+    }
+
+    static func looseCount(_ store: ServerStore) throws -> Int {
+        let assets = store.layout.assetsDirectory.dropFirst(store.layout.root.count + 1) + "/"
+        return try ServerFiles(store).listing().keys.filter { $0.hasPrefix(assets) && !$0.hasSuffix("/") }.count
+    }
+
+    /// Commits a save of each text as `prefix<index>.md`.
+    static func commit(_ store: ServerStore, _ state: inout ZoneState, _ refs: [AssetRef], prefix: String) throws {
+        var changes: [RecordChange] = []
+        for (index, ref) in refs.enumerated() {
+            let name = try RecordName(validating: "\(prefix)\(index).md")
+            changes.append(.save(name, base: state.tag(of: name), text: ref, modified: 1))
+        }
+        guard case .committed = try store.commit(changes, into: &state) else { throw NoteSyncError(.conflict, "lost the race") }
+    }
+
+    /// A batch of new texts becomes one pack, no loose file and no temp; each text reads back verified, from this
+    /// store and from another device's; a batch under 16 texts and a text too big for a pack stay loose.
+    @Test func aBatchBecomesAPack() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        #expect(store.marker.format == (TestServer.isEncrypted ? 6 : 5) && store.hasPacks)
+        let texts = Self.texts(300) + [Self.texts(1)[0]]
+        let refs = try store.putAssets(texts)
+        #expect(try Self.packNames(store).count == 1)
+        #expect(try Self.looseCount(store) == 0)
+        #expect(try ServerFiles(store).names(in: store.layout.tmpDirectory).isEmpty)
+        for (ref, text) in zip(refs, texts) { #expect(try store.readAsset(ref) == text) }
+        let other = try makeServer(dir, device: "dev-b")
+        for (ref, text) in zip(refs, texts) { #expect(try other.readAsset(ref) == text) }
+        #expect(other.missingAssets(refs).isEmpty && other.hasAsset(refs[7].sha256))
+        // Fifteen new texts: loose. A big text that does not compress: loose, with the rest packed.
+        let few = try store.putAssets(Self.texts(15, tag: "few"))
+        #expect(try Self.looseCount(store) == 15 && Self.packNames(store).count == 1)
+        var noise = SystemRandomNumberGenerator()
+        let big = Data((0..<(AssetPack.largestBlob + 10)).map { _ in UInt8.random(in: 0...255, using: &noise) })
+        let mixed = Self.texts(20, tag: "mixed") + [big]
+        let mixedRefs = try store.putAssets(mixed)
+        #expect(try Self.looseCount(store) == 16 && Self.packNames(store).count == 2)
+        for (ref, text) in zip(few + mixedRefs, Self.texts(15, tag: "few") + mixed) { #expect(try store.readAsset(ref) == text) }
+    }
+
+    /// Texts already packed are not written again: a second batch of the same texts writes nothing and touches the
+    /// pack (gc never removes a pack reused after its mark); a batch with a few new texts packs only those.
+    @Test func packedTextsAreReusedAndTouched() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let texts = Self.texts(100)
+        _ = try store.putAssets(texts)
+        let pack = store.layout.packsDirectory + "/" + (try #require(try Self.packNames(store).first))
+        let before = try #require(ServerFiles(store).storage.info(pack))
+        TestServer.waitForTheServersClock()
+        // Another device, whose store has read no index yet.
+        let other = try makeServer(dir, device: "dev-b")
+        _ = try other.putAssets(texts)
+        #expect(try Self.packNames(store).count == 1 && Self.looseCount(store) == 0)
+        let after = try #require(ServerFiles(store).storage.info(pack))
+        #expect(after.mtime > before.mtime, "the reused pack is touched")
+        _ = try other.putAssets(texts + Self.texts(30, tag: "new"))
+        let names = try Self.packNames(store)
+        #expect(names.count == 2)
+        let newPack = try #require(names.first { pack.hasSuffix($0) == false })
+        let index = try #require(try store.readPackIndex(newPack))
+        #expect(index.count == 30)
+    }
+
+    /// A store that read the packs' indexes finds a pack another device published later.
+    @Test func aPackPublishedLaterIsFound() throws {
+        let dir = try TempDirectory()
+        let reader = try makeServer(dir)
+        _ = try reader.putAssets(Self.texts(20, tag: "first"))
+        #expect(reader.refreshPacks().count == 1)
+        let writer = try makeServer(dir, device: "dev-b")
+        let later = Self.texts(40, tag: "later")
+        let refs = try writer.putAssets(later)
+        #expect(try reader.readAsset(refs[3]) == later[3])
+        #expect(reader.missingAssets(refs).isEmpty)
+    }
+
+    /// A pack's header, index and name are checked before any text in it is used.
+    @Test func damagedPacksAreToldApart() throws {
+        let blobs = (0..<20).map { index in (name: ContentDigest(of: Data("\(index)".utf8)), blob: Data("blob \(index)".utf8)) }
+        let pack = AssetPack.bytes(blobs)
+        let name = pack.name + ".pack"
+        let index = try AssetPack.index(of: pack.data, fileName: name)
+        #expect(index.count == 20)
+        for item in blobs {
+            let entry = try #require(index.find(item.name))
+            #expect(pack.data[Int(entry.offset)..<Int(entry.offset + entry.length)] == item.blob)
+        }
+        #expect(index.find(ContentDigest(of: Data("absent".utf8))) == nil)
+        func reason(_ data: Data, _ fileName: String = name) -> String? {
+            do {
+                _ = try AssetPack.index(of: data, fileName: fileName)
+                return nil
+            } catch { return error.reason }
+        }
+        #expect(reason(pack.data, String(repeating: "0", count: 64) + ".pack")?.contains("not named by") == true)
+        #expect(reason(pack.data.prefix(100))?.contains("shorter") == true)
+        #expect(reason(Data("hello\n".utf8) + pack.data)?.contains("header") == true)
+        var flipped = pack.data
+        let headerLength = flipped.firstIndex(of: 0x0A)! + 1
+        flipped[headerLength + 5] ^= 1
+        #expect(reason(flipped)?.contains("does not match its header") == true)
+        // An index whose digest matches but whose entries are out of order, or point outside the file: made by
+        // hand, with the header and the name that fit it.
+        func forged(_ entries: [(ContentDigest, Int64, Int64)], size: Int) -> (Data, String) {
+            var raw = Data()
+            for (name, offset, length) in entries {
+                raw.append(name.bytes)
+                for word in [offset, length] { withUnsafeBytes(of: UInt64(word).bigEndian) { raw.append(contentsOf: $0) } }
+            }
+            let digest = ContentDigest(of: raw).hex
+            var data = Data("notesync-pack 1 \(entries.count) \(raw.count) \(digest)\n".utf8) + raw
+            data.append(Data(count: size))
+            return (data, digest + ".pack")
+        }
+        let (a, b) = (ContentDigest(of: Data("a".utf8)), ContentDigest(of: Data("b".utf8)))
+        let (low, high) = a < b ? (a, b) : (b, a)
+        let start = Int64(Data("notesync-pack 1 2 96 \(String(repeating: "0", count: 64))\n".utf8).count + 96)
+        let outOfOrder = forged([(high, start, 1), (low, start + 1, 1)], size: 2)
+        #expect(reason(outOfOrder.0, outOfOrder.1)?.contains("out of order") == true)
+        let outside = forged([(low, start, 1), (high, start + 1, 50)], size: 2)
+        #expect(reason(outside.0, outside.1)?.contains("outside") == true)
+        let overlapping = forged([(low, start, 2), (high, start + 1, 1)], size: 2)
+        #expect(reason(overlapping.0, overlapping.1)?.contains("outside") == true)
+        let whole = forged([(low, start, 1), (high, start + 1, 1)], size: 2)
+        #expect(reason(whole.0, whole.1) == nil)
+    }
+
+    /// A text in a pack that does not match its digest is never returned; fsck names the pack, and --repair
+    /// publishes the pack's whole texts loose before moving it to quarantine/: every other text still reads.
+    @Test(.plainOnly("damages a text by its plain bytes"))
+    func aDamagedTextInAPackIsRepairedAround() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let texts = Self.texts(40)
+        let refs = try store.putAssets(texts)
+        try Self.commit(store, &state, refs, prefix: "n")
+        let packName = try #require(try Self.packNames(store).first)
+        let path = store.layout.packsDirectory + "/" + packName
+        let files = ServerFiles(store)
+        var data = try #require(try files.read(path))
+        let victim = try #require(try store.readPackIndex(packName)?.find(store.storedName(refs[9].sha256)))
+        data[Int(victim.offset + victim.length) - 1] ^= 0x55
+        try files.write(path, data)
+        let fresh = try makeServer(dir, device: "dev-b")
+        #expect {
+            try fresh.readAsset(refs[9])
+        } throws: { error in
+            let error = error as? NoteSyncError
+            return error?.path == path && error?.fix?.contains("fsck --repair") == true
+        }
+        let check = try ServerFsck(store: fresh).run(repair: false)
+        #expect(check.findings.contains { $0.kind == .corruptAsset && $0.path == path })
+        #expect(check.findings.contains { $0.kind == .missingAsset })
+        let repaired = try ServerFsck(store: fresh).run(repair: true)
+        #expect(repaired.findings.contains { $0.kind == .corruptAsset && $0.repaired?.contains("39 whole texts") == true })
+        #expect(try Self.packNames(store).isEmpty)
+        let after = try makeServer(dir, device: "dev-c")
+        for (index, ref) in refs.enumerated() where index != 9 { #expect(try after.readAsset(ref) == texts[index]) }
+        let again = try ServerFsck(store: after).run(repair: false)
+        #expect(again.findings.map(\.kind) == [.missingAsset], "\(again.findings)")
+    }
+
+    /// A pack whose index is damaged is reported and, with --repair, moved aside; its texts are reported missing.
+    @Test func aPackWithADamagedIndexIsQuarantined() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let refs = try store.putAssets(Self.texts(20))
+        try Self.commit(store, &state, refs, prefix: "n")
+        let packName = try #require(try Self.packNames(store).first)
+        let path = store.layout.packsDirectory + "/" + packName
+        let files = ServerFiles(store)
+        var data = try #require(try files.read(path))
+        data[90] ^= 1
+        try files.write(path, data)
+        let fresh = try makeServer(dir, device: "dev-b")
+        #expect(throws: NoteSyncError.self) { try fresh.readAsset(refs[0]) }
+        let repaired = try ServerFsck(store: fresh).run(repair: true)
+        #expect(repaired.findings.contains { $0.kind == .corruptAsset && $0.path == path && $0.repaired != nil })
+        #expect(repaired.findings.filter { $0.kind == .missingAsset }.count == 20)
+        #expect(try Self.packNames(store).isEmpty)
+    }
+
+    /// gc removes a pack whose texts are all unreferenced, rewrites one that is mostly unreferenced (its other texts
+    /// loose first), and keeps one a writer reused after the mark; everything still referenced reads, and fsck is
+    /// clean.
+    @Test func gcRemovesAndRewritesPacks() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        try store.setRetentionPolicy(RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0))
+        var state = ZoneState()
+        let first = Self.texts(40, tag: "first")
+        let second = Self.texts(40, tag: "second")
+        let firstRefs = try store.putAssets(first)
+        try Self.commit(store, &state, firstRefs, prefix: "a")
+        let secondRefs = try store.putAssets(second)
+        try Self.commit(store, &state, secondRefs, prefix: "b")
+        let packs = try Self.packNames(store)
+        #expect(packs.count == 2)
+        // Every a-note saved again (so the first pack is dead), and 30 of the 40 b-notes (the second mostly dead).
+        let third = Self.texts(40, tag: "third")
+        try Self.commit(store, &state, try store.putAssets(third), prefix: "a")
+        let fourth = Self.texts(30, tag: "fourth")
+        try Self.commit(store, &state, try store.putAssets(fourth), prefix: "b")
+        TestServer.waitForTheServersClock()
+        let preview = try store.collectGarbage(grace: 0, dryRun: true)
+        #expect(preview.packsRemoved == 1 && preview.packsRewritten == 1, "\(preview)")
+        #expect(try Self.packNames(store).count == 4, "a dry run changes nothing")
+        let report = try store.collectGarbage(grace: 0, dryRun: false)
+        #expect(report.packsRemoved == 1 && report.packsRewritten == 1, "\(report)")
+        #expect(report.assetsRemoved == 70, "\(report)")
+        let left = try Self.packNames(store)
+        #expect(left.count == 2 && !left.contains(packs[0]) && !left.contains(packs[1]))
+        #expect(try Self.looseCount(store) == 10)
+        let reader = try makeServer(dir, device: "dev-b")
+        for (ref, text) in zip(secondRefs[30...], second[30...]) { #expect(try reader.readAsset(ref) == text) }
+        for (ref, text) in zip(try store.putAssets(third), third) { #expect(try reader.readAsset(ref) == text) }
+        let fsck = try ServerFsck(store: reader).run(repair: false)
+        #expect(fsck.isClean, "\(fsck.findings)")
+    }
+
+    /// A pack a writer reuses after gc marked it stays: the touch, as for a loose asset.
+    @Test func aPackReusedAfterTheMarkStays() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        try store.setRetentionPolicy(RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0))
+        var state = ZoneState()
+        let old = Self.texts(30, tag: "old")
+        try Self.commit(store, &state, try store.putAssets(old), prefix: "n")
+        try Self.commit(store, &state, try store.putAssets(Self.texts(30, tag: "new")), prefix: "n")
+        TestServer.waitForTheServersClock()
+        // The mark (a long grace: nothing swept), then a writer that reuses the old texts, then the sweep.
+        let marked = try store.collectGarbage(grace: 3600, dryRun: false)
+        #expect(marked.assetsMarked == 30 && marked.packsRemoved == 0)
+        TestServer.waitForTheServersClock()
+        let writer = try makeServer(dir, device: "dev-b")
+        let reused = try writer.putAssets(old)
+        // The sweep of that mark alone (a gc run now would mark the texts again, after the touch).
+        var swept = GCReport(dryRun: false, policy: "", end: 0)
+        try store.sweep(grace: 0, now: Clock.nowNanoseconds(), dryRun: false, pending: nil, report: &swept)
+        #expect(swept.packsRemoved == 0 && swept.packsRewritten == 0 && swept.assetsRemoved == 0, "\(swept)")
+        #expect(try Self.packNames(store).count == 2)
+        for (ref, text) in zip(reused, old) { #expect(try writer.readAsset(ref) == text) }
+    }
+
+    /// A store that read a pack's index before gc rewrote it reads the pack's texts loose afterwards.
+    @Test func aReaderFindsTextsMovedOutOfARewrittenPack() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        try store.setRetentionPolicy(RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0))
+        var state = ZoneState()
+        let texts = Self.texts(40)
+        let refs = try store.putAssets(texts)
+        try Self.commit(store, &state, refs, prefix: "n")
+        let reader = try makeServer(dir, device: "dev-b")
+        #expect(try reader.readAsset(refs[39]) == texts[39])
+        try Self.commit(store, &state, try store.putAssets(Self.texts(30, tag: "again")), prefix: "n")
+        TestServer.waitForTheServersClock()
+        let report = try store.collectGarbage(grace: 0, dryRun: false)
+        #expect(report.packsRewritten == 1, "\(report)")
+        #expect(try reader.readAsset(refs[35]) == texts[35])
+    }
+
+    /// `server upgrade` moves format 3 to 5 and 4 to 6 (the marker only); a format-3 store writes no pack, and
+    /// after the upgrade it does. A marker of a format after this build's only reads.
+    @Test(.folderOnly("rewrites the marker file by hand"))
+    func upgradeAllowsPacks() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let markerPath = store.layout.marker
+        let text = try String(contentsOfFile: markerPath, encoding: .utf8)
+        let (now, old) = TestServer.isEncrypted ? (6, 4) : (5, 3)
+        try Data(text.replacingOccurrences(of: "\"format\" : \(now)", with: "\"format\" : \(old)").utf8).write(
+            to: URL(fileURLWithPath: markerPath))
+        let older = try makeServer(dir)
+        #expect(older.marker.format == old && !older.hasPacks && !older.isReadOnly)
+        let refs = try older.putAssets(Self.texts(40))
+        #expect(try Self.packNames(older).isEmpty && Self.looseCount(older) == 40)
+        try older.upgradeMarker()
+        let upgraded = try makeServer(dir)
+        #expect(upgraded.marker.format == now && upgraded.hasPacks)
+        _ = try upgraded.putAssets(Self.texts(40, tag: "after"))
+        #expect(try Self.packNames(upgraded).count == 1)
+        for ref in refs { _ = try upgraded.readAsset(ref) }
+        try Data(text.replacingOccurrences(of: "\"format\" : \(now)", with: "\"format\" : 7").utf8).write(
+            to: URL(fileURLWithPath: markerPath))
+        #expect(try makeServer(dir).isReadOnly)
+    }
+}
