@@ -87,7 +87,7 @@ import Testing
         let dir = try TempDirectory()
         let reader = try makeServer(dir)
         _ = try reader.putAssets(Self.texts(20, tag: "first"))
-        #expect(reader.refreshPacks().count == 1)
+        #expect(reader.refreshPacks().packs.count == 1)
         let writer = try makeServer(dir, device: "dev-b")
         let later = Self.texts(40, tag: "later")
         let refs = try writer.putAssets(later)
@@ -114,14 +114,18 @@ import Testing
             } catch { return error.reason }
         }
         #expect(reason(pack.data, String(repeating: "0", count: 64) + ".pack")?.contains("not named by") == true)
-        #expect(reason(pack.data.prefix(100))?.contains("shorter") == true)
+        #expect(reason(pack.data.prefix(100))?.contains("header") == true)
+        #expect(reason(pack.data.dropLast(5))?.contains("shorter") == true)
+        #expect(reason(pack.data + Data("x".utf8))?.contains("after its index") == true)
         #expect(reason(Data("hello\n".utf8) + pack.data)?.contains("header") == true)
         var flipped = pack.data
-        let headerLength = flipped.firstIndex(of: 0x0A)! + 1
-        flipped[headerLength + 5] ^= 1
+        flipped[flipped.count - 20] ^= 1
         #expect(reason(flipped)?.contains("does not match its header") == true)
-        // An index whose digest matches but whose entries are out of order, or point outside the file: made by
-        // hand, with the header and the name that fit it.
+        var newer = pack.data
+        newer[14] = UInt8(ascii: "2")
+        #expect(reason(newer)?.contains("version 2") == true)
+        // An index whose digest matches but whose entries are out of order, overlap or point outside the texts:
+        // made by hand, with the header and the name that fit it.
         func forged(_ entries: [(ContentDigest, Int64, Int64)], size: Int) -> (Data, String) {
             var raw = Data()
             for (name, offset, length) in entries {
@@ -129,21 +133,28 @@ import Testing
                 for word in [offset, length] { withUnsafeBytes(of: UInt64(word).bigEndian) { raw.append(contentsOf: $0) } }
             }
             let digest = ContentDigest(of: raw).hex
-            var data = Data("notesync-pack 1 \(entries.count) \(raw.count) \(digest)\n".utf8) + raw
+            var data = AssetPack.header(
+                count: entries.count, indexOffset: Int64(AssetPack.headerSize + size), indexLength: raw.count, digest: digest)
             data.append(Data(count: size))
+            data.append(raw)
             return (data, digest + ".pack")
         }
         let (a, b) = (ContentDigest(of: Data("a".utf8)), ContentDigest(of: Data("b".utf8)))
         let (low, high) = a < b ? (a, b) : (b, a)
-        let start = Int64(Data("notesync-pack 1 2 96 \(String(repeating: "0", count: 64))\n".utf8).count + 96)
+        let start = Int64(AssetPack.headerSize)
         let outOfOrder = forged([(high, start, 1), (low, start + 1, 1)], size: 2)
         #expect(reason(outOfOrder.0, outOfOrder.1)?.contains("out of order") == true)
         let outside = forged([(low, start, 1), (high, start + 1, 50)], size: 2)
         #expect(reason(outside.0, outside.1)?.contains("outside") == true)
+        let inHeader = forged([(low, 5, 1), (high, start + 1, 1)], size: 2)
+        #expect(reason(inHeader.0, inHeader.1)?.contains("outside") == true)
         let overlapping = forged([(low, start, 2), (high, start + 1, 1)], size: 2)
-        #expect(reason(overlapping.0, overlapping.1)?.contains("outside") == true)
+        #expect(reason(overlapping.0, overlapping.1)?.contains("overlap") == true)
         let whole = forged([(low, start, 1), (high, start + 1, 1)], size: 2)
         #expect(reason(whole.0, whole.1) == nil)
+        // Texts in another order than their names: whole.
+        let reordered = forged([(low, start + 1, 1), (high, start, 1)], size: 2)
+        #expect(reason(reordered.0, reordered.1) == nil)
     }
 
     /// A text in a pack that does not match its digest is never returned; fsck names the pack, and --repair
@@ -193,7 +204,7 @@ import Testing
         let path = store.layout.packsDirectory + "/" + packName
         let files = ServerFiles(store)
         var data = try #require(try files.read(path))
-        data[90] ^= 1
+        data[data.count - 30] ^= 1
         try files.write(path, data)
         let fresh = try makeServer(dir, device: "dev-b")
         #expect(throws: NoteSyncError.self) { try fresh.readAsset(refs[0]) }

@@ -627,7 +627,7 @@ extension SyncEngine {
     /// addressing makes that safe. A note changed since is pushed again by the next sync anyway; its old text is
     /// reported as missing until then.
     private func putBackSwept(_ prepared: PreparedBatch, texts: [AssetRef], store: ServerStore) throws {
-        let missing = Set(store.missingAssets(texts).map(\.sha256))
+        let missing = Set(store.missingAssets(texts, staged: prepared.staged).map(\.sha256))
         guard !missing.isEmpty else { return }
         for (save, text) in zip(prepared.saves, texts) where missing.contains(text.sha256) {
             guard let path = save.push.path, let data = try? FileIO.read(folder.root + "/" + path),

@@ -3,11 +3,13 @@ import Foundation
 
 /// A pack: many assets in one server file (formats 5 and 6; docs/server-format.md, "Packs").
 ///
-/// `zones/<zone>/packs/<64 hex>.pack` holds a header line `notesync-pack 1 <count> <index length> <index sha256>`,
-/// the index (per asset its stored name, the offset of its bytes in the file and their length: 48 bytes, sorted by
-/// name, no name twice), then the blobs. A blob is exactly what a loose asset file holds, so it is checked as one
-/// when read. The file is named by the SHA-256 of its index: a header or an index changed, or a pack put under
-/// another name, is told from a whole one before any blob is read.
+/// `zones/<zone>/packs/<64 hex>.pack` holds a header of 128 bytes (the line `notesync-pack 1 <count> <index offset>
+/// <index length> <index sha256>`, padded with spaces to a newline at byte 127), the blobs, then the index (per asset
+/// its stored name, the offset of its bytes in the file and their length: 48 bytes, sorted by name, no name twice),
+/// which ends the file. A blob is exactly what a loose asset file holds, so it is checked as one when read. The file
+/// is named by the SHA-256 of its index: a header or an index changed, or a pack put under another name, is told from
+/// a whole one before any blob is read. The index comes last so that a writer streams the blobs to the file as they
+/// are compressed, holding none of them, and writes the header last.
 public enum AssetPack {
     static let magic = "notesync-pack"
     static let version = 1
@@ -15,14 +17,12 @@ public enum AssetPack {
     static let entrySize = 48
     /// The most assets one pack's index may list: what a reader accepts.
     static let maxCount = 1 << 20
-    /// The header line's longest possible length.
-    static let maxHeader = 160
+    /// The header's length: the line, padded with spaces, its newline the last byte.
+    static let headerSize = 128
     /// A batch writes packs from this many new texts on; fewer stay loose (the agent's single edits).
     public static let minimumBatch = 16
     /// A text stored bigger than this stays loose: a pack holds small texts, read whole by range.
     static let largestBlob = 1 << 20
-    /// A batch's blobs go into packs of at most about this many bytes.
-    static let targetSize = 32 << 20
 
     /// Where one asset is in a pack.
     struct Entry: Sendable, Hashable {
@@ -31,35 +31,87 @@ public enum AssetPack {
         var length: Int64
     }
 
-    /// A pack's file name (without `.pack`) and its bytes in parts (header, index, then each blob: written in order
-    /// without being joined), from the stored names and blobs of distinct assets.
-    static func build(_ blobs: [(name: ContentDigest, blob: Data)]) -> (name: String, parts: [Data]) {
-        let sorted = blobs.sorted { $0.name < $1.name }
-        let indexLength = sorted.count * entrySize
-        // The digest is fixed width and the two numbers do not depend on the offsets: the header's length is known
-        // before the index is made.
-        func header(_ digest: String) -> Data {
-            Data("\(magic) \(version) \(sorted.count) \(indexLength) \(digest)\n".utf8)
-        }
-        let headerLength = header(String(repeating: "0", count: 64)).count
-        var index = Data(capacity: indexLength)
-        var offset = Int64(headerLength + indexLength)
-        for item in sorted {
-            index.append(item.name.bytes)
-            appendWord(&index, UInt64(offset))
-            appendWord(&index, UInt64(item.blob.count))
-            offset += Int64(item.blob.count)
-        }
-        let digest = ContentDigest(of: index).hex
-        return (digest, [header(digest), index] + sorted.map(\.blob))
+    /// Where a pack's bytes go while it is made (``ServerStorage/packSink(device:)``): a temp file written as the
+    /// texts come (a folder), or a buffer (an object store, which takes the pack in one request).
+    public protocol Sink: AnyObject {
+        /// Writes `bytes` at `offset` (the blobs in order from ``AssetPack/headerSize``, then the index, then the header
+        /// at 0).
+        func write(_ bytes: Data, at offset: Int64) throws
+        /// Makes what was written durable and staged for publishing.
+        func finish() throws -> StagedFile
+        /// Removes what was written, when the pack is not finished.
+        func discard()
     }
 
-    /// ``build(_:)`` joined: the pack's bytes.
-    static func bytes(_ blobs: [(name: ContentDigest, blob: Data)]) -> (name: String, data: Data) {
-        let pack = build(blobs)
+    /// A pack being made: texts added one by one and written to a sink at once (their buffers freed), then the index
+    /// and the header.
+    struct Builder {
+        private var entries: [(name: ContentDigest, offset: Int64, length: Int64)] = []
+        private(set) var end = Int64(AssetPack.headerSize)
+        let sink: any Sink
+
+        init(sink: any Sink) { self.sink = sink }
+
+        /// The bytes of the texts added so far.
+        var size: Int64 { end - Int64(AssetPack.headerSize) }
+        var isEmpty: Bool { entries.isEmpty }
+
+        /// Adds a text's stored bytes under its stored name (no name twice).
+        mutating func add(_ name: ContentDigest, _ blob: Data) throws {
+            try sink.write(blob, at: end)
+            entries.append((name, end, Int64(blob.count)))
+            end += Int64(blob.count)
+        }
+
+        /// Writes the index and the header, and stages the pack: its name (the file name without `.pack`).
+        func finish() throws -> (name: String, file: StagedFile) {
+            let sorted = entries.sorted { $0.name < $1.name }
+            var index = Data(capacity: sorted.count * entrySize)
+            for entry in sorted {
+                index.append(entry.name.bytes)
+                appendWord(&index, UInt64(entry.offset))
+                appendWord(&index, UInt64(entry.length))
+            }
+            let digest = ContentDigest(of: index).hex
+            try sink.write(index, at: end)
+            try sink.write(header(count: sorted.count, indexOffset: end, indexLength: index.count, digest: digest), at: 0)
+            return (digest, try sink.finish())
+        }
+    }
+
+    /// The header of a pack, padded to ``headerSize``.
+    static func header(count: Int, indexOffset: Int64, indexLength: Int, digest: String) -> Data {
+        var line = Array("\(magic) \(version) \(count) \(indexOffset) \(indexLength) \(digest)".utf8)
+        line += [UInt8](repeating: 0x20, count: max(0, headerSize - 1 - line.count))
+        line.append(0x0A)
+        return Data(line)
+    }
+
+    /// A sink that keeps the pack in memory (tests, and an object store's single request).
+    final class MemorySink: Sink {
         var data = Data()
-        for part in pack.parts { data.append(part) }
-        return (pack.name, data)
+        private let stage: (Data) throws -> StagedFile
+
+        init(stage: @escaping (Data) throws -> StagedFile = { StagedFile(data: $0) }) { self.stage = stage }
+
+        func write(_ bytes: Data, at offset: Int64) throws {
+            let offset = Int(offset)
+            if data.count < offset + bytes.count { data.append(Data(count: offset + bytes.count - data.count)) }
+            data.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+        }
+
+        func finish() throws -> StagedFile { try stage(data) }
+
+        func discard() { data = Data() }
+    }
+
+    /// A pack of `blobs` (stored names and bytes of distinct texts), in memory: its file name and its bytes.
+    static func bytes(_ blobs: [(name: ContentDigest, blob: Data)]) -> (name: String, data: Data) {
+        let sink = MemorySink()
+        var builder = Builder(sink: sink)
+        for item in blobs { try! builder.add(item.name, item.blob) }
+        let name = try! builder.finish().name
+        return (name, sink.data)
     }
 
     private static func appendWord(_ data: inout Data, _ word: UInt64) {
@@ -73,9 +125,9 @@ public enum AssetPack {
         /// The entries, as the file holds them.
         let raw: Data
         let count: Int
-        /// Where the blobs start, and the file's size when the index was read.
+        /// Where the blobs start and end (where the index starts).
         let blobsStart: Int64
-        let fileSize: Int64
+        let blobsEnd: Int64
 
         func entry(_ position: Int) -> Entry {
             raw.withUnsafeBytes { bytes in
@@ -105,8 +157,8 @@ public enum AssetPack {
             return nil
         }
 
-        /// The bytes after the index.
-        var blobBytes: Int64 { fileSize - blobsStart }
+        /// The bytes of the blobs.
+        var blobBytes: Int64 { blobsEnd - blobsStart }
     }
 
     /// What is wrong with a pack that is not whole.
@@ -114,49 +166,66 @@ public enum AssetPack {
         var reason: String
     }
 
-    /// The header of a pack: the count, the index's length and digest, and the header's own length.
-    static func parseHeader(_ prefix: Data) throws(Damage) -> (count: Int, indexLength: Int, digest: String, length: Int) {
-        guard let newline = prefix.prefix(maxHeader).firstIndex(of: 0x0A) else {
-            throw Damage(reason: "does not start with a pack header")
+    /// What a pack's header says: the count, where the index is, its length and digest.
+    struct Header: Sendable {
+        var count: Int
+        var indexOffset: Int64
+        var indexLength: Int
+        var digest: String
+    }
+
+    /// The header of a pack, from its first ``headerSize`` bytes.
+    static func parseHeader(_ prefix: Data) throws(Damage) -> Header {
+        guard prefix.count >= headerSize, prefix[prefix.startIndex + headerSize - 1] == 0x0A,
+            prefix.prefix(magic.utf8.count + 1).elementsEqual(Array((magic + " ").utf8))
+        else { throw Damage(reason: "does not start with a pack header") }
+        let line = String(decoding: prefix[prefix.startIndex..<prefix.startIndex + headerSize - 1], as: UTF8.self)
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count >= 2, fields[1] == "\(version)" else {
+            throw Damage(reason: "is a pack of version \(fields.count > 1 ? String(fields[1]) : "?"), which this build does not read")
         }
-        let line = String(decoding: prefix[prefix.startIndex..<newline], as: UTF8.self)
-        let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-        guard fields.count == 5, fields[0] == magic else { throw Damage(reason: "does not start with a pack header") }
-        guard fields[1] == "\(version)" else {
-            throw Damage(reason: "is a pack of version \(fields[1]), which this build does not read")
-        }
-        guard let count = Int(fields[2]), count >= 1, count <= maxCount, let indexLength = Int(fields[3]),
-            indexLength == count * entrySize, fields[4].utf8.count == 64, ContentDigest(hex: String(fields[4])) != nil
+        guard fields.count == 6, let count = Int(fields[2]), count >= 1, count <= maxCount,
+            let indexOffset = Int64(fields[3]), indexOffset >= Int64(headerSize), let indexLength = Int(fields[4]),
+            indexLength == count * entrySize, fields[5].utf8.count == 64, ContentDigest(hex: String(fields[5])) != nil
         else { throw Damage(reason: "has a damaged pack header") }
-        return (count, indexLength, String(fields[4]), newline - prefix.startIndex + 1)
+        return Header(count: count, indexOffset: indexOffset, indexLength: indexLength, digest: String(fields[5]))
     }
 
     /// Checks a pack's index (read from `headerLength` on) against its header and its file: the name, the digest,
-    /// names strictly increasing, every blob inside the file after the index and no two overlapping.
-    static func index(
-        _ index: Data, fileName: String, header: (count: Int, indexLength: Int, digest: String, length: Int),
-        fileSize: Int64
-    ) throws(Damage) -> Index {
-        guard index.count == header.indexLength else { throw Damage(reason: "is shorter than its index") }
+    /// names strictly increasing, every blob inside the file after the index and no two overlapping (blobs may lie in
+    /// any order).
+    static func index(_ index: Data, fileName: String, header: Header, fileSize: Int64) throws(Damage) -> Index {
+        guard index.count == header.indexLength, header.indexOffset + Int64(header.indexLength) <= fileSize else {
+            throw Damage(reason: "is shorter than its index")
+        }
+        guard header.indexOffset + Int64(header.indexLength) == fileSize else {
+            throw Damage(reason: "has bytes after its index")
+        }
         guard ContentDigest(of: index).hex == header.digest else {
             throw Damage(reason: "has an index that does not match its header")
         }
         guard fileName == header.digest + ".pack" else {
             throw Damage(reason: "is not named by its index's digest (\(header.digest).pack)")
         }
-        let blobsStart = Int64(header.length + header.indexLength)
+        let blobsStart = Int64(headerSize)
         let parsed = Index(
-            name: header.digest, raw: Data(index), count: header.count, blobsStart: blobsStart, fileSize: fileSize)
+            name: header.digest, raw: Data(index), count: header.count, blobsStart: blobsStart,
+            blobsEnd: header.indexOffset)
         var previous: Entry?
-        var end = blobsStart
+        var spans: [(offset: Int64, length: Int64)] = []
+        spans.reserveCapacity(parsed.count)
         for position in 0..<parsed.count {
             let entry = parsed.entry(position)
             if let previous, !(previous.name < entry.name) { throw Damage(reason: "has an index out of order") }
-            guard entry.offset >= end, entry.length >= 0, entry.length <= fileSize,
-                entry.offset <= fileSize - entry.length
+            guard entry.offset >= blobsStart, entry.length >= 0, entry.length <= header.indexOffset,
+                entry.offset <= header.indexOffset - entry.length
             else { throw Damage(reason: "has an index entry outside its blobs") }
-            end = entry.offset + entry.length
+            spans.append((entry.offset, entry.length))
             previous = entry
+        }
+        spans.sort { $0.offset < $1.offset }
+        for (before, after) in zip(spans, spans.dropFirst()) where before.offset + before.length > after.offset {
+            throw Damage(reason: "has index entries whose texts overlap")
         }
         return parsed
     }
@@ -164,8 +233,10 @@ public enum AssetPack {
     /// A whole pack's index, from the pack's bytes (fsck and tests).
     static func index(of data: Data, fileName: String) throws(Damage) -> Index {
         let header = try parseHeader(data)
-        guard data.count >= header.length + header.indexLength else { throw Damage(reason: "is shorter than its index") }
-        let start = data.startIndex + header.length
+        guard Int64(data.count) >= header.indexOffset + Int64(header.indexLength) else {
+            throw Damage(reason: "is shorter than its index")
+        }
+        let start = data.startIndex + Int(header.indexOffset)
         return try index(
             data[start..<start + header.indexLength], fileName: fileName, header: header, fileSize: Int64(data.count))
     }

@@ -92,8 +92,10 @@ public protocol ServerStorage: Sendable {
 
     /// Writes `data` to be published (fsynced when `sync`), without publishing it.
     func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile
-    /// ``stage(_:device:suffix:sync:)`` for bytes given in parts, in order (a pack).
-    func stage(parts: [Data], device: String, suffix: String, sync: Bool) throws -> StagedFile
+    /// Where a pack is written while it is made (``AssetPack/Builder``), staged (durable) when finished.
+    func packSink(device: String) throws -> any AssetPack.Sink
+    /// The bytes of texts from which a pack being made is finished and another begun.
+    var packSize: Int64 { get }
     /// Publishes a staged file as `path` if that name is free: the atomic create-if-absent. Throws on anything
     /// else; an error may be ambiguous (the file may be published all the same), so callers that must know read
     /// the path back.
@@ -122,10 +124,12 @@ extension ServerStorage {
         map(paths.count) { .success(info(paths[$0])) }.map { (try? $0?.get()) ?? nil }
     }
 
-    public func stage(parts: [Data], device: String, suffix: String, sync: Bool) throws -> StagedFile {
-        var joined = Data(capacity: parts.reduce(0) { $0 + $1.count })
-        for part in parts { joined.append(part) }
-        return try stage(joined, device: device, suffix: suffix, sync: sync)
+    /// Held in memory until sent: 1 MiB.
+    public var packSize: Int64 { 1 << 20 }
+
+    /// A pack held in memory, staged whole when finished (an object store takes it in one request).
+    public func packSink(device: String) throws -> any AssetPack.Sink {
+        AssetPack.MemorySink { try self.stage($0, device: device, suffix: "pack", sync: true) }
     }
 
     /// Stages `data` (fsynced) and publishes it as `path` if that name is free; nothing staged is left either way.
@@ -205,10 +209,12 @@ public final class FolderStorage: ServerStorage {
         return StagedFile(temp: temp)
     }
 
-    public func stage(parts: [Data], device: String, suffix: String, sync: Bool) throws -> StagedFile {
-        let temp = tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix
-        try FileIO.createAndSync(temp, parts: parts, sync: sync)
-        return StagedFile(temp: temp)
+    /// Written to a file as the texts come, never held: 16 MiB (a first sync's batch of 2,000 notes makes one pack).
+    public var packSize: Int64 { 16 << 20 }
+
+    /// A temp file in `tmp/` the pack's texts are written to as they come, fsynced when finished.
+    public func packSink(device: String) throws -> any AssetPack.Sink {
+        try FileIO.WriteFile(tmpDirectory + "/" + device + "-" + FileIO.randomToken() + ".pack")
     }
 
     public func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome {

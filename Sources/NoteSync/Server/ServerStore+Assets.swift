@@ -67,17 +67,19 @@ extension ServerStore {
         }
         // Texts already in a pack: its index read once for the batch.
         var reusedPacks = Set<String>()
+        var packedAt: [ContentDigest: String] = [:]
         if hasPacks && present.count < unique.count {
             var refreshed = false
             for index in unique where !present.contains(index) {
                 var packed = packed(names[index], refresh: false)
                 if packed == nil && !refreshed {
                     refreshed = true
-                    packed = self.packed(names[index], refresh: true)
+                    packed = self.packed(names[index], refresh: true, skippingOwn: true)
                 }
                 if let packed, isStored(length: packed.entry.length, refs[index]) {
                     present.insert(index)
                     reusedPacks.insert(packed.pack)
+                    packedAt[names[index]] = packed.pack
                 }
             }
         }
@@ -89,66 +91,81 @@ extension ServerStore {
             for pack in reusedPacks { storage.touch(pack) }
         }
         let compressors = AssetCodec.CompressorPool()
-        let vaultUsed = vault
-        var encoded = try Parallel.map(missing.count) { slot in
-            Result { () throws -> Data in
-                let index = missing[slot]
-                return self.encodeAsset(items[index], name: names[index], vault: vaultUsed, compressors: compressors)
-            }
-        }.map { try $0!.get() }
-        // Packs: the batch's small texts in a few files instead of one each. Big texts stay loose.
-        let packing = hasPacks && missing.count >= AssetPack.minimumBatch
-        var loose: [Int] = []
-        var packs: [(name: String, file: StagedFile)] = []
-        if packing {
-            var group: [(name: ContentDigest, blob: Data)] = []
-            var groupBytes = 0
-            var groups: [[(name: ContentDigest, blob: Data)]] = []
-            for (slot, index) in missing.enumerated() {
-                guard encoded[slot].count <= AssetPack.largestBlob else {
-                    loose.append(slot)
-                    continue
-                }
-                group.append((names[index], encoded[slot]))
-                groupBytes += encoded[slot].count
-                encoded[slot] = Data()
-                if groupBytes >= AssetPack.targetSize {
-                    groups.append(group)
-                    group = []
-                    groupBytes = 0
-                }
-            }
-            if !group.isEmpty { groups.append(group) }
-            do {
-                for slot in groups.indices {
-                    let pack = AssetPack.build(groups[slot])
-                    groups[slot] = []
-                    packs.append((pack.name, try storage.stage(parts: pack.parts, device: device, suffix: "pack", sync: true)))
-                    try FaultPoint.hit("assets.tempWritten")
-                }
-            } catch {
-                for pack in packs { storage.discard(pack.file) }
-                throw error
-            }
-        } else {
-            loose = Array(missing.indices)
+        if hasPacks && missing.count >= AssetPack.minimumBatch {
+            let staged = try stagePacked(
+                items, refs: refs, names: names, missing: missing, vault: vault, compressors: compressors)
+            staged.packedAt.merge(packedAt) { mine, _ in mine }
+            return staged
         }
         // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
-        let batched = !isNetwork && !storage.isObjectStore && loose.count >= 16
-        let blobs = encoded
-        let written = Parallel.map(loose.count) { position in
+        let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
+        let written = Parallel.map(missing.count) { slot in
             Result { () throws -> StagedFile in
-                let staged = try storage.stage(blobs[loose[position]], device: device, suffix: "asset", sync: !batched)
+                let index = missing[slot]
+                let data = self.encodeAsset(items[index], name: names[index], vault: vault, compressors: compressors)
+                let staged = try storage.stage(data, device: device, suffix: "asset", sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
                 return staged
             }
         }
         let staged = StagedAssets(
-            storage: storage, refs: refs, names: names, missing: loose.map { missing[$0] },
-            files: written.map { try? $0?.get() }, packs: packs, batched: batched)
+            storage: storage, refs: refs, names: names, missing: missing, files: written.map { try? $0?.get() },
+            batched: batched)
+        staged.packedAt = packedAt
         if let failure = written.lazy.compactMap({ $0 }).first(where: { if case .failure = $0 { true } else { false } }) {
             _ = try failure.get()
         }
+        return staged
+    }
+
+    /// ``stageAssets(_:)`` of a batch big enough for packs (formats 5 and 6): the texts are compressed a chunk at a
+    /// time on every core and written to packs of about ``ServerStorage/packSize`` bytes as they come (a temp file on
+    /// a folder, so a batch holds no more than a chunk of texts at once), each fsynced when full. A text stored
+    /// bigger than ``AssetPack/largestBlob`` is staged loose, fsynced.
+    private func stagePacked(
+        _ items: [Data], refs: [AssetRef], names: [ContentDigest], missing: [Int], vault: Vault?,
+        compressors: AssetCodec.CompressorPool
+    ) throws -> StagedAssets {
+        let staged = StagedAssets(storage: storage, refs: refs, names: names, missing: [], files: [], batched: false)
+        var loose: [Int] = []
+        var group: AssetPack.Builder?
+        var groupNames: [ContentDigest] = []
+        defer { group?.sink.discard() }
+        func stageGroup() throws {
+            guard let builder = group, !builder.isEmpty else { return }
+            group = nil
+            let pack = try builder.finish()
+            staged.packs.append((pack.name, pack.file))
+            for name in groupNames { staged.packedAt[name] = layout.packPath(pack.name) }
+            groupNames = []
+            try FaultPoint.hit("assets.tempWritten")
+        }
+        // A chunk of texts is compressed on every core, then written to the pack in order and let go.
+        let chunk = 64
+        for start in stride(from: 0, to: missing.count, by: chunk) {
+            let slots = start..<min(start + chunk, missing.count)
+            let encoded = Parallel.map(slots.count, serialBelow: 16) { offset in
+                let index = missing[slots.lowerBound + offset]
+                return Result<Data, any Error>.success(
+                    self.encodeAsset(items[index], name: names[index], vault: vault, compressors: compressors))
+            }
+            for (offset, result) in encoded.enumerated() {
+                let index = missing[slots.lowerBound + offset]
+                let blob = try result!.get()
+                if blob.count > AssetPack.largestBlob {
+                    staged.files.append(try storage.stage(blob, device: device, suffix: "asset", sync: true))
+                    loose.append(index)
+                    try FaultPoint.hit("assets.tempWritten")
+                    continue
+                }
+                if group == nil { group = AssetPack.Builder(sink: try storage.packSink(device: device)) }
+                try group!.add(names[index], blob)
+                groupNames.append(names[index])
+                if group!.size >= storage.packSize { try stageGroup() }
+            }
+        }
+        try stageGroup()
+        staged.missing = loose
         return staged
     }
 
@@ -169,6 +186,7 @@ extension ServerStore {
                 let outcome = try storage.publish(file, as: path)
                 // The same name is the same index: the same texts, there already, so reused and touched.
                 if outcome == .exists { storage.touch(path) } else { published = true }
+                packCatalog.published(staged.packs[slot].name)
                 staged.packs[slot].file = nil
                 storage.discard(file)
                 try FaultPoint.hit("assets.published")
@@ -278,18 +296,29 @@ extension ServerStore {
     }
 
     /// The assets of `refs` that are not on the server (format 3: checked by a writer after its commit, in case gc
-    /// swept one meanwhile; the writer puts it back). A packed text counts when its pack is still listed.
-    public func missingAssets(_ refs: [AssetRef]) -> [AssetRef] {
+    /// swept one meanwhile; the writer puts it back). A packed text counts when its pack is still listed: the pack
+    /// `staged` put it in or found it in, else the one the packs' indexes name.
+    public func missingAssets(_ refs: [AssetRef], staged: StagedAssets? = nil) -> [AssetRef] {
         guard hasRetention else { return [] }
         let found = storage.infos(refs.map { self.assetPath($0.sha256) })
         let notLoose = refs.indices.filter { found[$0] == nil }
         guard hasPacks && !notLoose.isEmpty else { return notLoose.map { refs[$0] } }
         // Listed again: a pack gc removed since it was read must not count.
-        let indexes = refreshPacks()
-        return notLoose.filter { index in
-            let name = storedName(refs[index].sha256)
-            return !indexes.values.contains { $0.find(name) != nil }
-        }.map { refs[$0] }
+        let listed = Set(((try? storage.list(layout.packsDirectory)) ?? nil) ?? [])
+        var unknown: [Int] = []
+        var missing: [Int] = []
+        for index in notLoose {
+            if let pack = staged?.packedAt[storedName(refs[index].sha256)] {
+                if !listed.contains(String(pack.dropFirst(layout.packsDirectory.count + 1))) { missing.append(index) }
+            } else {
+                unknown.append(index)
+            }
+        }
+        if !unknown.isEmpty {
+            let table = refreshPacks()
+            missing += unknown.filter { table.find(storedName(refs[$0].sha256)) == nil }
+        }
+        return missing.sorted().map { refs[$0] }
     }
 
     /// True when the asset file exists (not verified).
@@ -306,24 +335,27 @@ public final class StagedAssets: @unchecked Sendable {
     public let refs: [AssetRef]
     /// The name each text's asset is stored under (``ServerStore/storedName(_:)``), in the same order.
     let names: [ContentDigest]
-    /// The indices of the texts the server lacked, once each.
-    let missing: [Int]
+    /// The indices of the texts the server lacked that are staged loose, once each.
+    var missing: [Int]
     /// The staged file of each missing text stored loose, nil once published.
     var files: [StagedFile?]
     /// The packs holding the other missing texts (formats 5 and 6), by name; the file nil once published.
     var packs: [(name: String, file: StagedFile?)]
+    /// The pack (its path) each text put in a pack or found in one is in, by stored name: what the check after the
+    /// commit looks for (``ServerStore/missingAssets(_:staged:)``).
+    var packedAt: [ContentDigest: String] = [:]
     let batched: Bool
 
     init(
         storage: any ServerStorage, refs: [AssetRef], names: [ContentDigest], missing: [Int], files: [StagedFile?],
-        packs: [(name: String, file: StagedFile)] = [], batched: Bool
+        batched: Bool
     ) {
         self.storage = storage
         self.refs = refs
         self.names = names
         self.missing = missing
         self.files = files
-        self.packs = packs.map { ($0.name, $0.file) }
+        self.packs = []
         self.batched = batched
     }
 

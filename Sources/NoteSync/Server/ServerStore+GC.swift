@@ -305,8 +305,8 @@ extension ServerStore {
                 found.append((digest, info))
             }
         }
-        for index in refreshPacks().values {
-            for entry in index.entries {
+        for entries in refreshPacks().entriesByPack() {
+            for entry in entries {
                 found.append(
                     (
                         entry.name,
@@ -412,10 +412,10 @@ extension ServerStore {
     /// A reader that read the pack's index before finds the pack gone and looks loose again (``readAsset(_:)``).
     func sweepPacks(dead: Set<ContentDigest>, markTime: Int64, dryRun: Bool, report: inout GCReport) throws {
         guard hasPacks, !dead.isEmpty else { return }
-        for index in refreshPacks().values.sorted(by: { $0.name < $1.name }) {
+        let table = refreshPacks()
+        for (index, entries) in zip(table.packs, table.entriesByPack()) {
             let path = layout.packPath(index.name)
             guard let info = storage.info(path), info.isFile, info.mtime < markTime else { continue }
-            let entries = index.entries
             let gone = entries.filter { dead.contains($0.name) }
             guard !gone.isEmpty else { continue }
             let goneBytes = gone.reduce(Int64(0)) { $0 + $1.length }

@@ -2,14 +2,165 @@ import Foundation
 import Logging
 import Synchronization
 
-/// The indexes of a server's packs that a store has read (formats 5 and 6): read on the first text not found loose,
-/// and again (new packs only) on each later one not found. 48 bytes an asset.
+/// Every pack index a store has read, merged into one table sorted by name: 52 bytes a packed text (its name, offset
+/// and length as the pack's index holds them, and the number of its pack), found by binary search whatever the
+/// number of packs. Immutable: a refresh makes a new one, merging the indexes read since.
+final class PackTable: Sendable {
+    struct Pack: Sendable {
+        /// The pack's name: the file name without `.pack`.
+        let name: String
+        let count: Int
+        /// The bytes after the pack's index.
+        let blobBytes: Int64
+    }
+
+    static let recordSize = 52
+    let packs: [Pack]
+    /// The records, sorted by name (a name in two packs comes twice).
+    let records: Data
+    var count: Int { records.count / Self.recordSize }
+
+    init(packs: [Pack] = [], records: Data = Data()) {
+        self.packs = packs
+        self.records = records
+    }
+
+    /// The entry of record `position` and its pack's number.
+    func record(_ position: Int) -> (entry: AssetPack.Entry, pack: Int) {
+        records.withUnsafeBytes { bytes in
+            let base = position * Self.recordSize
+            let name = ContentDigest(rawBytes: UnsafeRawBufferPointer(rebasing: bytes[base..<base + 32]))
+            let pack = bytes[base + 48..<base + 52].reduce(0) { $0 << 8 | Int($1) }
+            return (
+                AssetPack.Entry(
+                    name: name, offset: AssetPack.Index.word(bytes, base + 32), length: AssetPack.Index.word(bytes, base + 40)),
+                pack
+            )
+        }
+    }
+
+    /// Where `name` is packed (the first pack found when it is in several).
+    func find(_ name: ContentDigest) -> (entry: AssetPack.Entry, pack: Pack)? {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            let found = record(middle)
+            if found.entry.name < name {
+                low = middle + 1
+            } else if found.entry.name == name {
+                return (found.entry, packs[found.pack])
+            } else {
+                high = middle
+            }
+        }
+        return nil
+    }
+
+    /// The entries of each pack, in the order of ``packs``.
+    func entriesByPack() -> [[AssetPack.Entry]] {
+        var byPack = [[AssetPack.Entry]](repeating: [], count: packs.count)
+        for position in 0..<count {
+            let (entry, pack) = record(position)
+            byPack[pack].append(entry)
+        }
+        return byPack
+    }
+
+    /// This table without the packs not in `kept`, with the indexes `added`: one merge of sorted runs each.
+    func updated(keeping kept: Set<String>, adding added: [AssetPack.Index]) -> PackTable {
+        var packs: [Pack] = []
+        var renumbered = [Int](repeating: -1, count: self.packs.count)
+        for (number, pack) in self.packs.enumerated() where kept.contains(pack.name) {
+            renumbered[number] = packs.count
+            packs.append(pack)
+        }
+        var merged = Data()
+        if packs.count == self.packs.count {
+            merged = records
+        } else {
+            merged.reserveCapacity(records.count)
+            records.withUnsafeBytes { bytes in
+                for position in 0..<count {
+                    let base = position * Self.recordSize
+                    let old = bytes[base + 48..<base + 52].reduce(0) { $0 << 8 | Int($1) }
+                    guard renumbered[old] >= 0 else { continue }
+                    merged.append(contentsOf: bytes[base..<base + 48])
+                    Self.appendNumber(&merged, renumbered[old])
+                }
+            }
+        }
+        for index in added {
+            var run = Data(capacity: index.count * Self.recordSize)
+            index.raw.withUnsafeBytes { bytes in
+                for position in 0..<index.count {
+                    let base = position * AssetPack.entrySize
+                    run.append(contentsOf: bytes[base..<base + AssetPack.entrySize])
+                    Self.appendNumber(&run, packs.count)
+                }
+            }
+            packs.append(Pack(name: index.name, count: index.count, blobBytes: index.blobBytes))
+            merged = Self.merge(merged, run)
+        }
+        return PackTable(packs: packs, records: merged)
+    }
+
+    private static func appendNumber(_ data: inout Data, _ number: Int) {
+        withUnsafeBytes(of: UInt32(number).bigEndian) { data.append(contentsOf: $0) }
+    }
+
+    /// Two runs of records sorted by name, merged.
+    static func merge(_ a: Data, _ b: Data) -> Data {
+        if a.isEmpty { return b }
+        if b.isEmpty { return a }
+        var out = Data(count: a.count + b.count)
+        out.withUnsafeMutableBytes { target in
+            a.withUnsafeBytes { left in
+                b.withUnsafeBytes { right in
+                    var i = 0
+                    var j = 0
+                    var k = 0
+                    let size = recordSize
+                    while i < left.count || j < right.count {
+                        let takeLeft: Bool
+                        if i >= left.count {
+                            takeLeft = false
+                        } else if j >= right.count {
+                            takeLeft = true
+                        } else {
+                            takeLeft = memcmp(left.baseAddress! + i, right.baseAddress! + j, 32) <= 0
+                        }
+                        if takeLeft {
+                            (target.baseAddress! + k).copyMemory(from: left.baseAddress! + i, byteCount: size)
+                            i += size
+                        } else {
+                            (target.baseAddress! + k).copyMemory(from: right.baseAddress! + j, byteCount: size)
+                            j += size
+                        }
+                        k += size
+                    }
+                }
+            }
+        }
+        return out
+    }
+}
+
+/// The table of the packs' indexes a store has read (formats 5 and 6): read on the first text not found loose, and
+/// again (the new packs only) on each later one not found.
 final class PackCatalog: Sendable {
-    private let indexes = Mutex<[String: AssetPack.Index]?>(nil)
+    private let table = Mutex<PackTable?>(nil)
+    /// The packs this store published: what is in them is known to be there, so a batch looking for the texts the
+    /// server already has does not read their indexes (a first sync would hold an index of every text it wrote).
+    private let own = Mutex<Set<String>>([])
 
-    var loaded: [String: AssetPack.Index]? { indexes.withLock { $0 } }
+    var loaded: PackTable? { table.withLock { $0 } }
 
-    func set(_ value: [String: AssetPack.Index]?) { indexes.withLock { $0 = value } }
+    func set(_ value: PackTable?) { table.withLock { $0 = value } }
+
+    var ownPacks: Set<String> { own.withLock { $0 } }
+
+    func published(_ name: String) { _ = own.withLock { $0.insert(name) } }
 }
 
 /// Where one packed asset is: its pack's path and the entry.
@@ -23,29 +174,29 @@ extension ServerStore {
     public var hasPacks: Bool { marker.format >= 5 }
 
     /// The packs' indexes as the server holds them now: `packs/` listed, the indexes of packs not read before read
-    /// (a damaged one is left out and logged: fsck reports it), those of packs gone dropped.
+    /// and merged (a damaged one is left out and logged: fsck reports it), those of packs gone dropped. With
+    /// `skippingOwn`, the packs this store published are not read (a batch looking for texts already there).
     @discardableResult
-    func refreshPacks() -> [String: AssetPack.Index] {
-        guard hasPacks else { return [:] }
-        let known = packCatalog.loaded ?? [:]
-        var fresh: [String: AssetPack.Index] = [:]
+    func refreshPacks(skippingOwn: Bool = false) -> PackTable {
+        guard hasPacks else { return PackTable() }
+        let known = packCatalog.loaded ?? PackTable()
         let names = ((try? storage.list(layout.packsDirectory)) ?? nil) ?? []
-        let wanted = names.filter(AssetPack.isPackName)
-        let unread = wanted.filter { known[String($0.dropLast(5))] == nil }
-        let read = storage.map(unread.count) { slot in Result { try self.readPackIndex(unread[slot]) } }
-        for name in wanted {
-            let stem = String(name.dropLast(5))
-            if let index = known[stem] { fresh[stem] = index }
-        }
+        let listed = Set(names.filter(AssetPack.isPackName).map { String($0.dropLast(5)) })
+        let had = Set(known.packs.map(\.name))
+        let unread = listed.subtracting(had).subtracting(skippingOwn ? packCatalog.ownPacks : []).sorted()
+        let read = storage.map(unread.count) { slot in Result { try self.readPackIndex(unread[slot] + ".pack") } }
+        var added: [AssetPack.Index] = []
         for (slot, outcome) in read.enumerated() {
             switch outcome {
-            case .success(let index?): fresh[index.name] = index
+            case .success(let index?): added.append(index)
             case .failure(let error):
                 logger.error(
-                    "server.pack.damaged", metadata: ["server.path": "\(layout.packsDirectory)/\(unread[slot])", "error": "\(error)"])
+                    "server.pack.damaged",
+                    metadata: ["server.path": "\(layout.packPath(unread[slot]))", "error": "\(error)"])
             default: break
             }
         }
+        let fresh = had == listed && added.isEmpty ? known : known.updated(keeping: listed, adding: added)
         packCatalog.set(fresh)
         return fresh
     }
@@ -55,20 +206,14 @@ extension ServerStore {
         let path = layout.packsDirectory + "/" + name
         guard let info = storage.info(path) else { return nil }
         guard info.isFile else { throw NoteSyncError(.corrupt, path: path, "is not a regular file") }
-        let first = Int(min(info.size, 4096))
-        guard let prefix = try storage.readRange(path, offset: 0, length: first) else { return nil }
+        guard let prefix = try storage.readRange(path, offset: 0, length: AssetPack.headerSize) else { return nil }
         do {
             let header = try AssetPack.parseHeader(prefix)
-            let end = header.length + header.indexLength
-            guard Int64(end) <= info.size else { throw AssetPack.Damage(reason: "is shorter than its index") }
-            let index: Data
-            if end <= prefix.count {
-                index = prefix[prefix.startIndex + header.length..<prefix.startIndex + end]
-            } else {
-                guard let rest = try storage.readRange(path, offset: Int64(header.length), length: header.indexLength) else {
-                    return nil
-                }
-                index = rest
+            guard header.indexOffset + Int64(header.indexLength) <= info.size else {
+                throw AssetPack.Damage(reason: "is shorter than its index")
+            }
+            guard let index = try storage.readRange(path, offset: header.indexOffset, length: header.indexLength) else {
+                return nil
             }
             return try AssetPack.index(index, fileName: name, header: header, fileSize: info.size)
         } catch let damage as AssetPack.Damage {
@@ -80,16 +225,13 @@ extension ServerStore {
 
     /// Where `name` (a stored name) is packed, from the indexes read; with `refresh`, `packs/` is read again first
     /// when it is not found.
-    func packed(_ name: ContentDigest, refresh: Bool) -> PackedAsset? {
+    func packed(_ name: ContentDigest, refresh: Bool, skippingOwn: Bool = false) -> PackedAsset? {
         guard hasPacks else { return nil }
-        func find(_ indexes: [String: AssetPack.Index]) -> PackedAsset? {
-            for index in indexes.values {
-                if let entry = index.find(name) { return PackedAsset(pack: layout.packPath(index.name), entry: entry) }
-            }
-            return nil
+        func find(_ table: PackTable) -> PackedAsset? {
+            table.find(name).map { PackedAsset(pack: layout.packPath($0.pack.name), entry: $0.entry) }
         }
-        if let indexes = packCatalog.loaded, let found = find(indexes) { return found }
-        return refresh ? find(refreshPacks()) : nil
+        if let table = packCatalog.loaded, let found = find(table) { return found }
+        return refresh ? find(refreshPacks(skippingOwn: skippingOwn)) : nil
     }
 
     /// The bytes of a packed asset (nil when its pack is gone); longer than `limit` is `corrupt`.

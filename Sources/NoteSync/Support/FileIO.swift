@@ -134,28 +134,47 @@ public enum FileIO {
         ok = true
     }
 
-    /// ``createAndSync(_:_:mode:sync:)`` for bytes given in parts (a pack's header, index and blobs), written in
-    /// order without joining them first: small parts are gathered in a buffer of 1 MiB, big ones written as they are.
-    public static func createAndSync(_ path: String, parts: [Data], mode: mode_t = 0o644, sync: Bool = true) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-        if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
-        var ok = false
-        defer {
-            close(fd)
-            if !ok { unlink(path) }
+    /// A file made exclusively (`O_CREAT|O_EXCL`) and written at offsets as its bytes come, fsynced when finished, and
+    /// removed unless finished: a pack's temp (``AssetPack/Sink``).
+    final class WriteFile: AssetPack.Sink {
+        let path: String
+        private var fd: Int32
+
+        init(_ path: String, mode: mode_t = 0o644) throws {
+            self.path = path
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
         }
-        let gather = 1 << 20
-        var buffer = Data(capacity: gather)
-        for part in parts {
-            if buffer.count + part.count > gather && !buffer.isEmpty {
-                try writeAll(fd: fd, buffer, path: path)
-                buffer.removeAll(keepingCapacity: true)
+
+        func write(_ bytes: Data, at offset: Int64) throws {
+            try bytes.withUnsafeBytes { buffer in
+                var done = 0
+                while done < buffer.count {
+                    let wrote = pwrite(fd, buffer.baseAddress!.advanced(by: done), buffer.count - done, off_t(offset) + off_t(done))
+                    if wrote < 0 {
+                        if errno == EINTR { continue }
+                        throw NoteSyncError.posix("write", path: path, errno: errno)
+                    }
+                    done += wrote
+                }
             }
-            if part.count >= gather { try writeAll(fd: fd, part, path: path) } else { buffer.append(part) }
         }
-        if !buffer.isEmpty { try writeAll(fd: fd, buffer, path: path) }
-        if sync, fsync(fd) != 0 { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
-        ok = true
+
+        func finish() throws -> StagedFile {
+            if fsync(fd) != 0 { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
+            close(fd)
+            fd = -1
+            return StagedFile(temp: path)
+        }
+
+        func discard() {
+            guard fd >= 0 else { return }
+            close(fd)
+            fd = -1
+            unlink(path)
+        }
+
+        deinit { discard() }
     }
 
     static func writeAll(fd: Int32, _ data: Data, path: String) throws {
