@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import NoteSync
@@ -152,6 +153,10 @@ import Testing
         #expect(reason(overlapping.0, overlapping.1)?.contains("overlap") == true)
         let whole = forged([(low, start, 1), (high, start + 1, 1)], size: 2)
         #expect(reason(whole.0, whole.1) == nil)
+        // A header whose index offset is the largest number there is: refused, nothing computed from it.
+        var hostile = AssetPack.header(count: 1, indexOffset: Int64.max, indexLength: 48, digest: String(repeating: "a", count: 64))
+        hostile.append(Data(count: 48))
+        #expect(reason(hostile, String(repeating: "a", count: 64) + ".pack")?.contains("damaged pack header") == true)
         // Texts in another order than their names: whole.
         let reordered = forged([(low, start + 1, 1), (high, start, 1)], size: 2)
         #expect(reason(reordered.0, reordered.1) == nil)
@@ -294,6 +299,85 @@ import Testing
         #expect(try reader.readAsset(refs[35]) == texts[35])
     }
 
+    /// The pack goes between a reader's miss on the loose file and its read of the pack's index, or of the text
+    /// itself after the index (gc rewrote it: the text is loose now): the reader looks loose again and reads it.
+    @Test(.folderOnly("moves files in the middle of a read"), arguments: [true, false])
+    func aPackGoneInTheMiddleOfAReadSendsTheReaderBackToTheLooseFile(atTheIndex: Bool) throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let texts = Self.texts(20)
+        let refs = try store.putAssets(texts)
+        let pack = store.layout.packsDirectory + "/" + (try #require(try Self.packNames(store).first))
+        let indexOffset = try #require(try store.readPackIndex(String(pack.split(separator: "/").last!))).blobsEnd
+        let moved = Mutex(false)
+        let storage = RacingStorage(store.storage) { path, offset in
+            guard path == pack, offset > Int64(AssetPack.headerSize), (offset == indexOffset) == atTheIndex,
+                !moved.withLock({ $0 })
+            else { return }
+            moved.withLock { $0 = true }
+            // What gc's rewrite does: every text loose, then the pack removed.
+            let index = try! store.readPackIndex(String(pack.split(separator: "/").last!))!
+            let data = try! FileIO.read(pack)!
+            for entry in index.entries {
+                try! FileIO.makeDirectories(store.layout.assetShard(entry.name))
+                try! FileIO.createAndSync(
+                    store.layout.assetPath(entry.name), data[Int(entry.offset)..<Int(entry.offset + entry.length)])
+            }
+            unlink(pack)
+        }
+        let reader = try ServerStore(storage: storage, device: "dev-b", logger: testLogger, vault: TestServer.vault)
+        #expect(try reader.readAsset(refs[4]) == texts[4])
+        #expect(moved.withLock { $0 }, "the pack was read, and went in the middle")
+        #expect(try reader.readAsset(refs[5]) == texts[5])
+    }
+
+    /// A text whose pack gc removed after a store read its index is not taken as on the server: a single text, a
+    /// batch and the check after a commit all find it missing, and it is written again.
+    @Test func aTextInAPackGoneSinceItsIndexWasReadIsWrittenAgain() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let texts = Self.texts(20)
+        let refs = try store.putAssets(texts)
+        let packName = try #require(try Self.packNames(store).first)
+        let writer = try makeServer(dir, device: "dev-b")
+        #expect(try writer.readAsset(refs[0]) == texts[0])
+        let staged = try writer.stageAssets(texts)
+        _ = try writer.publish(staged)
+        #expect(try Self.packNames(store) == [packName] && Self.looseCount(store) == 0, "found in the pack: not written")
+        // The pack goes (as a sweep would, after the touch and before the commit's check).
+        try ServerFiles(store).remove(store.layout.packsDirectory + "/" + packName)
+        #expect(writer.missingAssets(refs, staged: staged).count == 20)
+        // One text, through a table that still names the pack: written loose.
+        try writer.putAsset(texts[3])
+        #expect(try Self.looseCount(store) == 1)
+        // A batch: packed again.
+        _ = try writer.putAssets(texts)
+        let fresh = try makeServer(dir, device: "dev-c")
+        for (ref, text) in zip(refs, texts) { #expect(try fresh.readAsset(ref) == text) }
+        #expect(fresh.missingAssets(refs).isEmpty)
+    }
+
+    /// Formats 4 and 6 are only ever encrypted servers, 5 only a plain one.
+    @Test func formatsAndEncryptionMustAgree() throws {
+        let layout = ServerLayout(root: "/nowhere")
+        func marker(_ format: Int, encrypted: Bool) -> Data {
+            let encryption = encrypted ? #", "encryption" : {"keys" : "keys/", "scheme" : "notesync-e1"}"# : ""
+            return Data(
+                #"{"created" : 1, "format" : \#(format), "id" : "8b56cf21-42f5-4890-8c0b-c5445b0d6ee8", "zones" : ["notes"]\#(encryption)}"#
+                    .utf8)
+        }
+        #expect(throws: NoteSyncError.self) { try ServerStore.usableMarker(marker(6, encrypted: false), layout) }
+        #expect(throws: NoteSyncError.self) { try ServerStore.usableMarker(marker(4, encrypted: false), layout) }
+        #expect(throws: NoteSyncError.self) { try ServerStore.usableMarker(marker(5, encrypted: true), layout) }
+        #expect(throws: NoteSyncError.self) { try ServerStore.usableMarker(marker(3, encrypted: true), layout) }
+        #expect(try ServerStore.usableMarker(marker(5, encrypted: false), layout).upgradedFormat == 5)
+        #expect(try ServerStore.usableMarker(marker(3, encrypted: false), layout).upgradedFormat == 5)
+        #expect(try ServerStore.usableMarker(marker(4, encrypted: true), layout).upgradedFormat == 6)
+        #expect(try ServerStore.usableMarker(marker(6, encrypted: true), layout).upgradedFormat == 6)
+        // A newer format, plain or encrypted, is kept as it is (read only).
+        #expect(try ServerStore.usableMarker(marker(7, encrypted: false), layout).upgradedFormat == 7)
+    }
+
     /// `server upgrade` moves format 3 to 5 and 4 to 6 (the marker only); a format-3 store writes no pack, and
     /// after the upgrade it does. A marker of a format after this build's only reads.
     @Test(.folderOnly("rewrites the marker file by hand"))
@@ -319,4 +403,44 @@ import Testing
             to: URL(fileURLWithPath: markerPath))
         #expect(try makeServer(dir).isReadOnly)
     }
+}
+
+/// A folder's storage whose reads of a range call `before(path, offset)` first: a test makes something happen in the
+/// middle of a read.
+final class RacingStorage: ServerStorage, @unchecked Sendable {
+    let base: any ServerStorage
+    let before: @Sendable (String, Int64) -> Void
+
+    init(_ base: any ServerStorage, before: @escaping @Sendable (String, Int64) -> Void) {
+        self.base = base
+        self.before = before
+    }
+
+    var root: String { base.root }
+    var isNetwork: Bool { base.isNetwork }
+    var isObjectStore: Bool { base.isObjectStore }
+    var packSize: Int64 { base.packSize }
+    func info(_ path: String) -> StorageInfo? { base.info(path) }
+    func hasEntry(_ path: String) -> Bool { base.hasEntry(path) }
+    func read(_ path: String, limit: Int) throws -> Data? { try base.read(path, limit: limit) }
+    func readRange(_ path: String, offset: Int64, length: Int) throws -> Data? {
+        before(path, offset)
+        return try base.readRange(path, offset: offset, length: length)
+    }
+    func list(_ directory: String) throws -> [String]? { try base.list(directory) }
+    func listWithInfo(_ directory: String) throws -> [(name: String, info: StorageInfo?)]? { try base.listWithInfo(directory) }
+    func makeDirectory(_ directory: String) throws { try base.makeDirectory(directory) }
+    func syncDirectory(_ directory: String) throws { try base.syncDirectory(directory) }
+    func syncStaged() throws { try base.syncStaged() }
+    func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {
+        try base.stage(data, device: device, suffix: suffix, sync: sync)
+    }
+    func packSink(device: String) throws -> any AssetPack.Sink { try base.packSink(device: device) }
+    func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome { try base.publish(staged, as: path) }
+    func discard(_ staged: StagedFile) { base.discard(staged) }
+    func replace(_ path: String, with data: Data, device: String) throws { try base.replace(path, with: data, device: device) }
+    func remove(_ path: String) throws -> Bool { try base.remove(path) }
+    func move(_ path: String, to target: String) throws -> Bool { try base.move(path, to: target) }
+    func touch(_ path: String) { base.touch(path) }
+    func map<T>(_ count: Int, _ body: (Int) -> Result<T, any Error>) -> [Result<T, any Error>?] { base.map(count, body) }
 }

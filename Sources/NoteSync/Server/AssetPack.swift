@@ -186,7 +186,8 @@ public enum AssetPack {
         }
         guard fields.count == 6, let count = Int(fields[2]), count >= 1, count <= maxCount,
             let indexOffset = Int64(fields[3]), indexOffset >= Int64(headerSize), let indexLength = Int(fields[4]),
-            indexLength == count * entrySize, fields[5].utf8.count == 64, ContentDigest(hex: String(fields[5])) != nil
+            indexLength == count * entrySize, indexOffset <= ServerStore.largestAssetSize, fields[5].utf8.count == 64,
+            ContentDigest(hex: String(fields[5])) != nil
         else { throw Damage(reason: "has a damaged pack header") }
         return Header(count: count, indexOffset: indexOffset, indexLength: indexLength, digest: String(fields[5]))
     }

@@ -528,11 +528,10 @@ public struct ServerFsck {
             var present = Set<ContentDigest>()
             for name in try checkListing(layout.packsDirectory, expected: AssetPack.isPackName) {
                 let path = layout.packsDirectory + "/" + name
+                // A pack that cannot be read now (an I/O error, a bucket not answering) stops the check: only what
+                // is read and found damaged is ever moved aside.
+                guard let data = try store.storage.read(path, limit: 1 << 30) else { continue }
                 report.packs += 1
-                guard let data = try? store.storage.read(path, limit: 1 << 30) else {
-                    add(.corruptAsset, path, "the pack cannot be read", repaired: moveAside(path))
-                    continue
-                }
                 let index: AssetPack.Index
                 do { index = try AssetPack.index(of: data, fileName: name) } catch {
                     add(.corruptAsset, path, "the pack \(error.reason); its texts are not read", repaired: moveAside(path))

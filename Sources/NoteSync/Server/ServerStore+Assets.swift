@@ -11,8 +11,8 @@ extension ServerStore {
             if hasRetention { storage.touch(path) }
             return ref
         }
-        if let packed = packed(name, refresh: false), isStored(length: packed.entry.length, ref) {
-            storage.touch(packed.pack)
+        if hasPacks, let pack = findPacked([name], refs: [ref])[0] {
+            storage.touch(pack)
             return ref
         }
         try storage.makeDirectory(layout.assetShard(name))
@@ -65,30 +65,24 @@ extension ServerStore {
         for (index, info) in zip(looked, found) {
             if let info, isStored(info, refs[index]) { present.insert(index) }
         }
-        // Texts already in a pack: its index read once for the batch.
-        var reusedPacks = Set<String>()
+        let presentLoose = present
+        // Texts already in a pack (formats 5 and 6).
         var packedAt: [ContentDigest: String] = [:]
         if hasPacks && present.count < unique.count {
-            var refreshed = false
-            for index in unique where !present.contains(index) {
-                var packed = packed(names[index], refresh: false)
-                if packed == nil && !refreshed {
-                    refreshed = true
-                    packed = self.packed(names[index], refresh: true, skippingOwn: true)
-                }
-                if let packed, isStored(length: packed.entry.length, refs[index]) {
-                    present.insert(index)
-                    reusedPacks.insert(packed.pack)
-                    packedAt[names[index]] = packed.pack
-                }
+            let notLoose = unique.filter { !present.contains($0) }
+            let found = findPacked(notLoose.map { names[$0] }, refs: notLoose.map { refs[$0] })
+            for (position, index) in notLoose.enumerated() {
+                guard let pack = found[position] else { continue }
+                present.insert(index)
+                packedAt[names[index]] = pack
             }
         }
         let missing = unique.filter { !present.contains($0) }
         // Assets reused are touched (format 3): gc never sweeps an asset touched after its mark (docs/retention.md).
         // Best effort: a failure only leaves the protection to the grace period.
         if hasRetention {
-            for index in unique where present.contains(index) { storage.touch(layout.assetPath(names[index])) }
-            for pack in reusedPacks { storage.touch(pack) }
+            for index in unique where presentLoose.contains(index) { storage.touch(layout.assetPath(names[index])) }
+            for pack in Set(packedAt.values) { storage.touch(pack) }
         }
         let compressors = AssetCodec.CompressorPool()
         if hasPacks && missing.count >= AssetPack.minimumBatch {
@@ -116,6 +110,36 @@ extension ServerStore {
             _ = try failure.get()
         }
         return staged
+    }
+
+    /// The pack (its path) each of `names` (stored names of `refs`) is in, nil for one in none: looked up in the packs'
+    /// indexes read so far, then once more after reading those of the packs other writers published since. A pack
+    /// found is checked to be still there (gc may have removed it since its index was read): a text is never taken
+    /// as on the server on the word of an index whose pack is gone.
+    func findPacked(_ names: [ContentDigest], refs: [AssetRef]) -> [String?] {
+        var found = [String?](repeating: nil, count: names.count)
+        var table = packCatalog.loaded ?? PackTable()
+        var refreshed = false
+        for attempt in 0..<2 {
+            for position in names.indices where found[position] == nil {
+                var hit = table.find(names[position])
+                if hit == nil && !refreshed {
+                    refreshed = true
+                    table = refreshPacks(skippingOwn: true)
+                    hit = table.find(names[position])
+                }
+                if let hit, isStored(length: hit.entry.length, refs[position]) {
+                    found[position] = layout.packPath(hit.pack.name)
+                }
+            }
+            let gone = Set(found.compactMap { $0 }).filter { storage.info($0)?.isFile != true }
+            guard !gone.isEmpty else { break }
+            for position in names.indices where found[position].map(gone.contains) == true { found[position] = nil }
+            guard attempt == 0 else { break }
+            table = refreshPacks(skippingOwn: true)
+            refreshed = true
+        }
+        return found
     }
 
     /// ``stageAssets(_:)`` of a batch big enough for packs (formats 5 and 6): the texts are compressed a chunk at a
@@ -178,7 +202,9 @@ extension ServerStore {
         let storage = storage
         // Packs first: each fsynced when staged, published if its name is free, then its folder flushed.
         if !staged.packs.isEmpty {
+            let made = !storage.isObjectStore && storage.info(layout.packsDirectory) == nil
             try storage.makeDirectory(layout.packsDirectory)
+            if made { try storage.syncDirectory(layout.zoneDirectory) }
             var published = false
             for slot in staged.packs.indices {
                 guard let file = staged.packs[slot].file else { continue }
@@ -262,18 +288,18 @@ extension ServerStore {
         var source = path
         var stored = try storage.read(path, limit: limit)
         // Not loose: in a pack (formats 5 and 6). A pack that went meanwhile (gc rewrote it, its live texts loose
-        // first) sends the search back to the loose file once.
+        // first) sends the search back to the loose file.
         if stored == nil && hasPacks {
-            for attempt in 0..<2 where stored == nil {
-                guard let packed = packed(name, refresh: true) else { break }
-                source = packed.pack
-                stored = try readPacked(packed, limit: limit)
-                if stored == nil {
+            for _ in 0..<2 where stored == nil {
+                if let packed = packed(name, refresh: true) {
+                    source = packed.pack
+                    stored = try readPacked(packed, limit: limit)
+                    if stored != nil { break }
                     refreshPacks()
-                    if attempt == 0, let loose = try storage.read(path, limit: limit) {
-                        source = path
-                        stored = loose
-                    }
+                }
+                if let loose = try storage.read(path, limit: limit) {
+                    source = path
+                    stored = loose
                 }
             }
         }
@@ -306,19 +332,18 @@ extension ServerStore {
         // Listed again: a pack gc removed since it was read must not count.
         let listed = Set(((try? storage.list(layout.packsDirectory)) ?? nil) ?? [])
         var unknown: [Int] = []
-        var missing: [Int] = []
         for index in notLoose {
-            if let pack = staged?.packedAt[storedName(refs[index].sha256)] {
-                if !listed.contains(String(pack.dropFirst(layout.packsDirectory.count + 1))) { missing.append(index) }
-            } else {
-                unknown.append(index)
+            // In the pack the batch put it in or found it in, still listed; else (gone) looked up again.
+            if let pack = staged?.packedAt[storedName(refs[index].sha256)],
+                listed.contains(String(pack.dropFirst(layout.packsDirectory.count + 1)))
+            {
+                continue
             }
+            unknown.append(index)
         }
-        if !unknown.isEmpty {
-            let table = refreshPacks()
-            missing += unknown.filter { table.find(storedName(refs[$0].sha256)) == nil }
-        }
-        return missing.sorted().map { refs[$0] }
+        guard !unknown.isEmpty else { return [] }
+        let table = refreshPacks()
+        return unknown.filter { table.find(storedName(refs[$0].sha256)) == nil }.map { refs[$0] }
     }
 
     /// True when the asset file exists (not verified).

@@ -370,6 +370,7 @@ extension ServerStore {
         }
         guard !due.isEmpty else { return }
         var (live, newest) = try liveAssets()
+        var sweptPacks = Set<String>()
         if let pending {
             live = pending.live
             newest = max(newest, pending.snapshot)
@@ -387,7 +388,9 @@ extension ServerStore {
                 report.assetsRemoved += 1
                 report.bytesRemoved += info.size
             }
-            try sweepPacks(dead: Set(mark.assets).subtracting(live), markTime: markTime, dryRun: dryRun, report: &report)
+            try sweepPacks(
+                dead: Set(mark.assets).subtracting(live), markTime: markTime, dryRun: dryRun, pending: path.isEmpty,
+                swept: &sweptPacks, report: &report)
             // Entries below the mark's snapshot go only while a snapshot at least that new reads. Older snapshots
             // first: a gc killed among the entries leaves no snapshot whose entry is gone.
             if mark.snapshot > 0 && newest >= mark.snapshot {
@@ -410,12 +413,21 @@ extension ServerStore {
     /// removed. One whose dead texts are more than half its bytes is rewritten: its other texts are published loose
     /// (each fsynced, then its folder) before the pack goes, so every text still needed stays readable throughout.
     /// A reader that read the pack's index before finds the pack gone and looks loose again (``readAsset(_:)``).
-    func sweepPacks(dead: Set<ContentDigest>, markTime: Int64, dryRun: Bool, report: inout GCReport) throws {
+    func sweepPacks(
+        dead: Set<ContentDigest>, markTime: Int64, dryRun: Bool, pending: Bool, swept: inout Set<String>,
+        report: inout GCReport
+    ) throws {
         guard hasPacks, !dead.isEmpty else { return }
         let table = refreshPacks()
-        for (index, entries) in zip(table.packs, table.entriesByPack()) {
+        // Untouched since the mark: checked when the pack is judged, and again just before it goes (a rewrite takes
+        // time, and a writer may reuse one of its texts meanwhile). A dry run's own mark is judged as it stands.
+        func untouched(_ path: String) -> Bool {
+            guard let info = storage.info(path), info.isFile else { return false }
+            return info.mtime < markTime || (dryRun && pending)
+        }
+        for (index, entries) in zip(table.packs, table.entriesByPack()) where !swept.contains(index.name) {
             let path = layout.packPath(index.name)
-            guard let info = storage.info(path), info.isFile, info.mtime < markTime else { continue }
+            guard untouched(path) else { continue }
             let gone = entries.filter { dead.contains($0.name) }
             guard !gone.isEmpty else { continue }
             let goneBytes = gone.reduce(Int64(0)) { $0 + $1.length }
@@ -423,34 +435,45 @@ extension ServerStore {
             if !kept.isEmpty {
                 guard goneBytes * 2 > index.blobBytes else { continue }
                 if !dryRun {
-                    var shards = Set<String>()
-                    for entry in kept where storage.info(layout.assetPath(entry.name)) == nil {
-                        guard let blob = try readPacked(PackedAsset(pack: path, entry: entry), limit: Int.max),
-                            blob.count == Int(entry.length)
-                        else {
-                            throw NoteSyncError(
-                                .corrupt, path: path, "changed while gc rewrote it: nothing of it was removed",
-                                fix: "run `notesync server fsck \(layout.root)`, then gc again")
-                        }
-                        try storage.makeDirectory(layout.assetShard(entry.name))
-                        _ = try publish(blob, as: layout.assetPath(entry.name), suffix: "asset")
-                        shards.insert(layout.assetShard(entry.name))
-                    }
-                    for shard in shards { try storage.syncDirectory(shard) }
+                    guard try publishLoose(kept, of: path) else { continue }
                     try FaultPoint.hit("gc.packRewritten")
                 }
-                report.packsRewritten += 1
-            } else {
-                report.packsRemoved += 1
             }
             if !dryRun {
+                guard untouched(path) else { continue }
                 try storage.remove(path)
                 try FaultPoint.hit("gc.packRemoved")
             }
+            if kept.isEmpty { report.packsRemoved += 1 } else { report.packsRewritten += 1 }
+            swept.insert(index.name)
             report.assetsRemoved += gone.count
             report.bytesRemoved += goneBytes
         }
-        if !dryRun { try? storage.syncDirectory(layout.packsDirectory) }
+        if !dryRun && !swept.isEmpty { try? storage.syncDirectory(layout.packsDirectory) }
+    }
+
+    /// Publishes the texts `entries` of the pack at `path` loose (each verified, fsynced, then its folder), those
+    /// not loose already: what a rewrite keeps. False, with nothing removed, when one does not verify (a damaged
+    /// text is left in its pack for fsck to report) or the pack changed meanwhile.
+    private func publishLoose(_ entries: [AssetPack.Entry], of path: String) throws -> Bool {
+        var blobs: [(AssetPack.Entry, Data)] = []
+        for entry in entries where storage.info(layout.assetPath(entry.name)) == nil {
+            guard let blob = try readPacked(PackedAsset(pack: path, entry: entry), limit: Int.max),
+                ServerFsck.blobHolds(blob, entry.name, in: self)
+            else {
+                logger.error("server.gc.packNotRewritten", metadata: ["server.path": "\(path)", "asset": "\(entry.name)"])
+                return false
+            }
+            blobs.append((entry, blob))
+        }
+        var shards = Set<String>()
+        for (entry, blob) in blobs {
+            try storage.makeDirectory(layout.assetShard(entry.name))
+            _ = try publish(blob, as: layout.assetPath(entry.name), suffix: "asset")
+            shards.insert(layout.assetShard(entry.name))
+        }
+        for shard in shards { try storage.syncDirectory(shard) }
+        return true
     }
 
     /// Whether any entry file is left in a slot below `seq` (the oldest log folder is enough to tell).

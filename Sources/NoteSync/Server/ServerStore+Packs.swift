@@ -180,7 +180,9 @@ extension ServerStore {
     func refreshPacks(skippingOwn: Bool = false) -> PackTable {
         guard hasPacks else { return PackTable() }
         let known = packCatalog.loaded ?? PackTable()
-        let names = ((try? storage.list(layout.packsDirectory)) ?? nil) ?? []
+        // A listing that fails (a share gone, a bucket not answering) leaves the table as it was: it never empties it.
+        let names: [String]
+        do { names = try storage.list(layout.packsDirectory) ?? [] } catch { return known }
         let listed = Set(names.filter(AssetPack.isPackName).map { String($0.dropLast(5)) })
         let had = Set(known.packs.map(\.name))
         let unread = listed.subtracting(had).subtracting(skippingOwn ? packCatalog.ownPacks : []).sorted()

@@ -359,8 +359,7 @@ public final class ServerStore: Sendable {
         let format =
             encrypted
             ? parsed.map(\.format).flatMap { ServerMarker.isEncryptedFormat($0) ? $0 : nil } ?? ServerMarker.encryptedFormat
-            : parsed.map(\.format).flatMap { $0 >= 1 && !ServerMarker.isEncryptedFormat($0) && $0 <= ServerMarker.currentFormat ? $0 : nil }
-                ?? ServerMarker.plainFormat
+            : parsed.map(\.format).flatMap { $0 >= 1 && !ServerMarker.isEncryptedFormat($0) ? $0 : nil } ?? ServerMarker.plainFormat
         var marker = ServerMarker(
             format: format, id: uuid, created: parsed?.created ?? Clock.nowNanoseconds(), zones: [layout.zone],
             chainFrom: parsed?.chainFrom)
