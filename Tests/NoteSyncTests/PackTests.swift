@@ -59,12 +59,14 @@ import Testing
         for (ref, text) in zip(few + mixedRefs, Self.texts(15, tag: "few") + mixed) { #expect(try store.readAsset(ref) == text) }
     }
 
-    /// Texts already packed are not written again: a second batch of the same texts writes nothing and touches the
-    /// pack (gc never removes a pack reused after its mark); a batch with a few new texts packs only those.
+    /// Texts already packed are not written again by a batch big enough to read the packs' indexes (another device's
+    /// first sync of the same notes): it writes nothing and touches the pack (gc never removes a pack reused after
+    /// its mark); a batch with a few new texts packs only those. A small batch of a store that has not read the
+    /// indexes writes its texts (twice on the server, which costs only room); once it has, it finds them.
     @Test func packedTextsAreReusedAndTouched() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)
-        let texts = Self.texts(100)
+        let texts = Self.texts(AssetPack.lookupBatch + 20, size: 200)
         _ = try store.putAssets(texts)
         let pack = store.layout.packsDirectory + "/" + (try #require(try Self.packNames(store).first))
         let before = try #require(ServerFiles(store).storage.info(pack))
@@ -81,6 +83,13 @@ import Testing
         let newPack = try #require(names.first { pack.hasSuffix($0) == false })
         let index = try #require(try store.readPackIndex(newPack))
         #expect(index.count == 30)
+        // A small batch: written by a store that read no index, found by one that did.
+        let third = try makeServer(dir, device: "dev-c")
+        _ = try third.putAssets(Array(texts.prefix(20)))
+        #expect(try Self.packNames(store).count == 3)
+        _ = try other.putAssets(Array(texts.suffix(20)))
+        try other.putAsset(texts[100])
+        #expect(try Self.packNames(store).count == 3 && Self.looseCount(store) == 0)
     }
 
     /// A store that read the packs' indexes finds a pack another device published later.
@@ -271,8 +280,11 @@ import Testing
         let marked = try store.collectGarbage(grace: 3600, dryRun: false)
         #expect(marked.assetsMarked == 30 && marked.packsRemoved == 0)
         TestServer.waitForTheServersClock()
+        // A writer that has read the packs' indexes (it read a text) reuses the old texts.
         let writer = try makeServer(dir, device: "dev-b")
+        #expect(try writer.readAsset(AssetRef(of: old[0])) == old[0])
         let reused = try writer.putAssets(old)
+        #expect(try Self.packNames(store).count == 2, "nothing written")
         // The sweep of that mark alone (a gc run now would mark the texts again, after the touch).
         var swept = GCReport(dryRun: false, policy: "", end: 0)
         try store.sweep(grace: 0, now: Clock.nowNanoseconds(), dryRun: false, pending: nil, report: &swept)

@@ -21,6 +21,9 @@ public enum AssetPack {
     static let headerSize = 128
     /// A batch writes packs from this many new texts on; fewer stay loose (the agent's single edits).
     public static let minimumBatch = 16
+    /// A batch of at least this many texts not found loose is looked for in the packs even when their indexes were not
+    /// read yet (a first sync); a smaller one only in the indexes read already.
+    public static let lookupBatch = 500
     /// A text stored bigger than this stays loose: a pack holds small texts, read whole by range.
     static let largestBlob = 1 << 20
 

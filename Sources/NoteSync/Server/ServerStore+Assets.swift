@@ -11,7 +11,7 @@ extension ServerStore {
             if hasRetention { storage.touch(path) }
             return ref
         }
-        if hasPacks, let pack = findPacked([name], refs: [ref])[0] {
+        if hasPacks, packCatalog.loaded != nil, let pack = findPacked([name], refs: [ref], refresh: false)[0] {
             storage.touch(pack)
             return ref
         }
@@ -68,8 +68,11 @@ extension ServerStore {
         let presentLoose = present
         // Texts already in a pack (formats 5 and 6).
         var packedAt: [ContentDigest: String] = [:]
-        if hasPacks && present.count < unique.count {
-            let notLoose = unique.filter { !present.contains($0) }
+        // Looked for in the packs when the indexes are read already, or for a batch big enough to pay for reading
+        // them (48 bytes a packed text): a first sync of a folder another device uploaded. A smaller batch of texts
+        // not found loose is written: a text packed already is then on the server twice, which costs only room.
+        let notLoose = unique.filter { !present.contains($0) }
+        if hasPacks && !notLoose.isEmpty && (notLoose.count >= AssetPack.lookupBatch || packCatalog.loaded != nil) {
             let found = findPacked(notLoose.map { names[$0] }, refs: notLoose.map { refs[$0] })
             for (position, index) in notLoose.enumerated() {
                 guard let pack = found[position] else { continue }
@@ -113,13 +116,14 @@ extension ServerStore {
     }
 
     /// The pack (its path) each of `names` (stored names of `refs`) is in, nil for one in none: looked up in the packs'
-    /// indexes read so far, then once more after reading those of the packs other writers published since. A pack
+    /// indexes read so far, then (with `refresh`) once more after reading those of the packs other writers published
+    /// since. A pack
     /// found is checked to be still there (gc may have removed it since its index was read): a text is never taken
     /// as on the server on the word of an index whose pack is gone.
-    func findPacked(_ names: [ContentDigest], refs: [AssetRef]) -> [String?] {
+    func findPacked(_ names: [ContentDigest], refs: [AssetRef], refresh: Bool = true) -> [String?] {
         var found = [String?](repeating: nil, count: names.count)
         var table = packCatalog.loaded ?? PackTable()
-        var refreshed = false
+        var refreshed = !refresh
         for attempt in 0..<2 {
             for position in names.indices where found[position] == nil {
                 var hit = table.find(names[position])
