@@ -175,32 +175,46 @@ extension ServerStore {
 
     /// The packs' indexes as the server holds them now: `packs/` listed, the indexes of packs not read before read
     /// and merged (a damaged one is left out and logged: fsck reports it), those of packs gone dropped. With
-    /// `skippingOwn`, the packs this store published are not read (a batch looking for texts already there).
+    /// `skippingOwn`, the packs this store published are not read (a batch looking for texts already there). With
+    /// `until`, the packs not read yet are read newest first, a few at a time, until one holds that text: a device
+    /// pulling the texts of another's last batch reads the index of that batch's pack, not of every pack.
     @discardableResult
-    func refreshPacks(skippingOwn: Bool = false) -> PackTable {
+    func refreshPacks(skippingOwn: Bool = false, until wanted: ContentDigest? = nil) -> PackTable {
         guard hasPacks else { return PackTable() }
-        let known = packCatalog.loaded ?? PackTable()
+        var table = packCatalog.loaded ?? PackTable()
         // A listing that fails (a share gone, a bucket not answering) leaves the table as it was: it never empties it.
-        let names: [String]
-        do { names = try storage.list(layout.packsDirectory) ?? [] } catch { return known }
-        let listed = Set(names.filter(AssetPack.isPackName).map { String($0.dropLast(5)) })
-        let had = Set(known.packs.map(\.name))
-        let unread = listed.subtracting(had).subtracting(skippingOwn ? packCatalog.ownPacks : []).sorted()
-        let read = storage.map(unread.count) { slot in Result { try self.readPackIndex(unread[slot] + ".pack") } }
-        var added: [AssetPack.Index] = []
-        for (slot, outcome) in read.enumerated() {
-            switch outcome {
-            case .success(let index?): added.append(index)
-            case .failure(let error):
-                logger.error(
-                    "server.pack.damaged",
-                    metadata: ["server.path": "\(layout.packPath(unread[slot]))", "error": "\(error)"])
-            default: break
+        let entries: [(name: String, info: StorageInfo?)]
+        do { entries = try storage.listWithInfo(layout.packsDirectory) ?? [] } catch { return table }
+        let packs = entries.filter { AssetPack.isPackName($0.name) }
+        let listed = Set(packs.map { String($0.name.dropLast(5)) })
+        let had = Set(table.packs.map(\.name))
+        let skipped = skippingOwn ? packCatalog.ownPacks : []
+        let unread =
+            packs
+            .filter { !had.contains(String($0.name.dropLast(5))) && !skipped.contains(String($0.name.dropLast(5))) }
+            .sorted { ($0.info?.mtime ?? 0, $0.name) > ($1.info?.mtime ?? 0, $1.name) }
+            .map { String($0.name.dropLast(5)) }
+        if had != listed { table = table.updated(keeping: listed, adding: []) }
+        let step = wanted == nil ? max(unread.count, 1) : 4
+        for start in stride(from: 0, to: unread.count, by: step) {
+            let group = Array(unread[start..<min(start + step, unread.count)])
+            let read = storage.map(group.count) { slot in Result { try self.readPackIndex(group[slot] + ".pack") } }
+            var added: [AssetPack.Index] = []
+            for (slot, outcome) in read.enumerated() {
+                switch outcome {
+                case .success(let index?): added.append(index)
+                case .failure(let error):
+                    logger.error(
+                        "server.pack.damaged",
+                        metadata: ["server.path": "\(layout.packPath(group[slot]))", "error": "\(error)"])
+                default: break
+                }
             }
+            if !added.isEmpty { table = table.updated(keeping: listed, adding: added) }
+            if let wanted, table.find(wanted) != nil { break }
         }
-        let fresh = had == listed && added.isEmpty ? known : known.updated(keeping: listed, adding: added)
-        packCatalog.set(fresh)
-        return fresh
+        packCatalog.set(table)
+        return table
     }
 
     /// The index of the pack file `name` in `packs/`; nil when it is gone. A damaged pack throws.
@@ -233,7 +247,7 @@ extension ServerStore {
             table.find(name).map { PackedAsset(pack: layout.packPath($0.pack.name), entry: $0.entry) }
         }
         if let table = packCatalog.loaded, let found = find(table) { return found }
-        return refresh ? find(refreshPacks(skippingOwn: skippingOwn)) : nil
+        return refresh ? find(refreshPacks(skippingOwn: skippingOwn, until: name)) : nil
     }
 
     /// The bytes of a packed asset (nil when its pack is gone); longer than `limit` is `corrupt`.
