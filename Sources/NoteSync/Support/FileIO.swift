@@ -9,13 +9,8 @@ import Synchronization
 public enum FileIO {
     /// Reads a regular file whole; `nil` when it does not exist. Refuses symlinks and non-regular files.
     public static func read(_ path: String, limit: Int = 1 << 31) throws -> Data? {
-        guard let fd = try openForReading(path) else { return nil }
+        guard let (fd, info) = try openRegularFile(path) else { return nil }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw NoteSyncError.posix("fstat", path: path, errno: errno) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw NoteSyncError(.corrupt, path: path, "is not a regular file", fix: "move it out of the way")
-        }
         let size = Int(info.st_size)
         guard size <= limit else {
             throw NoteSyncError(
@@ -28,13 +23,8 @@ public enum FileIO {
     /// `length` bytes of a regular file from `offset` (fewer when it ends first); nil when it does not exist.
     /// Refuses symlinks and non-regular files.
     public static func readRange(_ path: String, offset: Int64, length: Int) throws -> Data? {
-        guard let fd = try openForReading(path) else { return nil }
+        guard let (fd, info) = try openRegularFile(path) else { return nil }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw NoteSyncError.posix("fstat", path: path, errno: errno) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw NoteSyncError(.corrupt, path: path, "is not a regular file", fix: "move it out of the way")
-        }
         let wanted = max(0, min(Int64(length), Int64(info.st_size) - offset))
         var data = Data(count: Int(wanted))
         var done = 0
@@ -51,6 +41,23 @@ public enum FileIO {
         }
         if done < data.count { data.count = done }
         return data
+    }
+
+    /// Opens a regular file to read it, with what `fstat` says of it; nil when it does not exist. Refuses links and
+    /// anything that is not a regular file (the descriptor is closed then).
+    static func openRegularFile(_ path: String) throws -> (Int32, stat)? {
+        guard let fd = try openForReading(path) else { return nil }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let code = errno
+            close(fd)
+            throw NoteSyncError.posix("fstat", path: path, errno: code)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw NoteSyncError(.corrupt, path: path, "is not a regular file", fix: "move it out of the way")
+        }
+        return (fd, info)
     }
 
     /// Opens a file to read it, refusing links (`nil` when it does not exist).
