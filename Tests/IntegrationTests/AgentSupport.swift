@@ -59,6 +59,16 @@ final class TwoAgents {
         }
     }
 
+    /// The agents' logs, for a failure's message: each agent's lines but the debug ones, the last 60.
+    func logs() -> String {
+        [("A", agentA), ("B", agentB)].compactMap { label, agent in
+            agent.map { agent in
+                let lines = agent.stderrText.split(separator: "\n").filter { !$0.contains(" debug ") }.suffix(60)
+                return "agent \(label):\n" + lines.joined(separator: "\n")
+            }
+        }.joined(separator: "\n")
+    }
+
     /// Every change the server's log holds for `name`.
     func serverChanges(_ name: String) throws -> [RecordChange] {
         try logChanges(devices.server, name)

@@ -156,7 +156,7 @@ import Testing
         #expect(expected.count == 20)
         #expect(
             eventually { (try? t.notes(t.b)) == expected },
-            "missing on B: \(Set(expected.keys).subtracting((try? t.notes(t.b))?.keys ?? [:].keys))")
+            "missing on B: \(Set(expected.keys).subtracting((try? t.notes(t.b))?.keys ?? [:].keys))\n\(agents.logs())")
     }
 
     @Test func anOverflowingEventQueueTriggersARescanAndEverythingArrives() throws {

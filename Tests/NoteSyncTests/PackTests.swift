@@ -169,6 +169,36 @@ import Testing
         // Texts in another order than their names: whole.
         let reordered = forged([(low, start + 1, 1), (high, start, 1)], size: 2)
         #expect(reason(reordered.0, reordered.1) == nil)
+        // An empty text where the next one starts, whichever name sorts first: whole (CI found a first sync's
+        // pack refused for it, and every text in it unread).
+        for (empty, next) in [(high, low), (low, high)] {
+            let pack = AssetPack.bytes([(empty, Data()), (next, Data("text".utf8))])
+            let index = try AssetPack.index(of: pack.data, fileName: pack.name + ".pack")
+            #expect(index.find(empty)?.length == 0 && index.find(next)?.offset == start)
+        }
+        let emptyInside = forged([(low, start, 2), (high, start + 1, 0)], size: 2)
+        #expect(reason(emptyInside.0, emptyInside.1) == nil)
+    }
+
+    /// A note saved empty, in a batch with others: its pack reads whole on another device, whatever its place in
+    /// the batch; fsck finds nothing. (The writer took a note the moment its editor had created it, empty.)
+    @Test func anEmptyTextInAPackReads() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let reader = try makeServer(dir, device: "dev-b")
+        var state = ZoneState()
+        for position in [0, 1, 10, 20] {
+            var texts = Self.texts(20, tag: "empty\(position)-", size: 40)
+            texts.insert(Data(), at: position)
+            let refs = try store.putAssets(texts)
+            try Self.commit(store, &state, refs, prefix: "at\(position)-")
+            reader.releasePackIndexes()
+            for (ref, text) in zip(refs, texts) { #expect(try reader.readAsset(ref) == text) }
+            #expect(reader.missingAssets(refs).isEmpty)
+        }
+        #expect(try Self.packNames(store).count >= 1)
+        let report = try ServerFsck(store: reader).run(repair: false)
+        #expect(report.findings.isEmpty, "\(report.findings)")
     }
 
     /// A text in a pack that does not match its digest is never returned; fsck names the pack, and --repair

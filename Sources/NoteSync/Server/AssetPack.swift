@@ -197,7 +197,7 @@ public enum AssetPack {
 
     /// Checks a pack's index (read from `headerLength` on) against its header and its file: the name, the digest,
     /// names strictly increasing, every blob inside the file after the index and no two overlapping (blobs may lie in
-    /// any order).
+    /// any order; an empty one overlaps nothing).
     static func index(_ index: Data, fileName: String, header: Header, fileSize: Int64) throws(Damage) -> Index {
         guard index.count == header.indexLength, header.indexOffset + Int64(header.indexLength) <= fileSize else {
             throw Damage(reason: "is shorter than its index")
@@ -224,7 +224,8 @@ public enum AssetPack {
             guard entry.offset >= blobsStart, entry.length >= 0, entry.length <= header.indexOffset,
                 entry.offset <= header.indexOffset - entry.length
             else { throw Damage(reason: "has an index entry outside its blobs") }
-            spans.append((entry.offset, entry.length))
+            // An empty text (a note saved empty) takes no byte: it lies where the next text starts, and overlaps none.
+            if entry.length > 0 { spans.append((entry.offset, entry.length)) }
             previous = entry
         }
         spans.sort { $0.offset < $1.offset }
