@@ -180,6 +180,27 @@ import Testing
         #expect(reason(emptyInside.0, emptyInside.1) == nil)
     }
 
+    /// The folder's pack temp gathers the writes that follow one another: whatever their sizes, and with the
+    /// header written last at the start, the file holds exactly what a pack in memory holds.
+    @Test func aPackTempHoldsWhatWasWritten() throws {
+        let dir = try TempDirectory()
+        var noise = SystemRandomNumberGenerator()
+        let sizes = [0, 1, 300, FileIO.WriteFile.gather - 1, 7, FileIO.WriteFile.gather + 5, 2, 64 << 10, 0, 5]
+        let blobs = sizes.enumerated().map { index, size in
+            (
+                name: ContentDigest(of: Data("blob \(index)".utf8)),
+                blob: Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &noise) })
+            )
+        }
+        let expected = AssetPack.bytes(blobs)
+        let file = try FileIO.WriteFile(dir.sub("pack.tmp"))
+        var builder = AssetPack.Builder(sink: file)
+        for item in blobs { try builder.add(item.name, item.blob) }
+        let (name, staged) = try builder.finish()
+        #expect(name == expected.name)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: try #require(staged.temp))) == expected.data)
+    }
+
     /// A note saved empty, in a batch with others: its pack reads whole on another device, whatever its place in
     /// the batch; fsck finds nothing. (The writer took a note the moment its editor had created it, empty.)
     @Test func anEmptyTextInAPackReads() throws {

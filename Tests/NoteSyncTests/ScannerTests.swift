@@ -19,6 +19,29 @@ import Testing
         #expect(paths == ["pipe.md", "sub/link.md"], "\(scan.warnings)")
     }
 
+    /// `init`'s check for a notes folder inside the one it sets up: found at any depth, never through a symlink,
+    /// never inside another tool's folder (`.git`), and the folder's own state is not one.
+    @Test func aNestedNotesFolderIsFoundAtAnyDepth() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        let elsewhere = dir.sub("elsewhere")
+        for folder in [root + "/.notesync", root + "/a/b", root + "/.git/x/.notesync", elsewhere + "/.notesync"] {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        }
+        for database in [root, root + "/.git/x", elsewhere] {
+            try writeFile(NotesFolder(root: database).database, Data())
+        }
+        try writeFile(root + "/a/b/note.md", Data("note\n".utf8))
+        #expect(symlink(elsewhere, root + "/a/link") == 0)
+        let folder = NotesFolder(root: root)
+        #expect(folder.nestedNotesFolder() == nil)
+        let progress = SyncProgress()
+        try FileManager.default.createDirectory(atPath: root + "/a/b/c/d/.notesync", withIntermediateDirectories: true)
+        try writeFile(NotesFolder(root: root + "/a/b/c/d").database, Data())
+        #expect(folder.nestedNotesFolder(progress: progress)?.root == NotesFolder(root: root + "/a/b/c/d").root)
+        #expect(progress.snapshot.done >= 6)
+    }
+
     /// Two files whose names differ only in Unicode normalisation (ext4 keeps both) are one record: the first in
     /// byte order (NFD `e` + U+0301 sorts before NFC U+00E9) syncs, the other is skipped with a warning, in the
     /// root, in a subfolder (walked on another thread) and in a partial scan alike. A name without a twin is

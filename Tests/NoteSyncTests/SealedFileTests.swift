@@ -88,6 +88,21 @@ import Testing
                 from: name, fromBase: Int64(index), to: to, toBase: 0, text: text, modified: 5, time: Int64(index))
         }
         changes.append(RecordChange(name: "x.md", base: 1, op: .save, text: nil, modified: 2, version: 9))
+        // Names no RecordName allows, with every character JSON escapes and some it does not, and random ones made of
+        // them: the change writer escapes exactly as `JSONEncoder` does.
+        let awkward = (0..<0x20).map { Character(UnicodeScalar($0)!) } + Array("\"\\/\u{7F}\u{2028}\u{2029}\u{FEFF}é🗒 ab")
+        var random = SystemRandomNumberGenerator()
+        var strings = [String(awkward), ""]
+        for _ in 0..<300 {
+            strings.append(String((0..<Int.random(in: 0...12, using: &random)).map { _ in awkward.randomElement(using: &random)! }))
+        }
+        for (index, string) in strings.enumerated() {
+            changes.append(
+                RecordChange(
+                    name: string, base: Int64.random(in: Int64.min...Int64.max, using: &random), op: index % 2 == 0 ? .save : .delete,
+                    text: index % 3 == 0 ? nil : AssetRef(of: Data(string.utf8)), modified: Int64(index) - 150,
+                    movedFrom: index % 5 == 1 ? strings[index / 2] : nil, movedTo: index % 7 == 2 ? string + "→" : nil))
+        }
         let entries = [
             LogEntry(seq: 12, commit: "c/1", device: "dev-a", time: 99, changes: changes),
             LogEntry(

@@ -146,5 +146,5 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
         try container.encode(hex)
     }
 
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+    static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 }

@@ -45,6 +45,85 @@ public struct RecordChange: Codable, Hashable, Sendable {
     /// The record schema version this build writes and understands.
     public static let currentVersion = 1
 
+    /// Appends this change as `JSONEncoder` writes it with sorted keys and slashes left as they are, byte for byte
+    /// (SealedFileTests checks it against `JSONEncoder` on names holding every character that needs escaping): the
+    /// keys in order, optionals left out when nil, strings escaped as it escapes them (`\"`, `\\`, `\b`, `\t`, `\n`,
+    /// `\f`, `\r`, other control characters as `\u00xx`; everything else as its UTF-8).
+    func appendJSON(to out: inout Data) {
+        func key(_ name: StaticString) {
+            out.append(UInt8(ascii: "\""))
+            out.append(name.utf8Start, count: name.utf8CodeUnitCount)
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        }
+        func number(_ value: Int64) { out.append(contentsOf: String(value).utf8) }
+        func comma() { out.append(UInt8(ascii: ",")) }
+        out.append(UInt8(ascii: "{"))
+        key("base")
+        number(base)
+        comma()
+        key("modified")
+        number(modified)
+        if let movedFrom {
+            comma()
+            key("movedFrom")
+            Self.appendJSONString(movedFrom, to: &out)
+        }
+        if let movedTo {
+            comma()
+            key("movedTo")
+            Self.appendJSONString(movedTo, to: &out)
+        }
+        comma()
+        key("name")
+        Self.appendJSONString(name, to: &out)
+        comma()
+        key("op")
+        Self.appendJSONString(op.rawValue, to: &out)
+        if let text {
+            comma()
+            key("text")
+            out.append(UInt8(ascii: "{"))
+            key("sha256")
+            out.append(UInt8(ascii: "\""))
+            text.sha256.withHex { out.append(contentsOf: $0) }
+            out.append(UInt8(ascii: "\""))
+            comma()
+            key("size")
+            number(text.size)
+            out.append(UInt8(ascii: "}"))
+        }
+        comma()
+        key("version")
+        number(Int64(version))
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// `string` as a JSON string, escaped as `JSONEncoder` escapes it.
+    static func appendJSONString(_ string: String, to out: inout Data) {
+        out.append(UInt8(ascii: "\""))
+        defer { out.append(UInt8(ascii: "\"")) }
+        guard string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            out.append(contentsOf: string.utf8)
+            return
+        }
+        let hex = ContentDigest.digits
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0..<0x20:
+                out.append(contentsOf: Array("\\u00".utf8))
+                out.append(contentsOf: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+    }
+
     public init(
         name: String, base: Int64, op: RecordOp, text: AssetRef?, modified: Int64,
         version: Int = RecordChange.currentVersion, movedFrom: String? = nil, movedTo: String? = nil

@@ -66,8 +66,9 @@ public enum SealedFile {
     /// builds a tree of the whole value first: for an entry of 50,000 moves (top folders of half of 100,000 notes
     /// renamed: 24 MB of JSON) the commit's heap peaked at 290 MB with it, 266 MB without. `changes` is the first key
     /// in sorted order, so the entry without its changes starts `{"changes":[]`, and the changes go between those
-    /// brackets.
-    static func encodeJSON<T: Encodable>(_ value: T, chunkingAbove threshold: Int = 1000) throws -> Data {
+    /// brackets. Each change is written by ``RecordChange/appendJSON(to:)``, `JSONEncoder`'s bytes without its
+    /// tree: a first sync's five entries of 2,000 changes took 9 % of its CPU through `JSONEncoder`.
+    static func encodeJSON<T: Encodable>(_ value: T, chunkingAbove threshold: Int = 0) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let entry = value as? LogEntry, entry.changes.count > threshold else { return try encoder.encode(value) }
@@ -77,9 +78,10 @@ public enum SealedFile {
         let prefix = Data(#"{"changes":[]"#.utf8)
         guard outer.starts(with: prefix) else { return try encoder.encode(value) }
         var body = Data(#"{"changes":["#.utf8)
+        body.reserveCapacity(entry.changes.count * 200 + outer.count)
         for (index, change) in entry.changes.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
-            body.append(try encoder.encode(change))
+            change.appendJSON(to: &body)
         }
         body.append(UInt8(ascii: "]"))
         body.append(outer.dropFirst(prefix.count))

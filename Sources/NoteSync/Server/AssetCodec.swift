@@ -11,10 +11,11 @@ public enum AssetCodec {
     /// Shorter texts are stored as they are: the header and zlib's framing would eat the gain.
     static let minimumSize = 256
 
-    /// How hard libdeflate works. Level 2 of libdeflate compresses notes as well as zlib's level 6 did (within 1 %
-    /// on English prose, better on the benchmark's corpus) in about 40 % of its time: 10,000 notes of 19.6 MB, 0.24 s
-    /// of CPU against 0.60 s. What level 2 writes is a zlib stream like any other: earlier builds inflate it with zlib.
-    static let level: Int32 = 2
+    /// How hard libdeflate works. Level 1, measured on the benchmark's 10,000 notes (19.6 MB, one thread): 0.19–0.21 s
+    /// of CPU for 9.52 MB stored, where level 2 took 0.30 s for 9.48 MB (0.4 % smaller) and zlib's level 6 0.60 s
+    /// for 9.47 MB; its tables are 200 KB, level 2's 656 KB. What it writes is a zlib stream like any other: earlier
+    /// builds inflate it with zlib.
+    static let level: Int32 = 1
 
     /// The bytes to store for `text`.
     public static func encode(_ text: Data) -> Data { encode(text, pool: nil) }
@@ -41,7 +42,7 @@ public enum AssetCodec {
         return output
     }
 
-    /// A libdeflate compressor and its tables (656 KB at level 2).
+    /// A libdeflate compressor and its tables (200 KB at level 1).
     final class Compressor: @unchecked Sendable {
         let pointer: OpaquePointer
 
