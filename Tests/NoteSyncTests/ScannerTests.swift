@@ -39,6 +39,9 @@ import Testing
         try FileManager.default.createDirectory(atPath: root + "/a/b/c/d/.notesync", withIntermediateDirectories: true)
         try writeFile(NotesFolder(root: root + "/a/b/c/d").database, Data())
         #expect(folder.nestedNotesFolder(progress: progress)?.root == NotesFolder(root: root + "/a/b/c/d").root)
+        // A notes folder reached through a symlink (~/notes → /data/notes) is walked all the same.
+        #expect(symlink(root, dir.sub("link")) == 0)
+        #expect(NotesFolder(root: dir.sub("link")).nestedNotesFolder()?.root == NotesFolder(root: dir.sub("link") + "/a/b/c/d").root)
         #expect(progress.snapshot.done >= 6)
     }
 

@@ -45,14 +45,15 @@ public struct NotesFolder: Sendable, Hashable {
     }
 
     /// A notes folder inside this one (its `.notesync/state.sqlite`), if there is one: walks the folder, skipping
-    /// what notesync never syncs (other tools' folders such as `.git`).
+    /// what notesync never syncs (other tools' folders such as `.git`), as the scanner walks it: into mounted
+    /// filesystems, never through a symlink (the root's own excepted), not into folders whose names are not UTF-8.
     /// `progress` counts the names walked.
     public func nestedNotesFolder(progress: SyncProgress? = nil) -> NotesFolder? {
         // Folders only, from `readdir`'s kinds: at 10,000 notes 10 ms, where Foundation's enumerator took 80.
         var stack = [""]
         while let relative = stack.popLast() {
             let directory = relative.isEmpty ? root : root + "/" + relative
-            guard let listed = try? FileIO.listSubdirectories(directory) else { continue }
+            guard let listed = try? FileIO.listSubdirectories(directory, followingLink: relative.isEmpty) else { continue }
             progress?.add(listed.entries)
             for name in listed.names {
                 if name == IgnoreRules.stateDirectoryName {

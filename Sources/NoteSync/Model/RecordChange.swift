@@ -49,10 +49,10 @@ public struct RecordChange: Codable, Hashable, Sendable {
     /// (SealedFileTests checks it against `JSONEncoder` on names holding every character that needs escaping): the
     /// keys in order, optionals left out when nil, strings escaped as it escapes them (`\"`, `\\`, `\b`, `\t`, `\n`,
     /// `\f`, `\r`, other control characters as `\u00xx`; everything else as its UTF-8).
-    func appendJSON(to out: inout Data) {
+    func appendJSON(to out: inout [UInt8]) {
         func key(_ name: StaticString) {
             out.append(UInt8(ascii: "\""))
-            out.append(name.utf8Start, count: name.utf8CodeUnitCount)
+            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
             out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
         }
         func number(_ value: Int64) { out.append(contentsOf: String(value).utf8) }
@@ -99,7 +99,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
     }
 
     /// `string` as a JSON string, escaped as `JSONEncoder` escapes it.
-    static func appendJSONString(_ string: String, to out: inout Data) {
+    static func appendJSONString(_ string: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         defer { out.append(UInt8(ascii: "\"")) }
         guard string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {

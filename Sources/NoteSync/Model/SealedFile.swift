@@ -79,9 +79,14 @@ public enum SealedFile {
         guard outer.starts(with: prefix) else { return try encoder.encode(value) }
         var body = Data(#"{"changes":["#.utf8)
         body.reserveCapacity(entry.changes.count * 200 + outer.count)
-        for (index, change) in entry.changes.enumerated() {
-            if index > 0 { body.append(UInt8(ascii: ",")) }
-            change.appendJSON(to: &body)
+        // Each change is written into one scratch array, then appended whole: `Data`'s appends are dear byte by byte.
+        var change: [UInt8] = []
+        change.reserveCapacity(512)
+        for (index, item) in entry.changes.enumerated() {
+            change.removeAll(keepingCapacity: true)
+            if index > 0 { change.append(UInt8(ascii: ",")) }
+            item.appendJSON(to: &change)
+            body.append(contentsOf: change)
         }
         body.append(UInt8(ascii: "]"))
         body.append(outer.dropFirst(prefix.count))

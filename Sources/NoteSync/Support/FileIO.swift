@@ -366,11 +366,12 @@ public enum FileIO {
         return (entries, infos)
     }
 
-    /// The subdirectories of a directory (symlinks are not followed; names not valid UTF-8 left out), and how many
-    /// entries it holds in all; `nil` when it does not exist. The kind comes from `readdir` (`d_type`), with an
+    /// The subdirectories of a directory (symlinks in it are not followed; names not valid UTF-8 left out), and how
+    /// many entries it holds in all; `nil` when it does not exist. The kind comes from `readdir` (`d_type`), with an
     /// `lstat` only where the filesystem does not say: a walk that looks for folders costs no `stat` per file.
-    public static func listSubdirectories(_ path: String) throws -> (names: [String], entries: Int)? {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    /// `path` itself is a symlink followed only when `followingLink` (a notes folder's root may be one).
+    public static func listSubdirectories(_ path: String, followingLink: Bool = false) throws -> (names: [String], entries: Int)? {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (followingLink ? 0 : O_NOFOLLOW))
         guard fd >= 0, let dir = fdopendir(fd) else {
             let code = errno
             if fd >= 0 { close(fd) }
