@@ -342,13 +342,7 @@ public enum FileIO {
     /// directory (no path lookup per entry; `nil` for one that vanished meanwhile); `nil` when the directory does
     /// not exist. The directory itself is opened without following a symlink.
     public static func listEntriesWithInfo(_ path: String) throws -> (entries: [DirectoryEntry], infos: [stat?])? {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0, let dir = fdopendir(fd) else {
-            let code = errno
-            if fd >= 0 { close(fd) }
-            if code == ENOENT { return nil }
-            throw NoteSyncError.posix("opendir", path: path, errno: code)
-        }
+        guard let dir = try openDirectory(path, followingLink: false) else { return nil }
         defer { closedir(dir) }
         let descriptor = dirfd(dir)
         var entries: [DirectoryEntry] = []
@@ -356,21 +350,15 @@ public enum FileIO {
         while let entry = readdir(dir) {
             let decoded = decode(entry)
             guard let decoded else { continue }
-            var info = stat()
-            let found = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                fstatat(descriptor, raw.baseAddress!.assumingMemoryBound(to: CChar.self), &info, AT_SYMLINK_NOFOLLOW) == 0
-            }
             entries.append(decoded)
-            infos.append(found ? info : nil)
+            infos.append(entryInfo(entry, in: descriptor))
         }
         return (entries, infos)
     }
 
-    /// The subdirectories of a directory (symlinks in it are not followed; names not valid UTF-8 left out), and how
-    /// many entries it holds in all; `nil` when it does not exist. The kind comes from `readdir` (`d_type`), with an
-    /// `lstat` only where the filesystem does not say: a walk that looks for folders costs no `stat` per file.
-    /// `path` itself is a symlink followed only when `followingLink` (a notes folder's root may be one).
-    public static func listSubdirectories(_ path: String, followingLink: Bool = false) throws -> (names: [String], entries: Int)? {
+    /// Opens a directory to list it (without following `path` when it is a symlink, unless `followingLink`); nil
+    /// when it does not exist.
+    private static func openDirectory(_ path: String, followingLink: Bool) throws -> OpaquePointer? {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (followingLink ? 0 : O_NOFOLLOW))
         guard fd >= 0, let dir = fdopendir(fd) else {
             let code = errno
@@ -378,6 +366,24 @@ public enum FileIO {
             if code == ENOENT { return nil }
             throw NoteSyncError.posix("opendir", path: path, errno: code)
         }
+        return dir
+    }
+
+    /// The `lstat` of a `readdir` entry, relative to its open directory (no path lookup); nil when it vanished.
+    private static func entryInfo(_ entry: UnsafeMutablePointer<dirent>, in directory: Int32) -> stat? {
+        var info = stat()
+        let found = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            fstatat(directory, raw.baseAddress!.assumingMemoryBound(to: CChar.self), &info, AT_SYMLINK_NOFOLLOW) == 0
+        }
+        return found ? info : nil
+    }
+
+    /// The subdirectories of a directory (symlinks in it are not followed; names not valid UTF-8 left out), and how
+    /// many entries it holds in all; `nil` when it does not exist. The kind comes from `readdir` (`d_type`), with an
+    /// `lstat` only where the filesystem does not say: a walk that looks for folders costs no `stat` per file.
+    /// `path` itself is a symlink followed only when `followingLink` (a notes folder's root may be one).
+    public static func listSubdirectories(_ path: String, followingLink: Bool = false) throws -> (names: [String], entries: Int)? {
+        guard let dir = try openDirectory(path, followingLink: false) else { return nil }
         defer { closedir(dir) }
         let descriptor = dirfd(dir)
         var names: [String] = []
@@ -387,11 +393,7 @@ public enum FileIO {
             entries += 1
             var isDirectory = entry.pointee.d_type == UInt8(DT_DIR)
             if entry.pointee.d_type == UInt8(DT_UNKNOWN) {
-                var info = stat()
-                isDirectory =
-                    withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                        fstatat(descriptor, raw.baseAddress!.assumingMemoryBound(to: CChar.self), &info, AT_SYMLINK_NOFOLLOW) == 0
-                    } && (info.st_mode & S_IFMT) == S_IFDIR
+                isDirectory = entryInfo(entry, in: descriptor).map { ($0.st_mode & S_IFMT) == S_IFDIR } ?? false
             }
             if isDirectory && decoded.isValidUTF8 { names.append(decoded.name) }
         }
