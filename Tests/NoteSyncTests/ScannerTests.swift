@@ -171,8 +171,9 @@ import Testing
         }
         let rows = Scanner.unchangedSinceBase(Candidates(candidates), bases: bases)
         #expect(rows.count == count)
-        let found = rows.map { $0 < 0 ? nil : bases.keys[Int($0)] }
+        let found = rows.map { $0.row < 0 ? nil : bases.keys[Int($0.row)] }
         #expect(found == expected)
+        #expect(rows.map(\.hash.value) == candidates.map { NameHash($0.name).value })
     }
 
     /// A partial scan given a note and its folder meets the note twice: it is one file, hashed and counted once.

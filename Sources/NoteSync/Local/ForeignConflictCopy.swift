@@ -51,8 +51,13 @@ public struct ForeignConflictCopy: Sendable, Equatable {
 
     static func mayBeConflict(_ name: String) -> Bool {
         let pattern = conflictPattern
-        let bytes = name.utf8
-        guard bytes.count >= pattern.count else { return false }
+        guard name.utf8.count >= pattern.count else { return false }
+        if let found = name.utf8.withContiguousStorageIfAvailable({ contains(pattern, in: $0) }) { return found }
+        return contains(pattern, in: name.utf8)
+    }
+
+    /// Whether `bytes` holds `pattern` (lowercase), ASCII letters in any case.
+    private static func contains(_ pattern: [UInt8], in bytes: some Sequence<UInt8>) -> Bool {
         var matched = 0
         for byte in bytes {
             let lower = (0x41...0x5A).contains(byte) ? byte | 0x20 : byte

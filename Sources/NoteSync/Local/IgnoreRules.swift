@@ -74,7 +74,11 @@ public struct IgnoreRules: Sendable, Equatable {
 
     /// One path component as the rules match it (NFC scalars).
     public static func componentScalars(_ name: String) -> [Unicode.Scalar] {
-        Array((name.utf8.allSatisfy { $0 < 0x80 } ? name : name.precomposedStringWithCanonicalMapping).unicodeScalars)
+        // ASCII (nearly every name): one scalar a byte, copied straight from the bytes.
+        if UTF8Bytes.isASCII(name) {
+            return name.utf8.withContiguousStorageIfAvailable { $0.map { Unicode.Scalar($0) } } ?? Array(name.unicodeScalars)
+        }
+        return Array(name.precomposedStringWithCanonicalMapping.unicodeScalars)
     }
 
     /// A relative path's components as the rules match them (NFC scalars).

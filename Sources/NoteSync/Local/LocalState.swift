@@ -271,16 +271,17 @@ public final class LocalState: Sendable {
             // before they were stored, and only this process writes the file).
             try Self.eachRow(db, "SELECT name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode FROM base") { row in
                 guard var name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
-                if let heads, let stored = heads.storedName(name) { name = stored }
+                let hash = NameHash(name)
+                if let heads, let stored = heads.storedName(name, hash: hash) { name = stored }
                 var fingerprint: StatFingerprint?
                 if !row.isNull(5) && !row.isNull(6) && !row.isNull(7) && !row.isNull(8) {
                     fingerprint = StatFingerprint(
                         size: row.int(5), mtime: row.int(6), ctime: row.int(7),
                         inode: UInt64(bitPattern: row.int(8)))
                 }
-                result[name] = BaseRecord(
-                    tag: row.int(1), digest: digest, size: row.int(3),
-                    modified: row.int(4), fingerprint: fingerprint)
+                result.updateValue(
+                    BaseRecord(tag: row.int(1), digest: digest, size: row.int(3), modified: row.int(4), fingerprint: fingerprint),
+                    forKey: name, hash: hash)
             }
             return result
         }

@@ -252,24 +252,25 @@ public struct Scanner: Sendable {
             for candidate in chunk {
                 index += 1
                 let file: LocalFile
-                if unchanged[index] >= 0 {
-                    let row = Int(unchanged[index])
+                let match = unchanged[index]
+                if match.row >= 0 {
+                    let row = Int(match.row)
                     let base = baseRows[row]
                     let name = baseNames[row]
                     // Byte for byte: `==` holds for a name in another Unicode form (an NFD file whose base is NFC),
                     // whose path on disk is not the base's name.
-                    let path = candidate.path.utf8.elementsEqual(name.string.utf8) ? name.string : candidate.path
+                    let path = UTF8Bytes.equal(candidate.path, name.string) ? name.string : candidate.path
                     file = LocalFile(name: name, path: path, fingerprint: candidate.fingerprint, digest: base.digest, size: base.size)
                 } else {
                     file = LocalFile(
                         name: candidate.name, path: candidate.path, fingerprint: candidate.fingerprint, digest: .empty, size: 0)
                 }
                 // A partial scan may meet a file twice (given itself and its folder): the first stands.
-                if let first = result.files.updateValue(file, forKey: file.name) {
+                if let first = result.files.updateValue(file, forKey: file.name, hash: match.hash) {
                     result.files[file.name] = first
                     continue
                 }
-                if unchanged[index] >= 0 {
+                if match.row >= 0 {
                     result.baseMatches += 1
                 } else {
                     toHash.append((file.name, file.path))
@@ -350,21 +351,30 @@ public struct Scanner: Sendable {
     static let trimEvery = 12_500
 
     /// For each candidate, the row of its base (``RecordTable/rowIndex(of:)``) if its fingerprint still matches that
-    /// base's, else -1. Looked up on every core (the bases are only read): at 100,000 notes this is a tenth of a
-    /// no-op sync. Four bytes a file: the base's digest and size, as optionals through `Parallel.map`, took two
-    /// arrays of 48 bytes a file (9.6 MB at 100,000 notes, at the peak of a no-op sync).
+    /// base's, else -1, and its name's hash, which puts it in the scan's table without hashing it again. Looked up on
+    /// every core (the bases are only read): at 100,000 notes this is a tenth of a no-op sync. Eight bytes a file:
+    /// the base's digest and size, as optionals through `Parallel.map`, took two arrays of 48 bytes a file (9.6 MB
+    /// at 100,000 notes, at the peak of a no-op sync).
     static func unchangedSinceBase(
         _ candidates: Candidates,
         bases: RecordTable<BaseRecord>
-    ) -> [Int32] {
+    ) -> [BaseMatch] {
         let rows = bases.values
         return Parallel.values(candidates.count, serialBelow: 4096) { index in
             let candidate = candidates[index]
-            guard let row = bases.rowIndex(of: candidate.name), rows[row].matches(candidate.fingerprint) else {
-                return -1
+            let hash = NameHash(candidate.name)
+            guard let row = bases.rowIndex(of: candidate.name, hash: hash), rows[row].matches(candidate.fingerprint) else {
+                return BaseMatch(row: -1, hash: hash)
             }
-            return Int32(row)
+            return BaseMatch(row: Int32(row), hash: hash)
         }
+    }
+
+    /// One candidate's outcome in ``unchangedSinceBase(_:bases:)``.
+    struct BaseMatch: Sendable {
+        /// The base's row, or -1: no base, or one whose fingerprint differs.
+        let row: Int32
+        let hash: NameHash
     }
 
     /// What one walk of a subtree found, before it is merged into the scan's result.
@@ -435,10 +445,16 @@ public struct Scanner: Sendable {
                         + "(not taken as deleted): \(reason)\n  fix: let notesync's user read the folder (chmod, chown), then sync again"))
             return
         }
-        let order = listed.entries.indices.sorted { listed.entries[$0].name.utf8.lexicographicallyPrecedes(listed.entries[$1].name.utf8) }
+        let order = listed.entries.indices.sorted { UTF8Bytes.precedes(listed.entries[$0].name, listed.entries[$1].name) }
         for index in order {
             let item = listed.entries[index]
-            let path = relative.isEmpty ? item.name : relative + "/" + item.name
+            var path = item.name
+            if !relative.isEmpty {
+                path = relative
+                path.reserveCapacity(relative.utf8.count + 1 + item.name.utf8.count)
+                path += "/"
+                path += item.name
+            }
             if !item.isValidUTF8 {
                 result.warnings.append(
                     SyncWarning(
@@ -483,7 +499,7 @@ public struct Scanner: Sendable {
             try walk(path, components: &components, into: &result, candidates: &candidates)
             return
         }
-        let isASCII = path.utf8.allSatisfy { $0 < 0x80 }
+        let isASCII = UTF8Bytes.isASCII(path)
         let nfc = isASCII ? path : RecordName.nfc(path)
         let name: RecordName
         do { name = try RecordName(validating: nfc) } catch {
@@ -494,9 +510,12 @@ public struct Scanner: Sendable {
         }
         switch type {
         case S_IFREG:
-            if ForeignConflictCopy.detect(entry) != nil { result.foreignConflicts.append(name) }
+            // The cheap test first: the full one splits the name into new strings.
+            if ForeignConflictCopy.mayBeConflict(entry), ForeignConflictCopy.detect(entry) != nil {
+                result.foreignConflicts.append(name)
+            }
             // A name not in NFC as found may be the twin of another note's: ``dropUnicodeTwins(_:in:)`` decides.
-            if !isASCII && !nfc.utf8.elementsEqual(path.utf8) { result.denormalized = true }
+            if !isASCII && !UTF8Bytes.equal(nfc, path) { result.denormalized = true }
             candidates.append((name, path, StatFingerprint(info)))
         case S_IFLNK:
             result.warnings.append(

@@ -26,7 +26,7 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     public var description: String { DisplayName.escape(string) }
     /// Byte order of the UTF-8 names: fast, and the same on every device.
-    public static func < (a: RecordName, b: RecordName) -> Bool { a.string.utf8.lexicographicallyPrecedes(b.string.utf8) }
+    public static func < (a: RecordName, b: RecordName) -> Bool { UTF8Bytes.precedes(a.string, b.string) }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
@@ -46,7 +46,7 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
     /// Foundation's: on Linux its tables are older and leave apart what Swift composes (U+16D67 U+16D67 and
     /// U+16D68), so two names it calls NFC could be one record.
     public static func nfc(_ text: String) -> String {
-        text.utf8.allSatisfy { $0 < 0x80 } ? text : String(decoding: text._nfcCodeUnits, as: UTF8.self)
+        UTF8Bytes.isASCII(text) ? text : String(decoding: text._nfcCodeUnits, as: UTF8.self)
     }
 
     /// Whether `text` is in the standard library's NFC (see `nfc(_:)`), compared byte by byte without copying.

@@ -56,7 +56,14 @@ public struct RecordTable<Value> {
     /// Sets the value of `name`; the value it replaced, nil when it is new.
     @discardableResult
     public mutating func updateValue(_ value: Value, forKey name: RecordName) -> Value? {
-        let hash = Self.hash32(name)
+        updateValue(value, forKey: name, hash: NameHash(name))
+    }
+
+    /// ``updateValue(_:forKey:)`` with `name`'s hash computed already (``NameHash``): a name looked up in one table and
+    /// put in another is hashed once.
+    @discardableResult
+    mutating func updateValue(_ value: Value, forKey name: RecordName, hash nameHash: NameHash) -> Value? {
+        let hash = nameHash.value
         if let (_, row) = find(name, hash: hash) {
             let old = rows[row]
             rows[row] = value
@@ -96,9 +103,15 @@ public struct RecordTable<Value> {
     /// The table's own copy of `name`, when it has a record: another table can share its string.
     public func storedName(_ name: RecordName) -> RecordName? { row(of: name).map { names[$0] } }
 
+    /// ``storedName(_:)`` with `name`'s hash computed already.
+    func storedName(_ name: RecordName, hash: NameHash) -> RecordName? { find(name, hash: hash.value).map { names[$0.row] } }
+
     /// The row of `name`'s record, an index into ``values``: for a caller that looks many names up at once and keeps
     /// only where each was found. Valid until the table changes.
     public func rowIndex(of name: RecordName) -> Int? { row(of: name) }
+
+    /// ``rowIndex(of:)`` with `name`'s hash computed already.
+    func rowIndex(of name: RecordName, hash: NameHash) -> Int? { find(name, hash: hash.value)?.row }
 
     /// Whether `name` has a record.
     public func contains(_ name: RecordName) -> Bool { row(of: name) != nil }
@@ -167,7 +180,18 @@ public struct RecordTable<Value> {
     }
 
     private static func hash32(_ name: RecordName) -> UInt32 {
-        UInt32(truncatingIfNeeded: name.hashValue)
+        NameHash(name).value
+    }
+}
+
+/// A name's hash as every ``RecordTable`` indexes it (the low 32 bits of its `hashValue`, fixed for the process): a
+/// caller that looks a name up in one table and puts it in another, or checks it against the bases and then adds it
+/// to the scan's table, computes it once.
+struct NameHash: Sendable {
+    let value: UInt32
+
+    init(_ name: RecordName) {
+        value = UInt32(truncatingIfNeeded: name.hashValue)
     }
 }
 

@@ -4,6 +4,10 @@ import Synchronization
 
 /// Work spread over every core, for the big batches of a first sync (hashing, writing and publishing assets).
 enum Parallel {
+    /// The cores this process may use (`activeProcessorCount`: the CPU affinity and a cgroup's quota), read once:
+    /// Foundation reads the cgroup's files again at every call.
+    static let cores = ProcessInfo.processInfo.activeProcessorCount
+
     /// `body(index)` for every index in `0..<count`, results in index order.
     ///
     /// Runs in order on the calling thread, stopping at the first failure (the later slots stay `nil`), when the
@@ -23,7 +27,7 @@ enum Parallel {
             }
             return results
         }
-        let chunks = min(count, ProcessInfo.processInfo.activeProcessorCount * 4)
+        let chunks = min(count, cores * 4)
         return [Result<T, any Error>?](unsafeUninitializedCapacity: count) { buffer, initialized in
             buffer.initialize(repeating: nil)
             nonisolated(unsafe) let slots = buffer
@@ -50,7 +54,7 @@ extension Parallel {
     /// core.
     static func values<T>(_ count: Int, serialBelow minimum: Int = 64, _ body: (Int) -> T) -> [T] {
         if count < minimum { return (0..<count).map(body) }
-        let chunks = min(count, ProcessInfo.processInfo.activeProcessorCount * 4)
+        let chunks = min(count, cores * 4)
         return [T](unsafeUninitializedCapacity: count) { buffer, initialized in
             nonisolated(unsafe) let slots = buffer
             withoutActuallyEscaping(body) { body in
