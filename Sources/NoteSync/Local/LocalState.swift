@@ -334,8 +334,11 @@ public final class LocalState: Sendable {
         try read { db in
             var writes: [PendingWrite] = []
             // A database an earlier build wrote has no such table until a sync (not a dry run: it opens the database
-            // read-only, never migrating it) has opened it.
-            if try db.tableExists("pendingWrite") {
+            // read-only, never migrating it) has opened it. Asked of `sqlite_master` itself: GRDB's `tableExists`
+            // reads the whole schema into its cache first (2 % of the CPU of a sync of a small folder).
+            let exists = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pendingWrite')"))
+            if exists == true {
                 try Self.eachRow(db, "SELECT name, tag, digest, size, modified FROM pendingWrite ORDER BY seq") { row in
                     guard let name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
                     writes.append(
