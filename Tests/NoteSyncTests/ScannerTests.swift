@@ -176,6 +176,24 @@ import Testing
         #expect(rows.map(\.hash.value) == candidates.map { NameHash($0.name).value })
     }
 
+    /// The walk names other tools' conflict copies, in any folder and any case of "conflict", and nothing else: a
+    /// name with "onflict" in it that no tool makes is a note like any other.
+    @Test func otherToolsConflictCopiesAreNamed() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
+        let copies = [
+            "note.sync-conflict-20240101-120000-ABCDEFG.md", "sub/plan (CONFLICTED COPY 2024-01-02 101112).md",
+            "sub/plan (Case Conflict).md"
+        ]
+        for name in copies + ["note.md", "sub/plan.md", "conflict.md", "sub/Conflicts and how to settle them.md"] {
+            try writeFile(root + "/" + name, Data(name.utf8))
+        }
+        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:])
+        #expect(scan.foreignConflicts.map(\.string).sorted() == copies.sorted())
+        #expect(scan.files.count == 7)
+    }
+
     /// A partial scan given a note and its folder meets the note twice: it is one file, hashed and counted once.
     @Test func aNoteGivenWithItsFolderIsScannedOnce() throws {
         let dir = try TempDirectory()
