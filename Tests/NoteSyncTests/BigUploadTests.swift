@@ -48,4 +48,47 @@ import Testing
         #expect(try harness.notes(1) == written)
         #expect(try harness.notes(0) == written)
     }
+
+    /// A folder of more notes than one commit batch renamed, some notes edited in the same sync: every move goes in
+    /// one entry, though its notes are read and their texts staged a batch at a time (so that a rename of half of a
+    /// large folder does not hold every moved text at once), and each moved note keeps its own text, the edited ones
+    /// their new one: the texts of the parts line up with the moves.
+    @Test func aFolderOfManyNotesRenamedIsOneEntryWithEveryText() throws {
+        let harness = try SyncHarness(deviceCount: 2, persistentState: true)
+        var written: [String: Data] = [:]
+        for index in 0..<Self.count {
+            let note = "work/" + ["", "a/", "b/"][index % 3] + "note \(index).md"
+            let data = Data((0..<12).map { "note \(index) line \($0)\n" }.joined().utf8)
+            try harness.write(0, note, data)
+            written[note] = data
+        }
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        guard Glibc.rename(harness.path(0, "work"), harness.path(0, "job")) == 0 else {
+            throw NoteSyncError.posix("rename", path: harness.path(0, "job"), errno: errno)
+        }
+        var expected: [String: Data] = [:]
+        for (note, data) in written {
+            let moved = "job/" + note.dropFirst("work/".count)
+            expected[moved] = data
+        }
+        // One note in 97 edited as well, spread over the parts: a rename with an edit, its new text uploaded.
+        for (offset, note) in expected.keys.sorted().enumerated() where offset % 97 == 5 {
+            let edited = expected[note]! + Data("an edit after the rename\n".utf8)
+            try harness.write(0, note, edited)
+            expected[note] = edited
+        }
+        let token = try harness.serverState().token
+        let pushed = try harness.sync(0)
+        #expect(pushed.count(.move) == Self.count && pushed.warnings.isEmpty, "\(pushed.warnings)")
+        #expect(try harness.serverState().token == token + 1, "one entry")
+        #expect(try ServerFiles(root: harness.serverRoot).names(in: ServerLayout(root: harness.serverRoot).tmpDirectory).isEmpty)
+        let pulled = try harness.sync(1)
+        #expect(pulled.count(.move) == Self.count)
+        #expect(try harness.notes(1) == expected)
+        #expect(try harness.notes(0) == expected)
+        for (name, head) in try harness.serverState().heads where !head.deleted {
+            #expect(head.text?.sha256 == ContentDigest(of: expected[name.string] ?? Data()), "\(name)")
+        }
+    }
 }
