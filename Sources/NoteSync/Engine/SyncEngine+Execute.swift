@@ -508,7 +508,8 @@ extension SyncEngine {
     /// Reads a batch's notes (on every core) and stages their texts on the server, ``commitBatchSize`` notes at a
     /// time: a batch of moves (one log entry for up to ``maxMovesPerEntry``) would otherwise hold every moved note's
     /// text at once (a rename of half of 100,000 notes peaked at 325 MB, the texts 117 MB of it). Only what is staged
-    /// (temp files, or nothing for a text the server has) is kept until the commit publishes it.
+    /// is kept until the commit publishes it: on a folder, temp files, or nothing for a text the server has; on an
+    /// object store, a text sent without looking for it first is staged in memory (up to 64 KiB each).
     private static func prepareBatch(
         _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?
     ) throws -> PreparedBatch {
