@@ -45,6 +45,20 @@ import Testing
         #expect(progress.snapshot.done >= 6)
     }
 
+    /// A symlinked folder is listed through its link only when asked; its own symlinked subfolders never are.
+    @Test func aSymlinkedFolderIsListedOnlyWhenFollowed() throws {
+        let dir = try TempDirectory()
+        try FileManager.default.createDirectory(atPath: dir.sub("real/sub"), withIntermediateDirectories: true)
+        try writeFile(dir.sub("real/note.md"), Data("note\n".utf8))
+        #expect(symlink(dir.sub("real/sub"), dir.sub("real/linked")) == 0)
+        #expect(symlink(dir.sub("real"), dir.sub("link")) == 0)
+        let followed = try #require(try FileIO.listSubdirectories(dir.sub("link"), followingLink: true))
+        #expect(followed.names == ["sub"])
+        #expect(followed.entries == 3)
+        #expect(throws: NoteSyncError.self) { try FileIO.listSubdirectories(dir.sub("link")) }
+        #expect(try FileIO.listSubdirectories(dir.sub("missing"), followingLink: true) == nil)
+    }
+
     /// Two files whose names differ only in Unicode normalisation (ext4 keeps both) are one record: the first in
     /// byte order (NFD `e` + U+0301 sorts before NFC U+00E9) syncs, the other is skipped with a warning, in the
     /// root, in a subfolder (walked on another thread) and in a partial scan alike. A name without a twin is

@@ -33,9 +33,10 @@ public struct ForeignConflictCopy: Sendable, Equatable {
 
     /// Recognises `path` (a relative path or a bare name) as a foreign conflict copy, or returns nil.
     public init?(path: String) {
+        // Every conflict name these tools make contains "onflict" (any case): a cheap test of the whole path first,
+        // before it is split into new strings, because the scanner asks about every note.
+        guard Self.mayBeConflict(path) else { return nil }
         let (directory, name) = splitLastComponent(path)
-        // Every conflict name these tools make contains "onflict" (any case): a cheap test first, because the
-        // scanner asks about every note.
         guard Self.mayBeConflict(name) else { return nil }
         let bytes = Array(name.utf8)
         guard
@@ -49,7 +50,7 @@ public struct ForeignConflictCopy: Sendable, Equatable {
     /// The tool whose conflict copy `name` (a path or a bare name) is, or nil for any other name.
     private static let conflictPattern: [UInt8] = Array("onflict".utf8)
 
-    static func mayBeConflict(_ name: String) -> Bool {
+    private static func mayBeConflict(_ name: String) -> Bool {
         let pattern = conflictPattern
         guard name.utf8.count >= pattern.count else { return false }
         if let found = name.utf8.withContiguousStorageIfAvailable({ contains(pattern, in: $0) }) { return found }

@@ -510,8 +510,7 @@ public struct Scanner: Sendable {
         }
         switch type {
         case S_IFREG:
-            // The cheap test first: the full one splits the name into new strings.
-            if ForeignConflictCopy.mayBeConflict(entry), ForeignConflictCopy.detect(entry) != nil {
+            if ForeignConflictCopy.detect(entry) != nil {
                 result.foreignConflicts.append(name)
             }
             // A name not in NFC as found may be the twin of another note's: ``dropUnicodeTwins(_:in:)`` decides.

@@ -383,7 +383,7 @@ public enum FileIO {
     /// `lstat` only where the filesystem does not say: a walk that looks for folders costs no `stat` per file.
     /// `path` itself is a symlink followed only when `followingLink` (a notes folder's root may be one).
     public static func listSubdirectories(_ path: String, followingLink: Bool = false) throws -> (names: [String], entries: Int)? {
-        guard let dir = try openDirectory(path, followingLink: false) else { return nil }
+        guard let dir = try openDirectory(path, followingLink: followingLink) else { return nil }
         defer { closedir(dir) }
         let descriptor = dirfd(dir)
         var names: [String] = []
