@@ -1,0 +1,155 @@
+import Foundation
+
+extension LogEntry {
+    /// Decodes an entry as ``SealedFile/encodeJSON(_:chunkingAbove:headerRoom:)`` writes it: the changes one by one,
+    /// straight from the bytes, and the rest (`seq`, `commit`, the chain…) through `JSONDecoder`. Returns nil for
+    /// anything else (spaces, keys in another order or unknown, escapes, numbers that are not plain integers), and
+    /// the caller decodes the whole body with `JSONDecoder`; so what this accepts, `JSONDecoder` reads the same.
+    ///
+    /// `JSONDecoder` builds a map of the whole document first: for an entry of 50,000 moves (25 MB of JSON, the top
+    /// folders of half of 100,000 notes renamed) the map took 43 MB and the decoded array grew to 25 MB beside it, the
+    /// peak of the sync of every device that read it.
+    static func decodeChangeByChange(_ body: Data) -> LogEntry? {
+        body.withUnsafeBytes { raw -> LogEntry? in
+            var reader = ChangeReader(raw.bindMemory(to: UInt8.self))
+            guard reader.skip(#"{"changes":["#) else { return nil }
+            // Each change starts `{"base":`, which no string holds unescaped: so many changes at most.
+            var changes: [RecordChange] = []
+            changes.reserveCapacity(raw.count(of: #"{"base":"#.utf8))
+            if !reader.skip("]") {
+                repeat {
+                    guard let change = reader.change() else { return nil }
+                    changes.append(change)
+                } while reader.skip(",")
+                guard reader.skip("]") else { return nil }
+            }
+            let rest = UnsafeRawBufferPointer(rebasing: raw[reader.offset...])
+            // A second `changes` key: which of the two `JSONDecoder` keeps is its own business.
+            guard rest.firstRange(of: #""changes""#.utf8) == nil else { return nil }
+            var shell = Data(#"{"changes":[]"#.utf8)
+            shell.append(contentsOf: rest)
+            guard var entry = try? JSONDecoder().decode(LogEntry.self, from: shell), entry.changes.isEmpty else {
+                return nil
+            }
+            entry.changes = changes
+            return entry
+        }
+    }
+}
+
+/// Reads the changes of an entry in the exact form ``RecordChange/appendJSON(to:)`` writes: keys in sorted order, no
+/// spaces, integers as digits, strings without escapes. Each read returns nil at anything else.
+private struct ChangeReader {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var offset = 0
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    /// Moves past `literal` if the bytes at the offset are it.
+    mutating func skip(_ literal: StaticString) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        guard bytes.count - offset >= count,
+            memcmp(bytes.baseAddress! + offset, literal.utf8Start, count) == 0
+        else { return false }
+        offset += count
+        return true
+    }
+
+    /// `-?(0|[1-9][0-9]*)` within Int64.
+    mutating func integer() -> Int64? {
+        let negative = offset < bytes.count && bytes[offset] == UInt8(ascii: "-")
+        var index = negative ? offset + 1 : offset
+        let start = index
+        var value: Int64 = 0
+        while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+            let digit = Int64(bytes[index] &- UInt8(ascii: "0"))
+            let (times, overflow) = value.multipliedReportingOverflow(by: 10)
+            // Gathered as a negative number: Int64.min has no positive twin.
+            let (next, underflow) = times.subtractingReportingOverflow(digit)
+            guard !overflow && !underflow else { return nil }
+            value = next
+            index += 1
+        }
+        guard index > start, index - start == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
+        if !negative {
+            guard value != .min else { return nil }
+            value = -value
+        }
+        offset = index
+        return value
+    }
+
+    /// The bytes of a string with no escape and no control character, without its quotes.
+    mutating func stringBytes() -> UnsafeBufferPointer<UInt8>? {
+        guard offset < bytes.count, bytes[offset] == UInt8(ascii: "\"") else { return nil }
+        var index = offset + 1
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let string = UnsafeBufferPointer(rebasing: bytes[(offset + 1)..<index])
+                offset = index + 1
+                return string
+            }
+            guard byte != UInt8(ascii: "\\") && byte >= 0x20 else { return nil }
+            index += 1
+        }
+        return nil
+    }
+
+    mutating func string() -> String? {
+        stringBytes().flatMap { String(validating: $0, as: UTF8.self) }
+    }
+
+    mutating func change() -> RecordChange? {
+        guard skip(#"{"base":"#), let base = integer(), skip(#","modified":"#), let modified = integer() else {
+            return nil
+        }
+        var movedFrom: String?
+        if skip(#","movedFrom":"#) {
+            guard let string = string() else { return nil }
+            movedFrom = string
+        }
+        var movedTo: String?
+        if skip(#","movedTo":"#) {
+            guard let string = string() else { return nil }
+            movedTo = string
+        }
+        guard skip(#","name":"#), let name = string(), skip(#","op":"#),
+            let op = stringBytes().flatMap({ String(validating: $0, as: UTF8.self) }).flatMap(RecordOp.init(rawValue:))
+        else { return nil }
+        var text: AssetRef?
+        if skip(#","text":{"sha256":"#) {
+            guard let hex = stringBytes(), let digest = ContentDigest(hexBytes: hex), skip(#","size":"#),
+                let size = integer(), skip("}")
+            else { return nil }
+            text = AssetRef(sha256: digest, size: size)
+        }
+        guard skip(#","version":"#), let version = integer(), let version = Int(exactly: version), skip("}") else {
+            return nil
+        }
+        return RecordChange(
+            name: name, base: base, op: op, text: text, modified: modified, version: version, movedFrom: movedFrom,
+            movedTo: movedTo)
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// How many times `pattern` occurs in these bytes, not overlapping.
+    fileprivate func count(of pattern: some Collection<UInt8>) -> Int {
+        let needle = Array(pattern)
+        guard let base = baseAddress, let first = needle.first else { return 0 }
+        var found = 0
+        var offset = 0
+        while offset + needle.count <= count, let hit = memchr(base + offset, Int32(first), count - offset) {
+            offset = base.distance(to: UnsafeRawPointer(hit))
+            guard offset + needle.count <= count else { break }
+            if memcmp(base + offset, needle, needle.count) == 0 {
+                found += 1
+                offset += needle.count
+            } else {
+                offset += 1
+            }
+        }
+        return found
+    }
+}
