@@ -73,9 +73,8 @@ import Testing
         #expect(throws: SealedFile.Failure.badHeader) { try SealedFile.verify(Data("garbage".utf8), kind: "entry") }
     }
 
-    /// A big entry is encoded change by change (``SealedFile/encodeJSON(_:chunkingAbove:)``): the bytes must be
-    /// exactly `JSONEncoder`'s of the whole entry, whatever its changes, names and optional fields hold.
-    @Test func anEntryEncodedChangeByChangeIsByteForByteTheWholeEncoding() throws {
+    /// Changes of every kind, with names holding every character JSON escapes and some it does not.
+    private func awkwardChanges() throws -> [RecordChange] {
         var changes: [RecordChange] = []
         let names = ["a.md", "dir/say \"hi\".md", "back\\slash.md", "é/日本語 🗒.md", "{\"changes\":[]}.md", "a/b/c.txt"]
         for (index, string) in names.enumerated() {
@@ -103,6 +102,13 @@ import Testing
                     text: index % 3 == 0 ? nil : AssetRef(of: Data(string.utf8)), modified: Int64(index) - 150,
                     movedFrom: index % 5 == 1 ? strings[index / 2] : nil, movedTo: index % 7 == 2 ? string + "→" : nil))
         }
+        return changes
+    }
+
+    /// A big entry is encoded change by change (``SealedFile/encodeJSON(_:chunkingAbove:headerRoom:)``): the bytes must be
+    /// exactly `JSONEncoder`'s of the whole entry, whatever its changes, names and optional fields hold.
+    @Test func anEntryEncodedChangeByChangeIsByteForByteTheWholeEncoding() throws {
+        let changes = try awkwardChanges()
         let entries = [
             LogEntry(seq: 12, commit: "c/1", device: "dev-a", time: 99, changes: changes),
             LogEntry(
@@ -118,8 +124,82 @@ import Testing
             #expect(try SealedFile.encodeJSON(entry, chunkingAbove: 0) == whole, "\(entry.changes.count) changes")
             #expect(try SealedFile.encodeJSON(entry) == whole)
             let sealed = try SealedFile.seal(entry, kind: "entry")
+            #expect(sealed == Data("notesync-entry 1 \(whole.count) \(ContentDigest(of: whole).hex)\n".utf8) + whole)
+            #expect(SealedFile.wrap(whole, kind: "entry", format: 1) == sealed)
             #expect(try SealedFile.open(sealed, kind: "entry", as: LogEntry.self) == entry)
         }
+        // A value that is not an entry is sealed from `JSONEncoder`'s bytes, behind the same header.
+        let other = ["b": 2, "a": 1]
+        let whole = try encoder.encode(other)
+        #expect(try SealedFile.seal(other, kind: "k") == Data("notesync-k 1 \(whole.count) \(ContentDigest(of: whole).hex)\n".utf8) + whole)
+    }
+
+    /// An entry read change by change is exactly what `JSONDecoder` reads, or left to it: on entries as written, and
+    /// on thousands of damaged ones (a byte changed, dropped or added), whatever the fast reader accepts
+    /// `JSONDecoder` accepts too, with the same value.
+    @Test func anEntryReadChangeByChangeIsWhatJSONDecoderReads() throws {
+        let changes = try awkwardChanges()
+        var plain = changes.filter { change in
+            ([change.name, change.movedFrom, change.movedTo].compactMap { $0 }).allSatisfy { name in
+                !name.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+            }
+        }
+        #expect(plain.count > 10 && plain.count < changes.count)
+        // And names of JSON's own characters, which need no escape.
+        var random = SystemRandomNumberGenerator()
+        let letters = Array("aZ09 é日🗒/-.{}[]:,\u{7F}\u{2028}")
+        for index in 0..<200 {
+            let name = String((0..<Int.random(in: 1...10, using: &random)).map { _ in letters.randomElement(using: &random)! })
+            plain.append(
+                RecordChange(
+                    name: name, base: Int64.random(in: Int64.min...Int64.max, using: &random), op: index % 2 == 0 ? .save : .delete,
+                    text: index % 3 == 0 ? nil : AssetRef(of: Data(name.utf8)), modified: Int64(index) - 100,
+                    version: index % 11 == 0 ? 0 : 1, movedFrom: index % 5 == 1 ? name + "<" : nil,
+                    movedTo: index % 7 == 2 ? name + ">" : nil))
+        }
+        let entries = [
+            LogEntry(seq: 12, commit: "c/1", device: "dev-a", time: 99, changes: plain),
+            LogEntry(
+                seq: 13, commit: "c2", device: "dev-b", time: -100, changes: plain,
+                prev: ContentDigest(of: Data("p".utf8)), earlier: [nil, ContentDigest(of: Data("e".utf8))]),
+            LogEntry(seq: 15, commit: "c4", device: "dev-d", time: 102, changes: []),
+            LogEntry(
+                seq: 16, commit: "v", device: "fsck", time: 1, changes: [],
+                void: VoidSeal(reason: "lost", lost: ContentDigest(of: Data("l".utf8))))
+        ]
+        for entry in entries {
+            let body = try SealedFile.encodeJSON(entry)
+            #expect(LogEntry.decodeChangeByChange(body) == entry)
+            #expect(try JSONDecoder().decode(LogEntry.self, from: body) == entry)
+        }
+        // Names with escapes are left to `JSONDecoder`, and still read right.
+        let escaped = LogEntry(seq: 14, commit: "c3", device: "dev-c", time: 101, changes: changes)
+        #expect(LogEntry.decodeChangeByChange(try SealedFile.encodeJSON(escaped)) == nil)
+        #expect(try SealedFile.open(try SealedFile.seal(escaped, kind: "entry"), kind: "entry", as: LogEntry.self) == escaped)
+
+        let small = LogEntry(
+            seq: 3, commit: "c", device: "d", time: 5, changes: Array(plain.suffix(8)),
+            prev: ContentDigest(of: Data("p".utf8)))
+        let body = Array(try SealedFile.encodeJSON(small))
+        let alphabet = Array(#"{}[]":,\-0123456789.eE tuna"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF]
+        var accepted = 0
+        for _ in 0..<4000 {
+            var damaged = body
+            for _ in 0..<Int.random(in: 1...2, using: &random) {
+                let index = Int.random(in: 0..<damaged.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: damaged[index] = alphabet.randomElement(using: &random)!
+                case 1: damaged.remove(at: index)
+                default: damaged.insert(alphabet.randomElement(using: &random)!, at: index)
+                }
+            }
+            guard let fast = LogEntry.decodeChangeByChange(Data(damaged)) else { continue }
+            accepted += 1
+            let whole = try? JSONDecoder().decode(LogEntry.self, from: Data(damaged))
+            #expect(whole == fast, "\(String(decoding: damaged, as: UTF8.self))")
+        }
+        // Some damage leaves valid JSON of the same shape (a digit or a letter of a name changed): those are read.
+        #expect(accepted > 100)
     }
 
     private func headerLength(_ data: Data) -> Int { (data.firstIndex(of: 0x0A) ?? 0) + 1 }

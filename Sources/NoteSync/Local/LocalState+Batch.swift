@@ -70,9 +70,9 @@ extension LocalState {
         /// Stores the token and the heads that changed since the last save.
         public func setZone(
             token: Int64, chain: ContentDigest?, earlier: [ContentDigest?],
-            changed heads: [RecordName: RecordHead?]
+            changed heads: [(name: RecordName, head: RecordHead?)]
         ) throws {
-            try setZone(token: token, chain: chain, earlier: earlier, names: heads.keys) { heads[$0] ?? nil }
+            try setZone(token: token, chain: chain, earlier: earlier, heads: heads.lazy.map { ($0.name, $0.head) })
         }
 
         /// Stores the token and the heads of `names`, each read from `head` (nil: the server forgot it), without a
@@ -81,14 +81,24 @@ extension LocalState {
             token: Int64, chain: ContentDigest?, earlier: [ContentDigest?], names: some Sequence<RecordName>,
             head: (RecordName) -> RecordHead?
         ) throws {
+            try withoutActuallyEscaping(head) { head in
+                try setZone(token: token, chain: chain, earlier: earlier, heads: names.lazy.map { ($0, head($0)) })
+            }
+        }
+
+        /// Stores the token and each head (nil: the server forgot it).
+        private func setZone(
+            token: Int64, chain: ContentDigest?, earlier: [ContentDigest?],
+            heads: some Sequence<(RecordName, RecordHead?)>
+        ) throws {
             let statement = try statements.get(
                 .setHead,
                 """
                 INSERT OR REPLACE INTO head(name, tag, deleted, digest, size, modified, version, device, unverified, moved)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-            for name in names {
-                guard let head = head(name) else {
+            for (name, head) in heads {
+                guard let head else {
                     // A head the server forgot (gc dropped an old tombstone, and this device jumped to the snapshot).
                     let remove = try statements.get(.removeHead, "DELETE FROM head WHERE name = ?")
                     remove.bind(1, name.string)

@@ -45,6 +45,15 @@ public struct RecordChange: Codable, Hashable, Sendable {
     /// The record schema version this build writes and understands.
     public static let currentVersion = 1
 
+    /// About as many bytes as ``appendJSON(to:)`` writes, and rather more: numbers counted at 20 digits, names as
+    /// they are (a name with quotes or control characters escapes longer, and the buffer grows).
+    var jsonSizeEstimate: Int {
+        var size = 200 + name.utf8.count
+        if let movedFrom { size += 16 + movedFrom.utf8.count }
+        if let movedTo { size += 16 + movedTo.utf8.count }
+        return size
+    }
+
     /// Appends this change as `JSONEncoder` writes it with sorted keys and slashes left as they are, byte for byte
     /// (SealedFileTests checks it against `JSONEncoder` on names holding every character that needs escaping): the
     /// keys in order, optionals left out when nil, strings escaped as it escapes them (`\"`, `\\`, `\b`, `\t`, `\n`,

@@ -179,10 +179,12 @@ public struct ZoneState: Sendable, Hashable {
     }
 
     /// The heads changed since the last call, to be stored with ``token``; forgets them. `nil` for a head that is
-    /// gone (a jump to a snapshot that forgot it).
-    public mutating func takeUnsaved() -> [RecordName: RecordHead?] {
-        var changed: [RecordName: RecordHead?] = [:]
-        for name in unsaved { changed[name] = .some(heads[name]) }
+    /// gone (a jump to a snapshot that forgot it). An array made at its size: a dictionary grown to the 100,000 heads
+    /// of a commit of 50,000 moves took 50 MB of its peak (heaptrack).
+    public mutating func takeUnsaved() -> [(name: RecordName, head: RecordHead?)] {
+        var changed: [(name: RecordName, head: RecordHead?)] = []
+        changed.reserveCapacity(unsaved.count)
+        for name in unsaved { changed.append((name, heads[name])) }
         unsaved = []
         return changed
     }
@@ -266,11 +268,15 @@ public struct ZoneState: Sendable, Hashable {
     /// it does not come with is a plain save).
     static func moves(in entry: LogEntry) -> [RecordName: RecordName] {
         guard entry.changes.contains(where: { $0.movedFrom != nil }) else { return [:] }
+        // Made at their size: grown by doubling, an entry of 50,000 moves held their old and new buckets at once.
+        let halves = entry.changes.lazy.filter { $0.movedTo != nil }.count
         var deletes: [String: String] = [:]
+        deletes.reserveCapacity(halves)
         for change in entry.changes where change.op == .delete {
             if let to = change.movedTo { deletes[change.name] = to }
         }
         var moves: [RecordName: RecordName] = [:]
+        moves.reserveCapacity(halves * 2)
         for change in entry.changes where change.op == .save {
             guard let from = change.movedFrom, from != change.name, deletes[from] == change.name,
                 let fromName = try? RecordName(validating: from), let toName = try? RecordName(validating: change.name)
