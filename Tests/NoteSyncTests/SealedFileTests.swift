@@ -178,7 +178,7 @@ import Testing
         #expect(try SealedFile.open(try SealedFile.seal(escaped, kind: "entry"), kind: "entry", as: LogEntry.self) == escaped)
 
         let small = LogEntry(
-            seq: 3, commit: "c", device: "d", time: 5, changes: Array(plain.suffix(8)),
+            seq: 3, commit: "c", device: "d", time: 5, changes: Array(plain.prefix(4) + plain.suffix(6)),
             prev: ContentDigest(of: Data("p".utf8)))
         let body = Array(try SealedFile.encodeJSON(small))
         let alphabet = Array(#"{}[]":,\-0123456789.eE tuna"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF]

@@ -96,8 +96,24 @@ private struct ChangeReader {
         return nil
     }
 
+    /// The change read before, whose names the next one may repeat.
+    var previous: RecordChange?
+
     mutating func string() -> String? {
         stringBytes().flatMap { String(validating: $0, as: UTF8.self) }
+    }
+
+    /// A string; `candidate` itself when it has the same bytes, so the two share their storage. The halves of a move
+    /// name each other (the delete `movedTo` the save's name, the save `movedFrom` the delete's): 50,000 moves
+    /// read 100,000 names fewer.
+    mutating func string(reusing candidate: String?) -> String? {
+        guard let bytes = stringBytes() else { return nil }
+        if var candidate, candidate.utf8.count == bytes.count,
+            candidate.withUTF8({ memcmp($0.baseAddress, bytes.baseAddress, bytes.count) == 0 })
+        {
+            return candidate
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     mutating func change() -> RecordChange? {
@@ -106,7 +122,7 @@ private struct ChangeReader {
         }
         var movedFrom: String?
         if skip(#","movedFrom":"#) {
-            guard let string = string() else { return nil }
+            guard let string = string(reusing: previous?.name) else { return nil }
             movedFrom = string
         }
         var movedTo: String?
@@ -114,7 +130,7 @@ private struct ChangeReader {
             guard let string = string() else { return nil }
             movedTo = string
         }
-        guard skip(#","name":"#), let name = string(), skip(#","op":"#),
+        guard skip(#","name":"#), let name = string(reusing: previous?.movedTo), skip(#","op":"#),
             let op = stringBytes().flatMap({ String(validating: $0, as: UTF8.self) }).flatMap(RecordOp.init(rawValue:))
         else { return nil }
         var text: AssetRef?
@@ -127,9 +143,11 @@ private struct ChangeReader {
         guard skip(#","version":"#), let version = integer(), let version = Int(exactly: version), skip("}") else {
             return nil
         }
-        return RecordChange(
+        let change = RecordChange(
             name: name, base: base, op: op, text: text, modified: modified, version: version, movedFrom: movedFrom,
             movedTo: movedTo)
+        previous = change
+        return change
     }
 }
 
