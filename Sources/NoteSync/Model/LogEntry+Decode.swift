@@ -109,7 +109,7 @@ private struct ChangeReader {
     mutating func string(reusing candidate: String?) -> String? {
         guard let bytes = stringBytes() else { return nil }
         if var candidate, candidate.utf8.count == bytes.count,
-            candidate.withUTF8({ memcmp($0.baseAddress, bytes.baseAddress, bytes.count) == 0 })
+            bytes.isEmpty || candidate.withUTF8({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 })
         {
             return candidate
         }
