@@ -245,6 +245,24 @@ import Testing
         for device in 0..<2 { #expect(try harness.notes(device) == ["b.md": Self.text("a")]) }
     }
 
+    /// A note renamed over another, and another renamed with a new note made at its old name, in one sync: neither is
+    /// a move (a delete and an upload; two uploads), and the commit's bases keep each name's last change, so the next
+    /// sync on either device has nothing to do.
+    @Test func eachNameKeepsItsLastChangeOfACommit() throws {
+        let harness = try Self.synced(["a.md": Self.text("a"), "b.md": Self.text("b"), "x.md": Self.text("one", "two")])
+        try Self.rename(harness, 0, "a.md", "b.md")
+        try Self.rename(harness, 0, "x.md", "y.md")
+        try harness.write(0, "x.md", Self.text("new"))
+        let pushed = try harness.sync(0)
+        #expect(pushed.changes.map { "\($0.kind) \($0.name)" }.sorted() == ["upload b.md", "upload x.md", "upload y.md", "uploadDelete a.md"])
+        let again = try harness.sync(0)
+        #expect(again.changes.isEmpty)
+        _ = try harness.sync(1)
+        let expected = ["b.md": Self.text("a"), "x.md": Self.text("new"), "y.md": Self.text("one", "two")]
+        for device in 0..<2 { #expect(try harness.notes(device) == expected) }
+        #expect(try harness.sync(1).changes.isEmpty)
+    }
+
     /// A chain of renames on the server (x → y → z) reaches a device that saw none of them as one rename.
     @Test func aChainOfRenamesIsFollowed() throws {
         let harness = try Self.synced(["x.md": Self.text("one")])

@@ -556,7 +556,8 @@ extension SyncEngine {
         // In order; a name's last change counts (a note made at a moved note's old name: its save after the delete).
         // Not a dictionary: at 100,000 changes its buckets took 29 MB of the commit's peak, the array 10 MB.
         var newBases: [(name: RecordName, base: BaseRecord?)] = []
-        newBases.reserveCapacity(prepared.deletes.count + prepared.saves.count + moves)
+        let forgets = prepared.saves.lazy.filter { $0.push.forget != nil }.count
+        newBases.reserveCapacity(prepared.deletes.count + prepared.saves.count + moves + forgets)
         var kinds: [RecordName: PlannedChange.Kind] = [:]
         kinds.reserveCapacity(prepared.deletes.count + prepared.saves.count)
         for push in prepared.deletes {
@@ -598,13 +599,18 @@ extension SyncEngine {
             // Every head folded in since the last save: ours, and those of entries that won a slot first.
             let changedHeads = zone.takeUnsaved()
             let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
-            // Each name's last change, the removals first: a batch of moves fills the rows its old names free.
-            var rows: [(name: RecordName, base: BaseRecord?)] = []
-            rows.reserveCapacity(newBases.count)
-            var seen = Set<RecordName>(minimumCapacity: newBases.count)
-            for (name, base) in newBases.reversed() where seen.insert(name).inserted { rows.append((name, base)) }
-            newBases = []
-            seen = []
+            // Each name's last change, kept in place (the earlier ones dropped); the removals first: a batch of moves
+            // fills the rows its old names free.
+            var rows = consume newBases
+            do {
+                var seen = Set<RecordName>(minimumCapacity: rows.count)
+                var kept = rows.endIndex
+                for index in rows.indices.reversed() where seen.insert(rows[index].name).inserted {
+                    kept -= 1
+                    rows.swapAt(index, kept)
+                }
+                rows.removeFirst(kept)
+            }
             for (name, base) in rows where base == nil { bases[name] = nil }
             for index in rows.indices {
                 guard var base = rows[index].base else { continue }
