@@ -172,6 +172,19 @@ import Testing
             #expect(LogEntry.decodeChangeByChange(body) == entry)
             #expect(try JSONDecoder().decode(LogEntry.self, from: body) == entry)
         }
+        // A second `changes` key, plain or escaped: whatever the fast reader reads, `JSONDecoder` reads too.
+        let one = LogEntry(seq: 2, commit: "c", device: "d", time: 1, changes: Array(plain.prefix(2)))
+        let written = String(decoding: try SealedFile.encodeJSON(one), as: UTF8.self)
+        for key in [#""changes""#, #""chang\u0065s""#] {
+            for array in ["[]", String(written.dropFirst(#"{"changes":"#.count).prefix { $0 != "]" }) + "]"] {
+                let doubled = Data(
+                    written.replacingOccurrences(of: #"],"commit""#, with: "],\(key):\(array),\"commit\"").utf8)
+                #expect(doubled.count > written.utf8.count)
+                if let fast = LogEntry.decodeChangeByChange(doubled) {
+                    #expect(fast == (try? JSONDecoder().decode(LogEntry.self, from: doubled)))
+                }
+            }
+        }
         // Names with escapes are left to `JSONDecoder`, and still read right.
         let escaped = LogEntry(seq: 14, commit: "c3", device: "dev-c", time: 101, changes: changes)
         #expect(LogEntry.decodeChangeByChange(try SealedFile.encodeJSON(escaped)) == nil)

@@ -13,9 +13,11 @@ extension LogEntry {
         body.withUnsafeBytes { raw -> LogEntry? in
             var reader = ChangeReader(raw.bindMemory(to: UInt8.self))
             guard reader.skip(#"{"changes":["#) else { return nil }
-            // Each change starts `{"base":`, which no string holds unescaped: so many changes at most.
+            // Each change starts `{"base":`, which no string holds unescaped: so many changes at most. And no more than
+            // the body has room for (the shortest change is 57 bytes): a hostile body of `{"base":` repeated would
+            // otherwise reserve 16 times its size.
             var changes: [RecordChange] = []
-            changes.reserveCapacity(raw.count(of: #"{"base":"#.utf8))
+            changes.reserveCapacity(min(raw.count(of: #"{"base":"#.utf8), raw.count / 57 + 1))
             if !reader.skip("]") {
                 repeat {
                     guard let change = reader.change() else { return nil }
@@ -24,7 +26,9 @@ extension LogEntry {
                 guard reader.skip("]") else { return nil }
             }
             let rest = UnsafeRawBufferPointer(rebasing: raw[reader.offset...])
-            // A second `changes` key: which of the two `JSONDecoder` keeps is its own business.
+            // A second `changes` key is left to `JSONDecoder`. (One escaped, `"chang\u0065s"`, gets past this test: that
+            // is safe because `JSONDecoder` keeps a duplicate key's first value, the shell's empty array here and the
+            // real array in the whole body, so both read the array this reader read.)
             guard rest.firstRange(of: #""changes""#.utf8) == nil else { return nil }
             var shell = Data(#"{"changes":[]"#.utf8)
             shell.append(contentsOf: rest)

@@ -48,7 +48,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
     /// About as many bytes as ``appendJSON(to:)`` writes, and rather more: numbers counted at 20 digits, names as
     /// they are (a name with quotes or control characters escapes longer, and the buffer grows).
     var jsonSizeEstimate: Int {
-        var size = 200 + name.utf8.count
+        var size = 232 + name.utf8.count
         if let movedFrom { size += 16 + movedFrom.utf8.count }
         if let movedTo { size += 16 + movedTo.utf8.count }
         return size
