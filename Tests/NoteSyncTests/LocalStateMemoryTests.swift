@@ -30,6 +30,32 @@ import Testing
         #expect(try state.bases().count == 5001)
     }
 
+    /// SQLite keeps at most ``LocalState/pageCacheKiB`` of pages while every base is read, on a connection that
+    /// writes and on a read-only one (a dry run), against 2 MB by default.
+    @Test func readingEveryBaseKeepsASmallPageCache() throws {
+        let dir = try TempDirectory()
+        let path = dir.path + "/state.db"
+        let digest = ContentDigest(of: Data("text".utf8))
+        do {
+            let state = try LocalState(path: path)
+            try state.update { batch in
+                for index in 0..<20000 {
+                    try batch.setBase(
+                        try name("a folder with a long name/note number \(index).md"),
+                        BaseRecord(tag: 1, digest: digest, size: 4, modified: 1, fingerprint: nil))
+                }
+            }
+            try state.close()
+        }
+        let limit = LocalState.pageCacheKiB * 1024 * 5 / 4  // the pages and SQLite's own header of each
+        for readOnly in [false, true] {
+            let state = try LocalState(path: path, readOnly: readOnly)
+            #expect(try state.bases().count == 20000)
+            #expect(state.cacheBytes() > limit / 4, "read-only \(readOnly): the cache is used")
+            #expect(state.cacheBytes() <= limit, "read-only \(readOnly): \(state.cacheBytes()) bytes cached")
+        }
+    }
+
     /// The agent's records loaded again after a full sync (``SyncEngine/reloadRecords()``) are the ones it held, and
     /// the next sync finds nothing to do.
     @Test func recordsLoadedAgainAreTheOnesHeld() throws {
