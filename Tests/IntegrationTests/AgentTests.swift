@@ -6,7 +6,7 @@ import Testing
 /// Two real agents on one server folder, driven by real editors and by hostile timing.
 @Suite(.serialized) struct AgentTests {
     enum Editor: String, CaseIterable, CustomStringConvertible {
-        case vim, nano, emacs, sedInPlace, renameOver, truncateAndWrite, gioSave
+        case vim, nano, emacs, sedInPlace, renameOver, renameOverLate, truncateAndWrite, gioSave
         var description: String { rawValue }
     }
 
@@ -35,6 +35,11 @@ import Testing
             #expect(try shell("sed -i 's/line one/LINE ONE (sed)/' note.md", in: directory) == 0)
         case .renameOver:
             #expect(try shell("printf 'replaced by rename\\n' > .note.md.new && mv .note.md.new note.md", in: directory) == 0)
+        case .renameOverLate:
+            // The temp is quiet for 200 ms before the rename (a slow tool, a loaded machine): ten times the settle.
+            #expect(
+                try shell("printf 'replaced by a late rename\\n' > .note.md.new && sleep 0.2 && mv .note.md.new note.md", in: directory)
+                    == 0)
         case .truncateAndWrite:
             #expect(try shell("printf 'truncated and rewritten\\n' > note.md", in: directory) == 0)
         case .gioSave:

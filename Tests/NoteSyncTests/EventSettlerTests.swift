@@ -47,6 +47,35 @@ struct FakeInstant: InstantProtocol {
         #expect(settler.takeSettled(at: at(600)) { _ in nil } == ["really-gone.md"])
     }
 
+    /// `printf … > .note.md.new && mv .note.md.new note.md` with the `mv` late (a loaded machine): the temp does not
+    /// settle alone in the meantime; once renamed it goes with the note, at the note's own settle.
+    @Test func aTempNamedAfterANoteWaitsForItsRename() {
+        var settler = settler()
+        let file = Probe(isRegularFile: true, size: 19)
+        settler.noted("dir/.note.md.new", at: at(0), size: 19)
+        #expect(settler.nextDeadline == at(400))
+        #expect(settler.takeSettled(at: at(100)) { _ in file }.isEmpty, "the temp waits for its rename")
+        settler.noted("dir/.note.md.new", at: at(150), size: nil)
+        settler.noted("dir/note.md", at: at(150), size: 19)
+        settler.linked("dir/.note.md.new", to: "dir/note.md")
+        #expect(settler.nextDeadline == at(180))
+        #expect(settler.takeSettled(at: at(180)) { $0 == "dir/note.md" ? file : nil } == ["dir/.note.md.new", "dir/note.md"])
+        // Never renamed: it is a file like another, taken once quiet for the longer period.
+        settler.noted(".draft.txt.bak", at: at(1000), size: 3)
+        #expect(settler.takeSettled(at: at(1399)) { _ in Probe(isRegularFile: true, size: 3) }.isEmpty)
+        #expect(settler.takeSettled(at: at(1400)) { _ in Probe(isRegularFile: true, size: 3) } == [".draft.txt.bak"])
+    }
+
+    @Test func onlyAHiddenNameWithAnExtensionAndASuffixReadsAsATemp() {
+        for temp in [".note.md.new", "a/b/.note.md.tmp", ".n.md.Xy12Ab", ".a.b.c.d"] {
+            #expect(EventSettler<FakeInstant>.looksLikeSiblingTemp(temp), "\(temp)")
+        }
+        let others = ["note.md", "note.md.new", ".todo.md", ".md", ".", "..", ".note.", ".note..new", "..md.new"]
+        for other in others + [".note.md.", "dir.x/.todo.md", ".a/note.md", "a/.b"] {
+            #expect(!EventSettler<FakeInstant>.looksLikeSiblingTemp(other), "\(other)")
+        }
+    }
+
     /// `mv a.md b.md`: the old name does not wait as a vanished note does; both names settle together, once the new
     /// one is quiet, so that one sync sees the rename.
     @Test func theTwoNamesOfARenameSettleTogether() {

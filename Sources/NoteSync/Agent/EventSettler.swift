@@ -6,6 +6,9 @@ import Foundation
 /// missing ones only once no path has gone missing for ``AgentOptions/deleteSettle`` (vim and emacs move a note aside
 /// for a moment while saving; an `rm -r` is one change, seen whole by the mass-delete guard),
 /// and a file still growing is held back until it stops, at most ``AgentOptions/maxSettle`` after its first event.
+/// A file named like a temp written next to a note (``looksLikeSiblingTemp(_:)``: `.note.md.new`) waits
+/// ``AgentOptions/deleteSettle`` too: a tool that saves by writing it and renaming it over the note does so within
+/// that time, and the note then settles as one edit, with no record made for the temp on the way.
 /// The time is passed in, so the machine runs on any clock (the agent's `ContinuousClock`, a test's fake one), as
 /// Syncthing's watch aggregator does.
 struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration {
@@ -65,6 +68,26 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         links[from] = to
     }
 
+    /// Whether the file name of `path` reads as a temp a tool writes next to a note before renaming it over the
+    /// note: hidden, and the rest a name with an extension and a suffix of its own (`.note.md.new`, `.note.md.tmp`,
+    /// rsync's `.note.md.Xy12Ab`). A hidden note of one extension (`.todo.md`) is not one.
+    static func looksLikeSiblingTemp(_ path: String) -> Bool {
+        let name = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path.utf8[path.utf8.index(after: $0)...] } ?? path.utf8[...]
+        guard name.first == UInt8(ascii: "."), name.count > 1 else { return false }
+        let rest = name.dropFirst()
+        guard let last = rest.lastIndex(of: UInt8(ascii: ".")), last != rest.startIndex, rest.index(after: last) != rest.endIndex
+        else { return false }
+        // The part before the suffix has an extension of its own, not at its start.
+        let stem = rest[..<last]
+        guard let dot = stem.lastIndex(of: UInt8(ascii: ".")) else { return false }
+        return dot != stem.startIndex && stem.index(after: dot) != stem.endIndex
+    }
+
+    /// How long `path` must be quiet to settle: ``settle``, or ``deleteSettle`` for a name that reads as a temp.
+    private func quietPeriod(_ path: String) -> Duration {
+        Self.looksLikeSiblingTemp(path) ? max(settle, deleteSettle) : settle
+    }
+
     /// Whether `path` is the old name of a rename still waiting, missing when last looked at.
     private func isRenamedAway(_ path: String, _ item: Item) -> Bool { item.size == nil && links[path] != nil }
 
@@ -92,7 +115,7 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
             // The old name of a rename goes with its new name (below).
             if found == nil && links[path] != nil { continue }
             if found == nil && deletesWait { continue }
-            if item.last.duration(to: now) < settle { continue }
+            if item.last.duration(to: now) < quietPeriod(path) { continue }
             if let found, found.isRegularFile, item.size != found.size, item.first.duration(to: now) < maxSettle {
                 // Still growing since it was last looked at: another quiet period.
                 items[path]?.size = found.size
@@ -144,7 +167,7 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         let deletesHeldUntil = missing.map(\.first).min().map { $0.advanced(by: maxDeleteHold) }
         let deletes = [deletesSettle, deletesHeldUntil].compactMap { $0 }.min()
         return items.map { path, item in
-            let quiet = item.last.advanced(by: settle)
+            let quiet = item.last.advanced(by: quietPeriod(path))
             guard item.size == nil, !isRenamedAway(path, item), let deletes else { return quiet }
             return max(quiet, deletes)
         }.min()
