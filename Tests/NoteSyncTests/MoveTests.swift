@@ -33,6 +33,39 @@ import Testing
         report.changes.filter { $0.kind == .move }.map { "\($0.from ?? "?") → \($0.name)" }
     }
 
+    /// The bases a sync records apply as in order (each name's last update stands), the removals first, so that a
+    /// batch of renames reuses the rows of the old names: renames, a name removed then set, set then removed, set
+    /// twice, then random sequences against applying them one by one.
+    @Test func baseUpdatesApplyAsInOrderWithTheRemovalsFirst() throws {
+        let digest = ContentDigest(of: Data("t".utf8))
+        func base(_ tag: Int64) -> BaseRecord { BaseRecord(tag: tag, digest: digest, size: 1, modified: 1, fingerprint: nil) }
+        func named(_ string: String) -> RecordName { RecordName(trusted: string)! }
+        var bases = RecordTable<BaseRecord>()
+        for index in 0..<6 { bases[named("n\(index).md")] = base(1) }
+        var updates: [(name: RecordName, base: BaseRecord?)] = [(named("m0.md"), base(2)), (named("n0.md"), nil)]
+        updates += [(named("n1.md"), nil), (named("n1.md"), base(3)), (named("n2.md"), base(4)), (named("n2.md"), nil)]
+        updates += [(named("m3.md"), base(5)), (named("m3.md"), base(6))]
+        var expected = bases
+        for (name, value) in updates { expected[name] = value }
+        SyncEngine.applyBaseUpdates(updates, to: &bases)
+        #expect(bases == expected && bases.count == 6)
+        #expect(bases[named("n1.md")]?.tag == 3 && bases[named("n2.md")] == nil && bases[named("m3.md")]?.tag == 6)
+
+        var random = SplitMix(seed: 20)
+        for _ in 0..<200 {
+            var table = RecordTable<BaseRecord>()
+            for index in 0..<Int(random.next() % 8) { table[named("p\(index)")] = base(1) }
+            let count = Int(random.next() % 12)
+            let sequence: [(name: RecordName, base: BaseRecord?)] = (0..<count).map { _ in
+                (named("p\(random.next() % 8)"), random.next() % 3 == 0 ? nil : base(Int64(random.next() % 100)))
+            }
+            var oneByOne = table
+            for (name, value) in sequence { oneByOne[name] = value }
+            SyncEngine.applyBaseUpdates(sequence, to: &table)
+            #expect(table == oneByOne, "\(sequence.map { "\($0.name)=\($0.base?.tag ?? -1)" })")
+        }
+    }
+
     @Test func aRenameReachesTheOtherDeviceAsARename() throws {
         let harness = try Self.synced(["x.md": Self.text("one", "two")])
         try Self.rename(harness, 0, "x.md", "y.md")

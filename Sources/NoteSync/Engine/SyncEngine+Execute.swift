@@ -81,12 +81,16 @@ extension SyncEngine {
         // beside the plan's steps. Not room for every step: B's first sync has every head already, and as many
         // again is 12 MB at 100,000 notes. Room for the pushes, base updates and new notes the actions make is made
         // now (a conflict or a merge may add one more, which grows them).
+        // A rename frees the base of its old name as it adds its new one: a sync that renames half of 100,000 notes
+        // needs no room for more bases (the removals go first, `applyBaseUpdates` and `commitBatch`), where room for
+        // 50,000 more was 5 MB and a larger index. (The heads keep the old names, as tombstones.)
         var newBases = 0
         var newHeads = 0
         // Saves and deletes; base updates; texts written into notes (the progress line's count); notes new here.
         var (saves, updates, textWrites, newDownloads) = (0, 0, 0, 0)
         for index in plan.indices {
             if !bases.contains(plan[index].name) { newBases += 1 }
+            if let move = plan[index].move, bases.contains(move.source) { newBases -= 1 }
             if !zone.heads.contains(plan[index].name) { newHeads += 1 }
             switch plan[index].action {
             case .save, .delete: saves += 1
@@ -332,7 +336,7 @@ extension SyncEngine {
         // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed (a
         // large plan: the agent's rounds of a few notes free little).
         if planned >= Self.trimAfter { MallocTuning.trim() }
-        bases.reserveCapacity(bases.count + newBases)
+        bases.reserveCapacity(bases.count + max(newBases, 0))
         zone.heads.reserveCapacity(zone.heads.count + newHeads)
 
         var bulkWarnings: [SyncWarning] = []
@@ -369,10 +373,27 @@ extension SyncEngine {
             for conflict in conflicts { try batch.addConflict(conflict) }
             if pendingWrites { try batch.clearPendingWrites() }
         }
-        for (name, base) in baseUpdates { bases[name] = base }
+        Self.applyBaseUpdates(baseUpdates, to: &bases)
         report.conflictCopies += conflicts.map(\.copy.description)
         if partial { made.formUnion(pushes.lazy.filter { $0.base == 0 && $0.path != nil }.map(\.name)) }
         return try commit(pushes, bases: &bases, zone: &zone, store: store, report: &report)
+    }
+
+    /// Applies `updates` to `bases` as applying them in order does (each name's last update stands), the removals
+    /// first: the rows removed names free take the names added, so the table grows only by what is added net.
+    static func applyBaseUpdates(_ updates: [(name: RecordName, base: BaseRecord?)], to bases: inout RecordTable<BaseRecord>) {
+        guard updates.contains(where: { $0.base == nil }), updates.contains(where: { $0.base != nil }) else {
+            for (name, base) in updates { bases[name] = base }
+            return
+        }
+        var last = [RecordName: Int](minimumCapacity: updates.count)
+        for index in updates.indices { last[updates[index].name] = index }
+        for index in updates.indices where updates[index].base == nil && last[updates[index].name] == index {
+            bases[updates[index].name] = nil
+        }
+        for index in updates.indices where last[updates[index].name] == index {
+            if let base = updates[index].base { bases[updates[index].name] = base }
+        }
     }
 
     /// A note's text and mtime: how a conflict copy of a server version is recognised (it is written with both).
