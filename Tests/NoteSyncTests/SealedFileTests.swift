@@ -119,6 +119,12 @@ import Testing
         ]
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Each change's size is counted exactly, escapes, signs and all (the buffer is made at the sum).
+        for change in changes + [RecordChange(name: "a", base: Int64.min, op: .delete, text: nil, modified: -1)] {
+            var bytes: [UInt8] = []
+            change.appendJSON(to: &bytes)
+            #expect(change.jsonSize == bytes.count, "\(String(decoding: bytes, as: UTF8.self))")
+        }
         for entry in entries {
             let whole = try encoder.encode(entry)
             #expect(try SealedFile.encodeJSON(entry, chunkingAbove: 0) == whole, "\(entry.changes.count) changes")

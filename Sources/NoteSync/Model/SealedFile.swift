@@ -103,10 +103,11 @@ public enum SealedFile {
         let outer = try encoder.encode(shell)
         let prefix = Data(#"{"changes":[]"#.utf8)
         guard outer.starts(with: prefix) else { return try whole() }
-        // Reserved at its size, near enough: grown by doubling, the JSON of 50,000 moves (25 MB) took 31 MB.
-        var estimate = headerRoom + outer.count + 16
-        for change in entry.changes { estimate += change.jsonSizeEstimate }
-        var body = Data(capacity: estimate)
+        // Made at its size: grown by doubling, the JSON of 50,000 moves (25 MB) took 31 MB. Its prefix, a comma
+        // between changes, the closing bracket, and the rest of the shell.
+        var size = headerRoom + 12 + max(entry.changes.count - 1, 0) + 1 + outer.count - prefix.count
+        for change in entry.changes { size += change.jsonSize }
+        var body = Data(capacity: size)
         body.append(contentsOf: repeatElement(0, count: headerRoom))
         body.append(contentsOf: #"{"changes":["#.utf8)
         // Each change is written into one scratch array, then appended whole: `Data`'s appends are dear byte by byte.
@@ -120,6 +121,7 @@ public enum SealedFile {
         }
         body.append(UInt8(ascii: "]"))
         body.append(outer.dropFirst(prefix.count))
+        assert(body.count == size, "an entry's JSON is \(body.count) bytes, not the \(size) counted")
         return body
     }
 
