@@ -85,6 +85,23 @@ import Testing
         #expect(throws: NoteSyncError.self) { try TestServer.create(fresh) }
     }
 
+    /// The tip is checked a piece at a time (``ServerStore/digestOfEntryFile(_:)``): the digest of a file of several
+    /// pieces, of one, of exactly one piece, and of an empty one is its bytes' digest; a missing file has none.
+    @Test func anEntryFilesDigestIsTakenAPieceAtATime() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let files = ServerFiles(store)
+        let piece = ServerStore.entryPieceBytes
+        var random = SplitMix(seed: 7)
+        for size in [piece * 2 + 12345, piece, piece - 1, 100, 0] {
+            let data = Data((0..<size).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+            let path = store.layout.root + "/tip-\(size)"
+            try files.write(path, data)
+            #expect(try store.digestOfEntryFile(path) == ContentDigest(of: data), "\(size) bytes")
+        }
+        #expect(try store.digestOfEntryFile(store.layout.root + "/none") == nil)
+    }
+
     /// A folder that is not there is unreachable (a share not mounted); a prefix with nothing in it is no server.
     @Test func openWithoutMarkerIsNotAnEmptyServer() throws {
         let dir = try TempDirectory()
