@@ -48,6 +48,40 @@ import Testing
     }
 
     /// Equality is about the heads and the token, not about what is left to store or plan.
+    /// An entry of many new names makes room for them at once: a rename of 600 of 1,000 notes leaves 1,600 heads
+    /// (the old names as tombstones) in rows grown to about that, not doubled to 2,048; small entries after it still
+    /// grow the rows geometrically, and every head is the one folded in.
+    @Test func anEntryOfManyNewNamesMakesRoomForThemAtOnce() throws {
+        var zone = ZoneState()
+        let text = AssetRef(of: Data("t".utf8))
+        var entry = LogEntry(
+            seq: 1, commit: "1", device: "a", time: 0,
+            changes: (0..<1000).map { .save(RecordName(trusted: "n\($0).md")!, base: 0, text: text, modified: 1) })
+        entry.digest = ContentDigest(of: Data("1".utf8))
+        zone.apply(entry)
+        var moves: [RecordChange] = []
+        for index in 0..<600 {
+            moves += RecordChange.move(
+                from: RecordName(trusted: "n\(index).md")!, fromBase: 1, to: RecordName(trusted: "m\(index).md")!, toBase: 0,
+                text: text, modified: 2, time: 2)
+        }
+        var rename = LogEntry(seq: 2, commit: "2", device: "a", time: 0, changes: moves)
+        rename.digest = ContentDigest(of: Data("2".utf8))
+        let before = zone.heads.capacity
+        zone.apply(rename)
+        #expect(zone.heads.count == 1600)
+        #expect(zone.heads.capacity >= 1600 && zone.heads.capacity < 2048 && zone.heads.capacity > before)
+        #expect(zone.heads[RecordName(trusted: "n5.md")!]?.deleted == true && zone.heads[RecordName(trusted: "m5.md")!]?.tag == 2)
+        let grown = zone.heads.capacity
+        for seq in Int64(3)..<Int64(3 + 2000) {
+            let save = RecordChange.save(RecordName(trusted: "x\(seq).md")!, base: 0, text: text, modified: 1)
+            var one = LogEntry(seq: seq, commit: "\(seq)", device: "a", time: 0, changes: [save])
+            one.digest = ContentDigest(of: Data("\(seq)".utf8))
+            zone.apply(one)
+        }
+        #expect(zone.heads.count == 3600 && zone.heads.capacity >= 3600 && zone.heads.capacity > grown)
+    }
+
     @Test func bookkeepingIsNotPartOfEquality() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)

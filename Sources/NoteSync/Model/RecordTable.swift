@@ -42,6 +42,18 @@ public struct RecordTable<Value> {
         if needed > buckets.count { rebuild(bucketCount: needed) }
     }
 
+    /// The records the rows' storage holds without growing.
+    var capacity: Int { rows.capacity }
+
+    /// Room for `added` more records, made at once when the rows would outgrow their storage, and at least half as
+    /// many again as there are, so that a run of small additions still grows it geometrically: appended one by one,
+    /// a table of 131,072 rows that takes 20,000 more grows to 262,144.
+    mutating func reserveRoom(forAdding added: Int) {
+        let needed = count + added
+        guard needed > rows.capacity else { return }
+        reserveCapacity(Swift.max(needed, count + count / 2))
+    }
+
     public subscript(name: RecordName) -> Value? {
         get { row(of: name).map { rows[$0] } }
         set {

@@ -222,6 +222,12 @@ public struct ZoneState: Sendable, Hashable {
         advance(to: entry.seq, chain: entry.chainDigest)
         if entry.void != nil { unreadableSlots.insert(entry.seq) }
         let moves = Self.moves(in: entry)
+        // Room for the entry's new names at once: a rename of 50,000 of 100,000 notes adds 50,000 heads (the old
+        // names stay, as tombstones), and appended one by one they grew the rows to 262,144 (22 MB) on B's peak.
+        if entry.changes.count > 1 {
+            let known = entry.changes.reduce(0) { $0 + (RecordName(trusted: $1.name).map(heads.contains) == true ? 1 : 0) }
+            heads.reserveRoom(forAdding: entry.changes.count - known)
+        }
         for change in entry.changes {
             let name: RecordName
             do { name = try RecordName(validating: change.name) } catch {
