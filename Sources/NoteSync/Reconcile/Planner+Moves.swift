@@ -51,7 +51,10 @@ extension SyncEngine {
             scan.files[name] == nil && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true)
         }
         func isFree(_ name: RecordName) -> Bool { !covered.contains(name) && bases[name] == nil }
+        // At most a step for each name gone here or moved on the server, made at once: grown by doubling, the steps of
+        // a rename of 50,000 notes (about 400 bytes each) took 26 MB for 20.
         var steps: [Step] = []
+        steps.reserveCapacity(gone.count + movedThere.count)
         func add(_ step: Step, covering: [RecordName]) {
             steps.append(step)
             covered.formUnion(covering)
