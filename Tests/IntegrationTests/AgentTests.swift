@@ -36,9 +36,10 @@ import Testing
         case .renameOver:
             #expect(try shell("printf 'replaced by rename\\n' > .note.md.new && mv .note.md.new note.md", in: directory) == 0)
         case .renameOverLate:
-            // The temp is quiet for 200 ms before the rename (a slow tool, a loaded machine): ten times the settle.
+            // The temp is quiet for 100 ms before the rename (a slow tool, a loaded machine): five times the settle,
+            // a quarter of the wait for a name that reads as a temp.
             #expect(
-                try shell("printf 'replaced by a late rename\\n' > .note.md.new && sleep 0.2 && mv .note.md.new note.md", in: directory)
+                try shell("printf 'replaced by a late rename\\n' > .note.md.new && sleep 0.1 && mv .note.md.new note.md", in: directory)
                     == 0)
         case .truncateAndWrite:
             #expect(try shell("printf 'truncated and rewritten\\n' > note.md", in: directory) == 0)

@@ -47,7 +47,6 @@ import Testing
         #expect(aliceZone.takeUnsaved().isEmpty)
     }
 
-    /// Equality is about the heads and the token, not about what is left to store or plan.
     /// An entry of many new names makes room for them at once: a rename of 600 of 1,000 notes leaves 1,600 heads
     /// (the old names as tombstones) in rows grown to about that, not doubled to 2,048; small entries after it still
     /// grow the rows geometrically, and every head is the one folded in.
@@ -82,6 +81,7 @@ import Testing
         #expect(zone.heads.count == 3600 && zone.heads.capacity >= 3600 && zone.heads.capacity > grown)
     }
 
+    /// Equality is about the heads and the token, not about what is left to store or plan.
     @Test func bookkeepingIsNotPartOfEquality() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)

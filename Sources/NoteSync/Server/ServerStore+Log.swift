@@ -137,10 +137,15 @@ extension ServerStore {
         state.verifiedTail = file
     }
 
-    /// The digest of the bytes of the entry file at `path`, read a piece at a time: a fetch that has just read an
-    /// entry checks it again as the log's tip, and whole, the tip of a rename of 50,000 notes (25 MB) was read again
-    /// on top of all the sync held. Nil when it is missing or longer than an entry may be.
+    /// The digest of the bytes of the entry file at `path`, read a piece at a time from a folder: a fetch that has
+    /// just read an entry checks it again as the log's tip, and whole, the tip of a rename of 50,000 notes (25 MB)
+    /// was read again on top of all the sync held. From an object store it is read whole, as before: a request a
+    /// piece would multiply the requests, and a service that ignores ranges would send the whole object for each.
+    /// Nil when it is missing or longer than an entry may be.
     func digestOfEntryFile(_ path: String) throws -> ContentDigest? {
+        if storage.isObjectStore {
+            return try storage.read(path, limit: Self.maxEntryBytes).map { ContentDigest(of: $0) }
+        }
         var hasher = SHA256()
         var offset: Int64 = 0
         while true {
