@@ -47,8 +47,9 @@ import Testing
         updates += [(named("m3.md"), base(5)), (named("m3.md"), base(6))]
         var expected = bases
         for (name, value) in updates { expected[name] = value }
-        SyncEngine.applyBaseUpdates(updates, to: &bases)
+        SyncEngine.applyBaseUpdates(&updates, to: &bases)
         #expect(bases == expected && bases.count == 6)
+        #expect(updates.count == 5 && Set(updates.map(\.name)).count == 5, "each name's last update is left")
         #expect(bases[named("n1.md")]?.tag == 3 && bases[named("n2.md")] == nil && bases[named("m3.md")]?.tag == 6)
 
         var random = SplitMix(seed: 20)
@@ -56,13 +57,17 @@ import Testing
             var table = RecordTable<BaseRecord>()
             for index in 0..<Int(random.next() % 8) { table[named("p\(index)")] = base(1) }
             let count = Int(random.next() % 12)
-            let sequence: [(name: RecordName, base: BaseRecord?)] = (0..<count).map { _ in
+            var sequence: [(name: RecordName, base: BaseRecord?)] = (0..<count).map { _ in
                 (named("p\(random.next() % 8)"), random.next() % 3 == 0 ? nil : base(Int64(random.next() % 100)))
             }
             var oneByOne = table
             for (name, value) in sequence { oneByOne[name] = value }
-            SyncEngine.applyBaseUpdates(sequence, to: &table)
-            #expect(table == oneByOne, "\(sequence.map { "\($0.name)=\($0.base?.tag ?? -1)" })")
+            let shown = sequence.map { "\($0.name)=\($0.base?.tag ?? -1)" }
+            var lastOfEach: [RecordName: BaseRecord?] = [:]
+            for (name, value) in sequence { lastOfEach[name] = value }
+            SyncEngine.applyBaseUpdates(&sequence, to: &table)
+            #expect(table == oneByOne, "\(shown)")
+            #expect(sequence.count == lastOfEach.count && sequence.allSatisfy { lastOfEach[$0.name] == $0.base }, "\(shown)")
         }
     }
 

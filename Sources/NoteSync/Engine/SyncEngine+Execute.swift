@@ -82,8 +82,8 @@ extension SyncEngine {
         // again is 12 MB at 100,000 notes. Room for the pushes, base updates and new notes the actions make is made
         // now (a conflict or a merge may add one more, which grows them).
         // A rename frees the base of its old name as it adds its new one: a sync that renames half of 100,000 notes
-        // needs no room for more bases (the removals go first, `applyBaseUpdates` and `commitBatch`), where room for
-        // 50,000 more was 5 MB and a larger index. (The heads keep the old names, as tombstones.)
+        // needs no room for more bases (`applyBaseUpdates` applies the removals first, here and in `commitBatch`),
+        // where room for 50,000 more was 5 MB and a larger index. (The heads keep the old names, as tombstones.)
         var newBases = 0
         var newHeads = 0
         // Saves and deletes; base updates; texts written into notes (the progress line's count); notes new here.
@@ -373,27 +373,31 @@ extension SyncEngine {
             for conflict in conflicts { try batch.addConflict(conflict) }
             if pendingWrites { try batch.clearPendingWrites() }
         }
-        Self.applyBaseUpdates(baseUpdates, to: &bases)
+        if baseUpdates.contains(where: { $0.base == nil }) && baseUpdates.contains(where: { $0.base != nil }) {
+            Self.applyBaseUpdates(&baseUpdates, to: &bases)
+        } else {
+            // Only sets, or only removals (B's first sync: every note): in order, each name's last stands, and the
+            // table's room was made for them.
+            for (name, base) in baseUpdates { bases[name] = base }
+        }
         report.conflictCopies += conflicts.map(\.copy.description)
         if partial { made.formUnion(pushes.lazy.filter { $0.base == 0 && $0.path != nil }.map(\.name)) }
         return try commit(pushes, bases: &bases, zone: &zone, store: store, report: &report)
     }
 
-    /// Applies `updates` to `bases` as applying them in order does (each name's last update stands), the removals
-    /// first: the rows removed names free take the names added, so the table grows only by what is added net.
-    static func applyBaseUpdates(_ updates: [(name: RecordName, base: BaseRecord?)], to bases: inout RecordTable<BaseRecord>) {
-        guard updates.contains(where: { $0.base == nil }), updates.contains(where: { $0.base != nil }) else {
-            for (name, base) in updates { bases[name] = base }
-            return
+    /// Applies `updates` to `bases` as applying them in order does, and leaves in `updates` each name's last update
+    /// (in place, the earlier ones dropped; the order of the rest is not kept). The removals go first: the rows
+    /// removed names free take the names added, so a batch of renames grows the table only by what it adds net.
+    static func applyBaseUpdates(_ updates: inout [(name: RecordName, base: BaseRecord?)], to bases: inout RecordTable<BaseRecord>) {
+        var seen = Set<RecordName>(minimumCapacity: updates.count)
+        var kept = updates.endIndex
+        for index in updates.indices.reversed() where seen.insert(updates[index].name).inserted {
+            kept -= 1
+            updates.swapAt(index, kept)
         }
-        var last = [RecordName: Int](minimumCapacity: updates.count)
-        for index in updates.indices { last[updates[index].name] = index }
-        for index in updates.indices where updates[index].base == nil && last[updates[index].name] == index {
-            bases[updates[index].name] = nil
-        }
-        for index in updates.indices where last[updates[index].name] == index {
-            if let base = updates[index].base { bases[updates[index].name] = base }
-        }
+        updates.removeFirst(kept)
+        for (name, base) in updates where base == nil { bases[name] = nil }
+        for (name, base) in updates { if let base { bases[name] = base } }
     }
 
     /// A note's text and mtime: how a conflict copy of a server version is recognised (it is written with both).
@@ -620,25 +624,9 @@ extension SyncEngine {
             // Every head folded in since the last save: ours, and those of entries that won a slot first.
             let changedHeads = zone.takeUnsaved()
             let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
-            // Each name's last change, kept in place (the earlier ones dropped); the removals first: a batch of moves
-            // fills the rows its old names free.
             var rows = consume newBases
-            do {
-                var seen = Set<RecordName>(minimumCapacity: rows.count)
-                var kept = rows.endIndex
-                for index in rows.indices.reversed() where seen.insert(rows[index].name).inserted {
-                    kept -= 1
-                    rows.swapAt(index, kept)
-                }
-                rows.removeFirst(kept)
-            }
-            for (name, base) in rows where base == nil { bases[name] = nil }
-            for index in rows.indices {
-                guard var base = rows[index].base else { continue }
-                base.tag = entry.seq
-                bases[rows[index].name] = base
-                rows[index].base = base
-            }
+            for index in rows.indices { rows[index].base?.tag = entry.seq }
+            Self.applyBaseUpdates(&rows, to: &bases)
             let state = state
             let written = rows
             // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
