@@ -98,6 +98,39 @@ import Testing
         #expect(MemoryLayout<SyncEngine.Push>.stride == 56)
     }
 
+    /// Asked with a hint (``RecordTable/storedName(_:hash:next:)``), in the table's order, in another order, or for
+    /// names it lacks, the table answers as a lookup does, with its own string; the hint moves past each row found.
+    @Test func aLookupFromTheNextRowAnswersAsTheIndexDoes() {
+        var table = RecordTable<Int>()
+        for index in 0..<200 where index % 3 != 0 { table[Self.name(index)] = index }
+        table[Self.name(5)] = nil  // the last row moves into its place: the rows are no longer in order
+        var random = SystemRandomNumberGenerator()
+        let orders: [[Int]] = [
+            Array(0..<220), Array((0..<220).reversed()), (0..<220).shuffled(using: &random),
+            (0..<400).map { _ in Int.random(in: 0..<220, using: &random) }
+        ]
+        for order in orders {
+            var next = 0
+            var hits = 0
+            for index in order {
+                let asked = Self.name(index)
+                let found = table.storedName(asked, hash: NameHash(asked), next: &next)
+                #expect(found == table.storedName(asked), "\(asked)")
+                if let found {
+                    #expect(table.rowIndex(of: found).map { $0 + 1 } == next, "the hint is the row after \(asked)")
+                    hits += 1
+                }
+            }
+            #expect(hits == order.filter { $0 < 200 && $0 % 3 != 0 && $0 != 5 }.count)
+        }
+        // Asked in the order of its rows, each name is the row at the hint.
+        var next = 0
+        for (row, name) in table.keys.enumerated() {
+            _ = table.storedName(name, hash: NameHash(name), next: &next)
+            #expect(next == row + 1)
+        }
+    }
+
     /// A base stores "no fingerprint" as a size no file has. It reads back as `nil`, and
     /// ``StatFingerprint/unknown`` as itself: the move planner tells them apart (an unknown inode is not the file's).
     /// Neither matches a file, so either makes the next scan hash the note.

@@ -158,6 +158,72 @@ import Testing
         #expect(storage(aloneKey) != storage(heads.storedName(synced[0])!), "loaded alone, a copy")
         #expect(shared[local] != nil)
     }
+
+    /// Schema v5 stores the bases and heads without rowids, in name order. A database of an earlier build, its rows
+    /// in no order, reads the same before it is migrated (a dry run opens it read-only) and after; the migration keeps
+    /// every column (no fingerprint, a move's other name, an unverified line), and the bases share the heads' names.
+    @Test func theBasesAndHeadsOfAnEarlierBuildReadTheSameMigrated() throws {
+        let directory = try TempDirectory("state-v4")
+        let path = directory.sub("state.sqlite")
+        let names = try (0..<300).map { try name("folder-with-a-long-name/note \(String($0, radix: 7)).md") }
+        let text = AssetRef(of: Data("text".utf8))
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try LocalState.migrator.migrate(queue, upTo: "v4")
+            try queue.write { db in
+                // Heads and bases written in two other orders, as syncs did (a set's order, then replaced rows).
+                for (index, note) in names.enumerated().reversed() {
+                    try db.execute(
+                        sql: "INSERT INTO head VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        arguments: [
+                            note.string, index + 1, index % 5 == 0, index % 5 == 0 ? nil : text.sha256.hex,
+                            index % 5 == 0 ? nil : text.size, index, 1, index % 2 == 0 ? "a" : "b", index % 7,
+                            index % 11 == 0 ? names[0].string : nil
+                        ])
+                }
+                for (index, note) in names.enumerated().shuffled() where index % 5 != 0 {
+                    let fingerprint: [Int?] = index % 3 == 0 ? [nil, nil, nil, nil] : [4, index, index + 1, index + 2]
+                    let row: [(any DatabaseValueConvertible)?] = [note.string, index + 1, text.sha256.hex, text.size, index] + fingerprint
+                    try db.execute(sql: "INSERT INTO base VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", arguments: StatementArguments(row))
+                }
+                try db.execute(
+                    sql: "INSERT INTO base VALUES ('local only.md', 1, ?, 4, 1, NULL, NULL, NULL, NULL)", arguments: [text.sha256.hex])
+            }
+            try queue.close()
+        }
+        let readOnly = try LocalState(path: path, readOnly: true)
+        let earlierHeads = try readOnly.zoneState().heads
+        let earlierBases = try readOnly.bases(sharingNamesWith: earlierHeads)
+        #expect(earlierHeads.count == 300 && earlierBases.count == 241)
+        #expect(earlierBases == (try readOnly.bases()))
+        try readOnly.close()
+
+        let migrated = try LocalState(path: path)
+        let heads = try migrated.zoneState().heads
+        let bases = try migrated.bases(sharingNamesWith: heads)
+        #expect(heads == earlierHeads && bases == earlierBases)
+        #expect(heads[names[11]]?.moved == names[0] && heads[names[7]]?.unverifiedSince == 0 && heads[names[8]]?.unverifiedSince == 1)
+        #expect(
+            bases[names[3]]?.fingerprint == nil && bases[names[4]]?.fingerprint == StatFingerprint(size: 4, mtime: 4, ctime: 5, inode: 6))
+        func storage(_ name: RecordName) -> UnsafeRawPointer? {
+            var string = name.string
+            return string.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+        }
+        for note in names.indices.filter({ $0 % 5 != 0 }).map({ names[$0] }) {
+            #expect(storage(try #require(bases.storedName(note))) == storage(try #require(heads.storedName(note))))
+        }
+        // Stored in name order now: the order a sync reads them in.
+        #expect(Array(heads.keys) == names.sorted { $0.string.utf8.lexicographicallyPrecedes($1.string.utf8) })
+        let schema = try migrated.read { db in
+            try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE name IN ('base', 'head')")
+        }
+        #expect(schema.count == 2 && schema.allSatisfy { $0.hasSuffix("WITHOUT ROWID") })
+        // Written again, a row replaces its earlier self.
+        try migrated.update { batch in
+            try batch.setBase(names[1], BaseRecord(tag: 9, digest: text.sha256, size: text.size, modified: 9, fingerprint: nil))
+        }
+        #expect(try migrated.bases()[names[1]]?.tag == 9 && (try migrated.bases()).count == 241)
+    }
 }
 
 /// The pending-writes record: one row per write in the state database, and the JSON value in `meta` that earlier

@@ -279,11 +279,13 @@ public final class LocalState: Sendable {
             var result: RecordTable<BaseRecord> = [:]
             result.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM base") ?? 0)
             // Straight from SQLite, names trusted: this loads every note on every sync (names were validated
-            // before they were stored, and only this process writes the file).
+            // before they were stored, and only this process writes the file). Both tables are stored in name order
+            // (schema v5), so a base's name is most often the next head's: `next` is where to look first.
+            var next = 0
             try Self.eachRow(db, "SELECT name, tag, digest, size, modified, fpSize, fpMtime, fpCtime, fpInode FROM base") { row in
                 guard var name = RecordName(trusted: row.text(0)), let digest = row.digest(2) else { return }
                 let hash = NameHash(name)
-                if let heads, let stored = heads.storedName(name, hash: hash) { name = stored }
+                if let heads, let stored = heads.storedName(name, hash: hash, next: &next) { name = stored }
                 var fingerprint: StatFingerprint?
                 if !row.isNull(5) && !row.isNull(6) && !row.isNull(7) && !row.isNull(8) {
                     fingerprint = StatFingerprint(

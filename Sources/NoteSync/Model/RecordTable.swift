@@ -118,6 +118,19 @@ public struct RecordTable<Value> {
     /// ``storedName(_:)`` with `name`'s hash computed already.
     func storedName(_ name: RecordName, hash: NameHash) -> RecordName? { find(name, hash: hash.value).map { names[$0.row] } }
 
+    /// ``storedName(_:hash:)`` for names asked in about the order of this table's rows (another table loaded from
+    /// rows written in the same order): the row at `next` is compared first, without the index, and `next` moves
+    /// past the row found.
+    func storedName(_ name: RecordName, hash: NameHash, next: inout Int) -> RecordName? {
+        if next < names.count, names[next] == name {
+            next += 1
+            return names[next - 1]
+        }
+        guard let row = find(name, hash: hash.value)?.row else { return nil }
+        next = row + 1
+        return names[row]
+    }
+
     /// The row of `name`'s record, an index into ``values``: for a caller that looks many names up at once and keeps
     /// only where each was found. Valid until the table changes.
     public func rowIndex(of name: RecordName) -> Int? { row(of: name) }
