@@ -389,15 +389,46 @@ extension SyncEngine {
     /// (in place, the earlier ones dropped; the order of the rest is not kept). The removals go first: the rows
     /// removed names free take the names added, so a batch of renames grows the table only by what it adds net.
     static func applyBaseUpdates(_ updates: inout [(name: RecordName, base: BaseRecord?)], to bases: inout RecordTable<BaseRecord>) {
+        applyBaseUpdates(&updates, name: \.name, base: \.base, to: &bases)
+    }
+
+    /// ``applyBaseUpdates(_:to:)`` for updates of any form: `name` and `base` read each one's name and base (nil: a
+    /// removal).
+    static func applyBaseUpdates<Update>(
+        _ updates: inout [Update], name: (Update) -> RecordName, base: (Update) -> BaseRecord?,
+        to bases: inout RecordTable<BaseRecord>
+    ) {
         var seen = Set<RecordName>(minimumCapacity: updates.count)
         var kept = updates.endIndex
-        for index in updates.indices.reversed() where seen.insert(updates[index].name).inserted {
+        for index in updates.indices.reversed() where seen.insert(name(updates[index])).inserted {
             kept -= 1
             updates.swapAt(index, kept)
         }
         updates.removeFirst(kept)
-        for (name, base) in updates where base == nil { bases[name] = nil }
-        for (name, base) in updates { if let base { bases[name] = base } }
+        for update in updates where base(update) == nil { bases[name(update)] = nil }
+        for update in updates { if let value = base(update) { bases[name(update)] = value } }
+    }
+
+    /// A base a commit sets or removes: `save` is the index of the batch's save whose text and file make the base, or
+    /// -1 for a removal.
+    struct CommitBaseUpdate {
+        var name: RecordName
+        var save: Int32
+    }
+
+    /// The saves of a committed batch, as their bases need them: each one's file as read and text as committed, and
+    /// the entry's slot (the bases' tag).
+    struct CommittedSaves: Sendable {
+        let fingerprints: [StatFingerprint]
+        let texts: [AssetRef]
+        let seq: Int64
+
+        /// The base `update` sets, nil for a removal.
+        func base(_ update: CommitBaseUpdate) -> BaseRecord? {
+            guard update.save >= 0 else { return nil }
+            let (fingerprint, text) = (fingerprints[Int(update.save)], texts[Int(update.save)])
+            return BaseRecord(tag: seq, digest: text.sha256, size: text.size, modified: fingerprint.mtime, fingerprint: fingerprint)
+        }
     }
 
     /// A note's text and mtime: how a conflict copy of a server version is recognised (it is written with both).
@@ -579,37 +610,33 @@ extension SyncEngine {
         var changes: [RecordChange] = []
         changes.reserveCapacity(prepared.deletes.count + prepared.saves.count + moves)
         // In order; a name's last change counts (a note made at a moved note's old name: its save after the delete).
-        // Not a dictionary: at 100,000 changes its buckets took 29 MB of the commit's peak, the array 10 MB.
-        var newBases: [(name: RecordName, base: BaseRecord?)] = []
+        // Not a dictionary: at 100,000 changes its buckets took 29 MB of the commit's peak, the array 10 MB. Each
+        // names the save whose text and file make the base, not the base itself (24 bytes, not 112: the rename of
+        // half of 100,000 notes held 152,000 of them at its peak).
+        var newBases: [CommitBaseUpdate] = []
         let forgets = prepared.saves.lazy.filter { $0.push.forget != nil }.count
         newBases.reserveCapacity(prepared.deletes.count + prepared.saves.count + moves + forgets)
         var kinds: [RecordName: PlannedChange.Kind] = [:]
         kinds.reserveCapacity(prepared.deletes.count + prepared.saves.count)
         for push in prepared.deletes {
             changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
-            newBases.append((push.name, nil))
+            newBases.append(CommitBaseUpdate(name: push.name, save: -1))
             kinds[push.name] = push.kind
         }
         var texts: [AssetRef] = []
         texts.reserveCapacity(prepared.saves.count)
         for staged in prepared.staged { texts += try store.publish(staged) }
-        for (save, text) in zip(prepared.saves, texts) {
+        for (index, (save, text)) in zip(prepared.saves, texts).enumerated() {
             if let from = save.push.moveFrom {
                 changes += RecordChange.move(
                     from: from, fromBase: save.push.moveFromBase, to: save.push.name, toBase: save.push.base, text: text,
                     modified: save.fingerprint.mtime, time: save.fingerprint.ctime)
-                newBases.append((from, nil))
-                if let forget = save.push.forget { newBases.append((forget, nil)) }
+                newBases.append(CommitBaseUpdate(name: from, save: -1))
+                if let forget = save.push.forget { newBases.append(CommitBaseUpdate(name: forget, save: -1)) }
             } else {
                 changes.append(.save(save.push.name, base: save.push.base, text: text, modified: save.fingerprint.mtime))
             }
-            newBases.append(
-                (
-                    save.push.name,
-                    BaseRecord(
-                        tag: 0, digest: text.sha256, size: text.size,
-                        modified: save.fingerprint.mtime, fingerprint: save.fingerprint)
-                ))
+            newBases.append(CommitBaseUpdate(name: save.push.name, save: Int32(index)))
             kinds[save.push.name] = save.push.kind
         }
         guard !changes.isEmpty else {
@@ -625,8 +652,8 @@ extension SyncEngine {
             let changedHeads = zone.takeUnsaved()
             let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
             var rows = consume newBases
-            for index in rows.indices { rows[index].base?.tag = entry.seq }
-            Self.applyBaseUpdates(&rows, to: &bases)
+            let committed = CommittedSaves(fingerprints: prepared.saves.map(\.fingerprint), texts: texts, seq: entry.seq)
+            Self.applyBaseUpdates(&rows, name: \.name, base: committed.base, to: &bases)
             let state = state
             let written = rows
             // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
@@ -634,7 +661,9 @@ extension SyncEngine {
             try writer.submit(inBackground: !isLast && !FaultPoint.isActive) {
                 try state.update { batch in
                     try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
-                    for (name, base) in written {
+                    for update in written {
+                        let name = update.name
+                        let base = committed.base(update)
                         if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
                         if base == nil { try batch.resolveConflict(copy: name) }
                         try batch.dequeue(name)
