@@ -81,6 +81,9 @@ struct FaultTests {
                     || full.stderr.hasPrefix("warning: ") && full.stderr.contains("(No space left on device)"))
                     && full.stderr.contains("fix: free space"),
                 "a clear message, never a raw database error: \(full.stderr)")
+            for raw in ["SQLite", "SQLITE_", "database or disk is full"] {
+                #expect(!full.stderr.contains(raw), "never a raw database error: \(full.stderr)")
+            }
         }
         for warning in full.stderr.components(separatedBy: "warning: ").dropFirst() {
             #expect(warning.contains("fix:"), "\(warning)")
