@@ -499,6 +499,9 @@ final class RacingStorage: ServerStorage, @unchecked Sendable {
         try base.stage(data, device: device, suffix: suffix, sync: sync)
     }
     func packSink(device: String) throws -> any AssetPack.Sink { try base.packSink(device: device) }
+    func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink {
+        try base.stagingSink(device: device, suffix: suffix)
+    }
     func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome { try base.publish(staged, as: path) }
     func discard(_ staged: StagedFile) { base.discard(staged) }
     func replace(_ path: String, with data: Data, device: String) throws { try base.replace(path, with: data, device: device) }

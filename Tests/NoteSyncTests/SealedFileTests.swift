@@ -140,6 +140,51 @@ import Testing
         #expect(try SealedFile.seal(other, kind: "k") == Data("notesync-k 1 \(whole.count) \(ContentDigest(of: whole).hex)\n".utf8) + whole)
     }
 
+    /// A large plain entry sealed a piece at a time (``SealedFile/sealEntry(_:minimumBytes:into:)``) is the very file
+    /// ``SealedFile/seal(_:kind:)`` makes, into a buffer and into a temp file, with that file's digest. An entry under
+    /// the threshold makes no sink; a sink that fails part way is discarded and its error thrown.
+    @Test func anEntrySealedPieceByPieceIsTheFileSealedWhole() throws {
+        let changes = try awkwardChanges()
+        // Several pieces of 256 KiB, and a last one shorter.
+        let many = Array(repeating: changes, count: 1 + 700_000 / max(changes.count, 1) / 40).flatMap { $0 }
+        let entries = [
+            LogEntry(seq: 12, commit: "c/1", device: "dev-a", time: 99, changes: many),
+            LogEntry(
+                seq: 13, commit: "c2", device: "dev-b", time: 100, changes: many,
+                prev: ContentDigest(of: Data("p".utf8)), earlier: [nil, ContentDigest(of: Data("e".utf8))]),
+            LogEntry(seq: 14, commit: "c3", device: "dev-c", time: 101, changes: Array(changes.prefix(1))),
+            LogEntry(seq: 15, commit: "c4", device: "dev-d", time: 102, changes: [])
+        ]
+        let dir = try TempDirectory()
+        for (index, entry) in entries.enumerated() {
+            let whole = try SealedFile.seal(entry, kind: "entry")
+            let memory = AssetPack.MemorySink()
+            let inMemory = try #require(try SealedFile.sealEntry(entry, minimumBytes: 0) { memory })
+            #expect(inMemory.sink === memory)
+            #expect(memory.data == whole, "\(entry.changes.count) changes")
+            #expect(inMemory.digest == ContentDigest(of: whole))
+            let path = dir.path + "/entry-\(index)"
+            let file = try #require(try SealedFile.sealEntry(entry, minimumBytes: 0) { try FileIO.WriteFile(path) })
+            let staged = try file.sink.finish()
+            #expect(staged.temp == path)
+            #expect(try FileIO.read(path) == whole)
+            #expect(file.digest == ContentDigest(of: whole))
+            #expect(try SealedFile.open(whole, kind: "entry", as: LogEntry.self) == entry)
+            // Under the threshold: sealed whole by the caller, no sink made.
+            var made = 0
+            let none = try SealedFile.sealEntry(entry, minimumBytes: whole.count) {
+                made += 1
+                return AssetPack.MemorySink()
+            }
+            #expect(none == nil && made == 0)
+        }
+        #expect(try FileIO.read(dir.path + "/entry-0")!.count > 4 * FileIO.WriteFile.gather)
+        // A write that fails (a full disk) part way: the sink is discarded, the error thrown.
+        let failing = FailingSink(failAt: 3)
+        #expect(throws: NoteSyncError.self) { try SealedFile.sealEntry(entries[0], minimumBytes: 0) { failing } }
+        #expect(failing.writes == 3 && failing.discarded)
+    }
+
     /// An entry read change by change is exactly what `JSONDecoder` reads, or left to it: on entries as written, and
     /// on thousands of damaged ones (a byte changed, dropped or added), whatever the fast reader accepts
     /// `JSONDecoder` accepts too, with the same value.
@@ -222,4 +267,22 @@ import Testing
     }
 
     private func headerLength(_ data: Data) -> Int { (data.firstIndex(of: 0x0A) ?? 0) + 1 }
+}
+
+/// A sink whose write number `failAt` (from 1) fails as a full disk does.
+private final class FailingSink: AssetPack.Sink {
+    let failAt: Int
+    private(set) var writes = 0
+    private(set) var discarded = false
+
+    init(failAt: Int) { self.failAt = failAt }
+
+    func write(_ bytes: Data, at offset: Int64) throws {
+        writes += 1
+        if writes == failAt { throw NoteSyncError.posix("write", path: "entry", errno: ENOSPC) }
+    }
+
+    func finish() throws -> StagedFile { StagedFile(data: Data()) }
+
+    func discard() { discarded = true }
 }

@@ -115,6 +115,46 @@ import Testing
         } throws: { ($0 as? NoteSyncError)?.kind == (TestServer.isFolder ? .serverUnreachable : .notAServer) }
     }
 
+    /// An entry of 1 MiB of JSON or more is written to its temp a piece at a time on a plain server (never held whole;
+    /// ``SealedFile/sealEntry(_:minimumBytes:into:)``), sealed whole on an encrypted one. Either way it reads back as
+    /// committed, its digest is its file's, the next entry names that digest, another device reads the log with its
+    /// chain checked, and no temp is left.
+    @Test func aLargeEntryReadsBackAndChains() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let text = try store.putAsset(Data("the same text".utf8))
+        let prefix = String(repeating: "a long folder name/", count: 8)
+        let changes = try (0..<6_000).map { index in
+            RecordChange.save(try name("\(prefix)note \(index).md"), base: 0, text: text, modified: Int64(index))
+        }
+        guard case .committed(let first) = try store.commit(changes, into: &state) else {
+            Issue.record("the commit raced with nobody")
+            return
+        }
+        let files = ServerFiles(store)
+        let bytes = try #require(try files.read(store.layout.entryPath(1)))
+        #expect(bytes.count > SealedFile.streamedEntryBytes)
+        #expect(first.digest == ContentDigest(of: bytes))
+        guard case .entry(let read) = try store.readSlot(1) else {
+            Issue.record("entry 1 does not read back")
+            return
+        }
+        #expect(read.changes == changes && read.commit == first.commit)
+        #expect(try files.names(in: store.layout.tmpDirectory).isEmpty)
+        let gone = try name(prefix + "note 0.md")
+        guard case .committed(let second) = try store.commit([.delete(gone, base: 1, modified: 9)], into: &state) else {
+            Issue.record("the second commit raced with nobody")
+            return
+        }
+        #expect(second.prev == first.digest)
+        let other = try makeServer(dir, device: "dev-b")
+        var theirs = ZoneState()
+        try other.fetch(into: &theirs)
+        #expect(theirs.token == 2 && theirs.chain == state.chain && theirs.heads.count == 6_000)
+        #expect(theirs.heads[gone]?.deleted == true)
+    }
+
     @Test func newerFormatIsReadOnly() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)

@@ -645,14 +645,22 @@ extension SyncEngine {
         }
         // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
         let beforeToken = zone.token
-        switch try store.commit(changes, into: &zone) {
-        case .committed(let entry):
+        // The entry's changes are let go once it is committed (their names live on in the heads): held to the end,
+        // the 101,588 changes of a rename of half of 100,000 notes were 13 MB of the commit's peak.
+        let outcome: CommitResult =
+            switch try store.commit(changes, into: &zone) {
+            case .committed(let entry): .committed(seq: entry.seq)
+            case .conflicts(let conflicts): .raced(conflicts)
+            }
+        changes = []
+        switch outcome {
+        case .committed(let seq):
             try putBackSwept(prepared, texts: texts, store: store)
             // Every head folded in since the last save: ours, and those of entries that won a slot first.
             let changedHeads = zone.takeUnsaved()
             let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
             var rows = consume newBases
-            let committed = CommittedSaves(fingerprints: prepared.saves.map(\.fingerprint), texts: texts, seq: entry.seq)
+            let committed = CommittedSaves(fingerprints: prepared.saves.map(\.fingerprint), texts: texts, seq: seq)
             Self.applyBaseUpdates(&rows, name: \.name, base: committed.base, to: &bases)
             let state = state
             let written = rows
@@ -679,8 +687,8 @@ extension SyncEngine {
                 }
             }
             progress?.addCommitted(slice.count)
-            return .committed(foldedOthers: entry.seq != beforeToken + 1)
-        case .conflicts(let conflicts):
+            return .committed(foldedOthers: seq != beforeToken + 1)
+        case .raced(let conflicts):
             try writer.finish()
             let changedHeads = zone.takeUnsaved()
             try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changedHeads) }
@@ -786,4 +794,10 @@ extension SyncEngine {
     func isConflictNameTaken(_ copy: RecordName, zone: ZoneState, bases: RecordTable<BaseRecord>) -> Bool {
         zone.heads[copy] != nil || bases[copy] != nil
     }
+}
+
+/// What a commit batch keeps of ``ServerStore/commit(_:into:time:)``'s outcome: the entry's slot, not its changes.
+private enum CommitResult {
+    case committed(seq: Int64)
+    case raced([ServerChangedConflict])
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// The self-validating container of every structured file notesync writes to the server.
@@ -97,32 +98,107 @@ public enum SealedFile {
             body.append(encoded)
             return body
         }
-        guard let entry = value as? LogEntry, entry.changes.count > threshold else { return try whole() }
-        var shell = entry
-        shell.changes = []
-        let outer = try encoder.encode(shell)
-        let prefix = Data(#"{"changes":[]"#.utf8)
-        guard outer.starts(with: prefix) else { return try whole() }
-        // Made at its size: grown by doubling, the JSON of 50,000 moves (25 MB) took 31 MB. Its prefix, a comma
-        // between changes, the closing bracket, and the rest of the shell.
-        var size = headerRoom + 12 + max(entry.changes.count - 1, 0) + 1 + outer.count - prefix.count
-        for change in entry.changes { size += change.jsonSize }
-        var body = Data(capacity: size)
+        guard let entry = value as? LogEntry, entry.changes.count > threshold,
+            let pieces = try EntryPieces(entry, encoder: encoder)
+        else { return try whole() }
+        // Made at its size: grown by doubling, the JSON of 50,000 moves (25 MB) took 31 MB.
+        var body = Data(capacity: headerRoom + pieces.size)
         body.append(contentsOf: repeatElement(0, count: headerRoom))
-        body.append(contentsOf: #"{"changes":["#.utf8)
-        // Each change is written into one scratch array, then appended whole: `Data`'s appends are dear byte by byte.
-        var change: [UInt8] = []
-        change.reserveCapacity(512)
-        for (index, item) in entry.changes.enumerated() {
-            change.removeAll(keepingCapacity: true)
-            if index > 0 { change.append(UInt8(ascii: ",")) }
-            item.appendJSON(to: &change)
-            body.append(contentsOf: change)
-        }
-        body.append(UInt8(ascii: "]"))
-        body.append(outer.dropFirst(prefix.count))
-        assert(body.count == size, "an entry's JSON is \(body.count) bytes, not the \(size) counted")
+        pieces.write(piece: 1 << 16) { body.append(contentsOf: $0) }
+        assert(body.count == headerRoom + pieces.size, "an entry's JSON is \(body.count) bytes, not the counted")
         return body
+    }
+
+    /// A plain entry whose JSON is at least this many bytes is sealed into a sink a piece at a time
+    /// (``sealEntry(_:minimumBytes:into:)``), never held whole.
+    static let streamedEntryBytes = 1 << 20
+
+    /// `entry` sealed (format 1) a piece at a time into the sink `makeSink` makes, when its JSON is of
+    /// ``encodeJSON(_:chunkingAbove:headerRoom:)``'s change-by-change form and at least `minimumBytes` long: the
+    /// sink (written, neither finished nor discarded) and the digest of the file's bytes. Nil, and no sink made,
+    /// otherwise: the caller seals it whole. A sink that fails is discarded before the error is thrown.
+    ///
+    /// The JSON goes after room for the header, hashed as it is written, and the header into that room (its length
+    /// is known before the digest: 64 hex digits). The whole file's digest (the next entry's `prev`) is that of the
+    /// header and the JSON made a second time: reading the temp back would fetch it again from a network share.
+    ///
+    /// Sealed whole, the JSON of an entry of 50,000 moves (the top folders of half of 100,000 notes renamed) was a
+    /// 25 MB buffer at the peak of the committing sync; written in pieces of 256 KiB, it is never held.
+    static func sealEntry(
+        _ entry: LogEntry, minimumBytes: Int = streamedEntryBytes, into makeSink: () throws -> any AssetPack.Sink
+    ) throws -> (sink: any AssetPack.Sink, digest: ContentDigest)? {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let pieces = try EntryPieces(entry, encoder: encoder), pieces.size >= minimumBytes else { return nil }
+        let kind = "entry"
+        let room = header(kind: kind, format: format, length: pieces.size, digest: ContentDigest(of: Data())).utf8.count
+        let sink = try makeSink()
+        do {
+            var body = SHA256()
+            var offset = Int64(room)
+            try pieces.write(piece: FileIO.WriteFile.gather) { piece in
+                body.update(bufferPointer: UnsafeRawBufferPointer(piece))
+                try sink.write(Data(piece), at: offset)
+                offset += Int64(piece.count)
+            }
+            precondition(offset == Int64(room + pieces.size), "an entry's JSON is not the size counted")
+            let header = Data(
+                header(kind: kind, format: format, length: pieces.size, digest: ContentDigest(body.finalize())).utf8)
+            precondition(header.count == room, "an entry's header is not the size counted")
+            try sink.write(header, at: 0)
+            var file = SHA256()
+            file.update(data: header)
+            pieces.write(piece: FileIO.WriteFile.gather) { file.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+            return (sink, ContentDigest(file.finalize()))
+        } catch {
+            sink.discard()
+            throw error
+        }
+    }
+
+    /// The JSON of an entry written change by change: `changes` is the first key in sorted order, so the entry
+    /// without its changes starts `{"changes":[]`, and the changes go between those brackets, each written by
+    /// ``RecordChange/appendJSON(to:)`` (`JSONEncoder`'s bytes without its tree).
+    private struct EntryPieces {
+        let changes: [RecordChange]
+        /// The shell's JSON after `{"changes":[]`.
+        let rest: Data
+        /// The bytes of the whole JSON.
+        let size: Int
+
+        static let prefix = Data(#"{"changes":[]"#.utf8)
+
+        /// Nil when the shell does not start as expected.
+        init?(_ entry: LogEntry, encoder: JSONEncoder) throws {
+            var shell = entry
+            shell.changes = []
+            let outer = try encoder.encode(shell)
+            guard outer.starts(with: Self.prefix) else { return nil }
+            changes = entry.changes
+            rest = outer.dropFirst(Self.prefix.count)
+            // Its prefix, a comma between changes, the closing bracket, and the rest of the shell.
+            var size = 12 + max(changes.count - 1, 0) + 1 + rest.count
+            for change in changes { size += change.jsonSize }
+            self.size = size
+        }
+
+        /// Hands the JSON to `emit` in order, in pieces of at least `piece` bytes (the last may be shorter).
+        func write(piece: Int, _ emit: (UnsafeBufferPointer<UInt8>) throws -> Void) rethrows {
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(piece + 4096)
+            buffer.append(contentsOf: #"{"changes":["#.utf8)
+            for (index, item) in changes.enumerated() {
+                if index > 0 { buffer.append(UInt8(ascii: ",")) }
+                item.appendJSON(to: &buffer)
+                if buffer.count >= piece {
+                    try buffer.withUnsafeBufferPointer(emit)
+                    buffer.removeAll(keepingCapacity: true)
+                }
+            }
+            buffer.append(UInt8(ascii: "]"))
+            buffer.append(contentsOf: rest)
+            try buffer.withUnsafeBufferPointer(emit)
+        }
     }
 
     /// `body` behind the header that checks it.

@@ -94,6 +94,9 @@ public protocol ServerStorage: Sendable {
     func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile
     /// Where a pack is written while it is made (``AssetPack/Builder``), staged (durable) when finished.
     func packSink(device: String) throws -> any AssetPack.Sink
+    /// Where a file staged a piece at a time is written (a large log entry: ``SealedFile/sealEntry(_:minimumBytes:into:)``):
+    /// a temp file named with `suffix` on a folder, fsynced when finished; a buffer staged whole elsewhere.
+    func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink
     /// The bytes of texts from which a pack being made is finished and another begun.
     var packSize: Int64 { get }
     /// Publishes a staged file as `path` if that name is free: the atomic create-if-absent. Throws on anything
@@ -129,7 +132,12 @@ extension ServerStorage {
 
     /// A pack held in memory, staged whole when finished (an object store takes it in one request).
     public func packSink(device: String) throws -> any AssetPack.Sink {
-        AssetPack.MemorySink { try self.stage($0, device: device, suffix: "pack", sync: true) }
+        try stagingSink(device: device, suffix: "pack")
+    }
+
+    /// Held in memory, staged whole when finished.
+    public func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink {
+        AssetPack.MemorySink { try self.stage($0, device: device, suffix: suffix, sync: true) }
     }
 
     /// Stages `data` (fsynced) and publishes it as `path` if that name is free; nothing staged is left either way.
@@ -214,7 +222,12 @@ public final class FolderStorage: ServerStorage {
 
     /// A temp file in `tmp/` the pack's texts are written to as they come, fsynced when finished.
     public func packSink(device: String) throws -> any AssetPack.Sink {
-        try FileIO.WriteFile(tmpDirectory + "/" + device + "-" + FileIO.randomToken() + ".pack")
+        try stagingSink(device: device, suffix: "pack")
+    }
+
+    /// A temp file in `tmp/`, as ``stage(_:device:suffix:sync:)`` names it, written as the pieces come.
+    public func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink {
+        try FileIO.WriteFile(tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix)
     }
 
     public func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome {

@@ -124,6 +124,7 @@ extension ServerStore {
         var found = [String?](repeating: nil, count: names.count)
         var table = packCatalog.loaded ?? PackTable()
         var refreshed = !refresh
+        var paths: [String: String] = [:]
         for attempt in 0..<2 {
             for position in names.indices where found[position] == nil {
                 var hit = table.find(names[position])
@@ -133,7 +134,14 @@ extension ServerStore {
                     hit = table.find(names[position])
                 }
                 if let hit, isStored(length: hit.entry.length, refs[position]) {
-                    found[position] = layout.packPath(hit.pack.name)
+                    // One string for each pack: a path each was 8 MB for the 50,794 texts of a rename.
+                    if let path = paths[hit.pack.name] {
+                        found[position] = path
+                    } else {
+                        let path = layout.packPath(hit.pack.name)
+                        paths[hit.pack.name] = path
+                        found[position] = path
+                    }
                 }
             }
             let gone = Set(found.compactMap { $0 }).filter { storage.info($0)?.isFile != true }

@@ -360,14 +360,9 @@ extension ServerStore {
                 seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain,
                 earlier: state.earlier)
             let destination = layout.entryPath(seq)
-            // The entry's bytes (25 MB for 50,000 moves) are let go once staged, before its heads are folded in.
+            try storage.makeDirectory(layout.shardDirectory(of: seq))
             let staged: StagedFile
-            do {
-                let data = try seal(entry, kind: "entry", place: String(seq))
-                entry.digest = ContentDigest(of: data)
-                try storage.makeDirectory(layout.shardDirectory(of: seq))
-                staged = try storage.stage(data, device: device, suffix: "entry", sync: true)
-            }
+            (staged, entry.digest) = try stageEntry(entry, seq: seq)
             // A crash here leaves the temp for removeOwnTemps and fsck; every other way out removes it.
             try FaultPoint.hit("commit.entryWritten")
             let outcome: AtomicPublish.Outcome
@@ -398,6 +393,26 @@ extension ServerStore {
             try fetch(into: &state, limit: 1, check: .none)
             if let conflicts = staleConflicts(changes, state) { return .conflicts(conflicts) }
         }
+    }
+
+    /// `entry` sealed for slot `seq` and staged, fsynced, with the digest of its file. The JSON of a plain entry of
+    /// 1 MiB or more is written to the staged file a piece at a time, never held whole
+    /// (``SealedFile/sealEntry(_:minimumBytes:into:)``: 25 MB for an entry of 50,000 moves); a smaller or encrypted
+    /// one is sealed in memory and let go once staged, before its heads are folded in.
+    private func stageEntry(_ entry: LogEntry, seq: Int64) throws -> (staged: StagedFile, digest: ContentDigest) {
+        if try requireVault() == nil,
+            let (sink, digest) = try SealedFile.sealEntry(
+                entry, into: { try storage.stagingSink(device: device, suffix: "entry") })
+        {
+            do {
+                return (try sink.finish(), digest)
+            } catch {
+                sink.discard()
+                throw error
+            }
+        }
+        let data = try seal(entry, kind: "entry", place: String(seq))
+        return (try storage.stage(data, device: device, suffix: "entry", sync: true), ContentDigest(of: data))
     }
 
     /// Claims the empty slot `seq` with a void entry (`notesync server fsck --repair`), so that readers stopped at
