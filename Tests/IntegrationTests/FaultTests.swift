@@ -52,6 +52,46 @@ struct FaultTests {
         #expect(try t.run(["server", "fsck", t.server]).status == 0)
     }
 
+    /// The top folder of 5,000 notes renamed is one entry of about 2 MB, written to its temp a piece at a time
+    /// (never held whole): a server that fills while it is written stops the sync with the message and the fix,
+    /// leaves no temp and loses nothing; with room, the next sync commits the rename as one entry and B follows it.
+    @Test func aServerThatFillsUnderALargeEntryLosesNothing() throws {
+        let t = try TwoDevices("full-server-entry")
+        let mount = try TestMount.tmpfs(replacing: t.server, size: "16m")
+        defer {
+            mount.unmount()
+            withExtendedLifetime(t) {}
+        }
+        let folder = "a folder whose name is long enough to count"
+        for index in 0..<5_000 { try t.write(t.a, "\(folder)/note number \(index).md", "note \(index)\n") }
+        try t.sync(t.a)
+        try t.sync(t.b)
+        #expect(rename(t.a + "/" + folder, t.a + "/renamed " + folder) == 0)
+        let expected = try t.notes(t.a)
+        let filler = try fillFilesystem(t.server, leaving: 64 * 4096)
+        let full = try t.run(["sync", "--notes", t.a])
+        expectNoTerminalControls(full)
+        #expect(full.status == 1, "\(full.stdout) \(full.stderr)")
+        #expect(
+            full.stderr.hasPrefix("notesync: ") && full.stderr.contains("No space left on device")
+                && full.stderr.contains("fix: free space"), "\(full.stderr)")
+        #expect(try t.notes(t.a) == expected, "nothing lost locally")
+        #expect(try FileIO.list(t.server + "/zones/notes/tmp") == [], "no temp file left behind")
+
+        unlink(filler)
+        try t.sync(t.a)
+        try t.sync(t.b)
+        #expect(try t.notes(t.b) == expected)
+        let moved = try logChanges(t.server, "renamed \(folder)/note number 4999.md")
+        #expect(moved.count == 1 && moved.first?.movedFrom == "\(folder)/note number 4999.md")
+        let layout = ServerLayout(root: t.server)
+        var last: Int64 = 1
+        while FileIO.lstatInfo(layout.entryPath(last + 1)) != nil { last += 1 }
+        let size = try #require(FileIO.lstatInfo(layout.entryPath(last))).st_size
+        #expect(size > 1 << 20, "the rename's entry (\(last), \(size) bytes) is large enough to be written in pieces")
+        #expect(try t.run(["server", "fsck", t.server]).status == 0)
+    }
+
     /// The notes folder's filesystem full (`pages` free; the local state lives there too): downloads and the local
     /// state fail with a message that says so and the fix, no half-written note is left, the device's own change
     /// is kept; with room, everything converges.
