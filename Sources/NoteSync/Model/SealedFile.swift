@@ -129,7 +129,9 @@ public enum SealedFile {
     ) throws -> (sink: any AssetPack.Sink, digest: ContentDigest)? {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let pieces = try EntryPieces(entry, encoder: encoder), pieces.size >= minimumBytes else { return nil }
+        guard let pieces = try EntryPieces(entry, encoder: encoder, minimumBytes: minimumBytes),
+            pieces.size >= minimumBytes
+        else { return nil }
         let kind = "entry"
         let room = header(kind: kind, format: format, length: pieces.size, digest: ContentDigest(of: Data())).utf8.count
         let sink = try makeSink()
@@ -169,17 +171,20 @@ public enum SealedFile {
         static let prefix = Data(#"{"changes":[]"#.utf8)
 
         /// Nil when the shell does not start as expected.
-        init?(_ entry: LogEntry, encoder: JSONEncoder) throws {
+        /// Nil also when the JSON is surely shorter than `minimumBytes`: its changes alone are, counted before the
+        /// shell is encoded (an agent's entry of one change is not encoded twice).
+        init?(_ entry: LogEntry, encoder: JSONEncoder, minimumBytes: Int = 0) throws {
+            // Its prefix, a comma between changes, the closing bracket, and the rest of the shell.
+            var size = 12 + max(entry.changes.count - 1, 0) + 1
+            for change in entry.changes { size += change.jsonSize }
+            guard size >= minimumBytes else { return nil }
             var shell = entry
             shell.changes = []
             let outer = try encoder.encode(shell)
             guard outer.starts(with: Self.prefix) else { return nil }
             changes = entry.changes
             rest = outer.dropFirst(Self.prefix.count)
-            // Its prefix, a comma between changes, the closing bracket, and the rest of the shell.
-            var size = 12 + max(changes.count - 1, 0) + 1 + rest.count
-            for change in changes { size += change.jsonSize }
-            self.size = size
+            self.size = size + rest.count
         }
 
         /// Hands the JSON to `emit` in order, in pieces of at least `piece` bytes (the last may be shorter).

@@ -172,7 +172,8 @@ extension ServerStore {
             group = nil
             let pack = try builder.finish()
             staged.packs.append((pack.name, pack.file))
-            for name in groupNames { staged.packedAt[name] = layout.packPath(pack.name) }
+            let path = layout.packPath(pack.name)
+            for name in groupNames { staged.packedAt[name] = path }
             groupNames = []
             try FaultPoint.hit("assets.tempWritten")
         }
