@@ -52,7 +52,7 @@ struct FaultTests {
         #expect(try t.run(["server", "fsck", t.server]).status == 0)
     }
 
-    /// The top folder of 5,000 notes renamed is one entry of about 2 MB, written to its temp a piece at a time
+    /// The top folder of 5,000 notes renamed is one entry of about 3 MB, written to its temp a piece at a time
     /// (never held whole): a server that fills while it is written stops the sync with the message and the fix,
     /// leaves no temp and loses nothing; with room, the next sync commits the rename as one entry and B follows it.
     @Test func aServerThatFillsUnderALargeEntryLosesNothing() throws {

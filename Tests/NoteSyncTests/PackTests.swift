@@ -469,14 +469,19 @@ import Testing
 }
 
 /// A folder's storage whose reads of a range call `before(path, offset)` first: a test makes something happen in the
-/// middle of a read.
+/// middle of a read. Each staging sink made is told to `sinking(suffix)`.
 final class RacingStorage: ServerStorage, @unchecked Sendable {
     let base: any ServerStorage
     let before: @Sendable (String, Int64) -> Void
+    let sinking: @Sendable (String) -> Void
 
-    init(_ base: any ServerStorage, before: @escaping @Sendable (String, Int64) -> Void) {
+    init(
+        _ base: any ServerStorage, before: @escaping @Sendable (String, Int64) -> Void = { _, _ in },
+        sinking: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.base = base
         self.before = before
+        self.sinking = sinking
     }
 
     var root: String { base.root }
@@ -500,7 +505,8 @@ final class RacingStorage: ServerStorage, @unchecked Sendable {
     }
     func packSink(device: String) throws -> any AssetPack.Sink { try base.packSink(device: device) }
     func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink {
-        try base.stagingSink(device: device, suffix: suffix)
+        sinking(suffix)
+        return try base.stagingSink(device: device, suffix: suffix)
     }
     func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome { try base.publish(staged, as: path) }
     func discard(_ staged: StagedFile) { base.discard(staged) }

@@ -177,6 +177,10 @@ import Testing
                 return AssetPack.MemorySink()
             }
             #expect(none == nil && made == 0)
+            // At the threshold exactly it is written in pieces; a byte over it, not (the shell is encoded to know).
+            let json = whole.count - (whole.firstIndex(of: 0x0A)! + 1)
+            #expect(try SealedFile.sealEntry(entry, minimumBytes: json) { AssetPack.MemorySink() } != nil)
+            #expect(try SealedFile.sealEntry(entry, minimumBytes: json + 1) { AssetPack.MemorySink() } == nil)
         }
         #expect(try FileIO.read(dir.path + "/entry-0")!.count > 4 * FileIO.WriteFile.gather)
         // A write that fails (a full disk) part way: the sink is discarded, the error thrown.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import NoteSync
@@ -121,7 +122,9 @@ import Testing
     /// chain checked, and no temp is left.
     @Test func aLargeEntryReadsBackAndChains() throws {
         let dir = try TempDirectory()
-        let store = try makeServer(dir)
+        let sunk = Mutex<[String]>([])
+        let storage = RacingStorage(try makeServer(dir).storage, sinking: { suffix in sunk.withLock { $0.append(suffix) } })
+        let store = try ServerStore(storage: storage, device: "dev-a", logger: testLogger, vault: TestServer.vault)
         var state = ZoneState()
         let text = try store.putAsset(Data("the same text".utf8))
         let prefix = String(repeating: "a long folder name/", count: 8)
@@ -135,6 +138,8 @@ import Testing
         let files = ServerFiles(store)
         let bytes = try #require(try files.read(store.layout.entryPath(1)))
         #expect(bytes.count > SealedFile.streamedEntryBytes)
+        let streamed = !TestServer.isEncrypted && !storage.isObjectStore
+        #expect(sunk.withLock { $0 } == (streamed ? ["entry"] : []), "written a piece at a time on a plain folder only")
         #expect(first.digest == ContentDigest(of: bytes))
         guard case .entry(let read) = try store.readSlot(1) else {
             Issue.record("entry 1 does not read back")

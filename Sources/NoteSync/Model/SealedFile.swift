@@ -110,7 +110,7 @@ public enum SealedFile {
     }
 
     /// A plain entry whose JSON is at least this many bytes is sealed into a sink a piece at a time
-    /// (``sealEntry(_:minimumBytes:into:)``), never held whole.
+    /// (``sealEntry(_:minimumBytes:into:)``): on a folder, never held whole.
     static let streamedEntryBytes = 1 << 20
 
     /// `entry` sealed (format 1) a piece at a time into the sink `makeSink` makes, when its JSON is of
@@ -123,7 +123,8 @@ public enum SealedFile {
     /// header and the JSON made a second time: reading the temp back would fetch it again from a network share.
     ///
     /// Sealed whole, the JSON of an entry of 50,000 moves (the top folders of half of 100,000 notes renamed) was a
-    /// 25 MB buffer at the peak of the committing sync; written in pieces of 256 KiB, it is never held.
+    /// 25 MB buffer at the peak of the committing sync; written in pieces of 256 KiB to a temp file, it is never held
+    /// (a memory sink holds the file, as sealing whole did).
     static func sealEntry(
         _ entry: LogEntry, minimumBytes: Int = streamedEntryBytes, into makeSink: () throws -> any AssetPack.Sink
     ) throws -> (sink: any AssetPack.Sink, digest: ContentDigest)? {
@@ -143,10 +144,14 @@ public enum SealedFile {
                 try sink.write(Data(piece), at: offset)
                 offset += Int64(piece.count)
             }
-            precondition(offset == Int64(room + pieces.size), "an entry's JSON is not the size counted")
             let header = Data(
                 header(kind: kind, format: format, length: pieces.size, digest: ContentDigest(body.finalize())).utf8)
-            precondition(header.count == room, "an entry's header is not the size counted")
+            // Never written otherwise: a count that missed would make a file whose header lies (the sink is discarded).
+            guard offset == Int64(room + pieces.size), header.count == room else {
+                throw NoteSyncError(
+                    .corrupt, "an entry's JSON (\(offset - Int64(room)) bytes) or header is not the size counted",
+                    fix: "report this as a bug; nothing was written")
+            }
             try sink.write(header, at: 0)
             var file = SHA256()
             file.update(data: header)
@@ -169,15 +174,18 @@ public enum SealedFile {
         let size: Int
 
         static let prefix = Data(#"{"changes":[]"#.utf8)
+        /// More than the rest of an entry's JSON takes (its commit id, device id, time, and five digests at most): an
+        /// entry whose changes are that far under the threshold is under it.
+        static let shellBound = 4096
 
         /// Nil when the shell does not start as expected.
-        /// Nil also when the JSON is surely shorter than `minimumBytes`: its changes alone are, counted before the
-        /// shell is encoded (an agent's entry of one change is not encoded twice).
+        /// Nil also when the JSON is surely shorter than `minimumBytes`, counted before the shell is encoded (an
+        /// agent's entry of one change is not encoded twice): its changes and the most a shell with changes takes.
         init?(_ entry: LogEntry, encoder: JSONEncoder, minimumBytes: Int = 0) throws {
             // Its prefix, a comma between changes, the closing bracket, and the rest of the shell.
             var size = 12 + max(entry.changes.count - 1, 0) + 1
             for change in entry.changes { size += change.jsonSize }
-            guard size >= minimumBytes else { return nil }
+            guard size + Self.shellBound >= minimumBytes else { return nil }
             var shell = entry
             shell.changes = []
             let outer = try encoder.encode(shell)

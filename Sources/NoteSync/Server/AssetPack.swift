@@ -35,10 +35,11 @@ public enum AssetPack {
     }
 
     /// Where a pack's bytes go while it is made (``ServerStorage/packSink(device:)``): a temp file written as the
-    /// texts come (a folder), or a buffer (an object store, which takes the pack in one request).
+    /// texts come (a folder), or a buffer (an object store, which takes the pack in one request). A large log entry
+    /// is written to one too (``ServerStorage/stagingSink(device:suffix:)``).
     public protocol Sink: AnyObject {
-        /// Writes `bytes` at `offset` (the blobs in order from ``AssetPack/headerSize``, then the index, then the header
-        /// at 0).
+        /// Writes `bytes` at `offset` (a pack: the blobs in order from ``AssetPack/headerSize``, then the index, then
+        /// the header at 0; an entry: its JSON after room for its header, then the header at 0).
         func write(_ bytes: Data, at offset: Int64) throws
         /// Makes what was written durable and staged for publishing.
         func finish() throws -> StagedFile

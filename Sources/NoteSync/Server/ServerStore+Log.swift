@@ -360,9 +360,12 @@ extension ServerStore {
                 seq: seq, commit: commitID, device: device, time: time, changes: changes, prev: state.chain,
                 earlier: state.earlier)
             let destination = layout.entryPath(seq)
-            try storage.makeDirectory(layout.shardDirectory(of: seq))
             let staged: StagedFile
             (staged, entry.digest) = try stageEntry(entry, seq: seq)
+            do { try storage.makeDirectory(layout.shardDirectory(of: seq)) } catch {
+                storage.discard(staged)
+                throw error
+            }
             // A crash here leaves the temp for removeOwnTemps and fsck; every other way out removes it.
             try FaultPoint.hit("commit.entryWritten")
             let outcome: AtomicPublish.Outcome
@@ -395,12 +398,13 @@ extension ServerStore {
         }
     }
 
-    /// `entry` sealed for slot `seq` and staged, fsynced, with the digest of its file. The JSON of a plain entry of
-    /// 1 MiB or more is written to the staged file a piece at a time, never held whole
-    /// (``SealedFile/sealEntry(_:minimumBytes:into:)``: 25 MB for an entry of 50,000 moves); a smaller or encrypted
-    /// one is sealed in memory and let go once staged, before its heads are folded in.
+    /// `entry` sealed for slot `seq` and staged, fsynced, with the digest of its file. On a plain server in a folder,
+    /// the JSON of an entry of 1 MiB or more is written to the staged temp a piece at a time, never held whole
+    /// (``SealedFile/sealEntry(_:minimumBytes:into:)``: 25 MB for an entry of 50,000 moves). A smaller one, an
+    /// encrypted one (sealed whole), or one for an object store (sent in one request) is sealed in memory and let go
+    /// once staged, before its heads are folded in.
     private func stageEntry(_ entry: LogEntry, seq: Int64) throws -> (staged: StagedFile, digest: ContentDigest) {
-        if try requireVault() == nil,
+        if try requireVault() == nil, !storage.isObjectStore,
             let (sink, digest) = try SealedFile.sealEntry(
                 entry, into: { try storage.stagingSink(device: device, suffix: "entry") })
         {
