@@ -33,9 +33,7 @@ struct FaultTests {
         expectNoTerminalControls(full)
         if full.status != 0 {
             #expect(full.status == 1, "\(full.stdout) \(full.stderr)")
-            #expect(
-                full.stderr.hasPrefix("notesync: ") && full.stderr.contains("No space left on device")
-                    && full.stderr.contains("fix: free space"), "\(full.stderr)")
+            expectNoSpaceStop(full)
             let status = try t.run(["status", "--notes", t.a])
             #expect(!status.stdout.contains("pending:   0"), "the changes stay queued: \(status.stdout)")
         }
@@ -72,9 +70,7 @@ struct FaultTests {
         let full = try t.run(["sync", "--notes", t.a])
         expectNoTerminalControls(full)
         #expect(full.status == 1, "\(full.stdout) \(full.stderr)")
-        #expect(
-            full.stderr.hasPrefix("notesync: ") && full.stderr.contains("No space left on device")
-                && full.stderr.contains("fix: free space"), "\(full.stderr)")
+        expectNoSpaceStop(full)
         #expect(try t.notes(t.a) == expected, "nothing lost locally")
         #expect(try FileIO.list(t.server + "/zones/notes/tmp") == [], "no temp file left behind")
 
@@ -338,4 +334,11 @@ struct FaultTests {
         #expect(expected.count == 6)
         #expect(eventually(60) { (try? t.notes(t.b)) == expected }, "the agent did not resume by itself")
     }
+}
+
+/// A sync stopped by a full filesystem: one error line that says so and gives the fix (free space, sync again).
+private func expectNoSpaceStop(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(
+        result.stderr.hasPrefix("notesync: ") && result.stderr.contains("No space left on device")
+            && result.stderr.contains("fix: free space"), "\(result.stderr)", sourceLocation: sourceLocation)
 }

@@ -105,18 +105,23 @@ import Testing
         return changes
     }
 
-    /// A big entry is encoded change by change (``SealedFile/encodeJSON(_:chunkingAbove:headerRoom:)``): the bytes must be
-    /// exactly `JSONEncoder`'s of the whole entry, whatever its changes, names and optional fields hold.
-    @Test func anEntryEncodedChangeByChangeIsByteForByteTheWholeEncoding() throws {
-        let changes = try awkwardChanges()
-        let entries = [
+    /// Entries of `changes` (one bare, one with every link to earlier entries), of `first` alone, and of none.
+    private static func entries(_ changes: [RecordChange], first: RecordChange) -> [LogEntry] {
+        [
             LogEntry(seq: 12, commit: "c/1", device: "dev-a", time: 99, changes: changes),
             LogEntry(
                 seq: 13, commit: "c2", device: "dev-b", time: 100, changes: changes,
                 prev: ContentDigest(of: Data("p".utf8)), earlier: [nil, ContentDigest(of: Data("e".utf8))]),
-            LogEntry(seq: 14, commit: "c3", device: "dev-c", time: 101, changes: Array(changes.prefix(1))),
+            LogEntry(seq: 14, commit: "c3", device: "dev-c", time: 101, changes: [first]),
             LogEntry(seq: 15, commit: "c4", device: "dev-d", time: 102, changes: [])
         ]
+    }
+
+    /// A big entry is encoded change by change (``SealedFile/encodeJSON(_:chunkingAbove:headerRoom:)``): the bytes must be
+    /// exactly `JSONEncoder`'s of the whole entry, whatever its changes, names and optional fields hold.
+    @Test func anEntryEncodedChangeByChangeIsByteForByteTheWholeEncoding() throws {
+        let changes = try awkwardChanges()
+        let entries = Self.entries(changes, first: changes[0])
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Each change's size is counted exactly, escapes, signs and all (the buffer is made at the sum).
@@ -147,26 +152,16 @@ import Testing
         let changes = try awkwardChanges()
         // Several pieces of 256 KiB, and a last one shorter.
         let many = Array(repeating: changes, count: 1 + 700_000 / max(changes.count, 1) / 40).flatMap { $0 }
-        let entries = [
-            LogEntry(seq: 12, commit: "c/1", device: "dev-a", time: 99, changes: many),
-            LogEntry(
-                seq: 13, commit: "c2", device: "dev-b", time: 100, changes: many,
-                prev: ContentDigest(of: Data("p".utf8)), earlier: [nil, ContentDigest(of: Data("e".utf8))]),
-            LogEntry(seq: 14, commit: "c3", device: "dev-c", time: 101, changes: Array(changes.prefix(1))),
-            LogEntry(seq: 15, commit: "c4", device: "dev-d", time: 102, changes: [])
-        ]
+        let entries = Self.entries(many, first: changes[0])
         let dir = try TempDirectory()
         for (index, entry) in entries.enumerated() {
             let whole = try SealedFile.seal(entry, kind: "entry")
-            let memory = AssetPack.MemorySink()
-            let inMemory = try #require(try SealedFile.sealEntry(entry, minimumBytes: 0) { memory })
-            #expect(inMemory.sink === memory)
-            #expect(memory.data == whole, "\(entry.changes.count) changes")
+            let inMemory = try #require(try SealedFile.sealEntry(entry, minimumBytes: 0) { AssetPack.MemorySink() })
+            #expect(inMemory.staged.data == whole, "\(entry.changes.count) changes")
             #expect(inMemory.digest == ContentDigest(of: whole))
             let path = dir.path + "/entry-\(index)"
             let file = try #require(try SealedFile.sealEntry(entry, minimumBytes: 0) { try FileIO.WriteFile(path) })
-            let staged = try file.sink.finish()
-            #expect(staged.temp == path)
+            #expect(file.staged.temp == path)
             #expect(try FileIO.read(path) == whole)
             #expect(file.digest == ContentDigest(of: whole))
             #expect(try SealedFile.open(whole, kind: "entry", as: LogEntry.self) == entry)

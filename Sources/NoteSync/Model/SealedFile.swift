@@ -115,8 +115,8 @@ public enum SealedFile {
 
     /// `entry` sealed (format 1) a piece at a time into the sink `makeSink` makes, when its JSON is of
     /// ``encodeJSON(_:chunkingAbove:headerRoom:)``'s change-by-change form and at least `minimumBytes` long: the
-    /// sink (written, neither finished nor discarded) and the digest of the file's bytes. Nil, and no sink made,
-    /// otherwise: the caller seals it whole. A sink that fails is discarded before the error is thrown.
+    /// file the finished sink staged (durable) and the digest of its bytes. Nil, and no sink made, otherwise: the
+    /// caller seals it whole. A sink that fails is discarded before the error is thrown.
     ///
     /// The JSON goes after room for the header, hashed as it is written, and the header into that room (its length
     /// is known before the digest: 64 hex digits). The whole file's digest (the next entry's `prev`) is that of the
@@ -127,7 +127,7 @@ public enum SealedFile {
     /// (a memory sink holds the file, as sealing whole did).
     static func sealEntry(
         _ entry: LogEntry, minimumBytes: Int = streamedEntryBytes, into makeSink: () throws -> any AssetPack.Sink
-    ) throws -> (sink: any AssetPack.Sink, digest: ContentDigest)? {
+    ) throws -> (staged: StagedFile, digest: ContentDigest)? {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let pieces = try EntryPieces(entry, encoder: encoder, minimumBytes: minimumBytes),
@@ -156,7 +156,7 @@ public enum SealedFile {
             var file = SHA256()
             file.update(data: header)
             pieces.write(piece: FileIO.WriteFile.gather) { file.update(bufferPointer: UnsafeRawBufferPointer($0)) }
-            return (sink, ContentDigest(file.finalize()))
+            return (try sink.finish(), ContentDigest(file.finalize()))
         } catch {
             sink.discard()
             throw error
@@ -178,9 +178,9 @@ public enum SealedFile {
         /// entry whose changes are that far under the threshold is under it.
         static let shellBound = 4096
 
-        /// Nil when the shell does not start as expected.
-        /// Nil also when the JSON is surely shorter than `minimumBytes`, counted before the shell is encoded (an
-        /// agent's entry of one change is not encoded twice): its changes and the most a shell with changes takes.
+        /// Nil when the shell does not start as expected, or when the JSON is surely shorter than `minimumBytes`:
+        /// counted before the shell is encoded (an agent's entry of one change is not encoded twice), its changes and
+        /// the most a shell with changes takes.
         init?(_ entry: LogEntry, encoder: JSONEncoder, minimumBytes: Int = 0) throws {
             // Its prefix, a comma between changes, the closing bracket, and the rest of the shell.
             var size = 12 + max(entry.changes.count - 1, 0) + 1

@@ -135,13 +135,9 @@ extension ServerStore {
                 }
                 if let hit, isStored(length: hit.entry.length, refs[position]) {
                     // One string for each pack: a path each was 8 MB for the 50,794 texts of a rename.
-                    if let path = paths[hit.pack.name] {
-                        found[position] = path
-                    } else {
-                        let path = layout.packPath(hit.pack.name)
-                        paths[hit.pack.name] = path
-                        found[position] = path
-                    }
+                    let path = paths[hit.pack.name] ?? layout.packPath(hit.pack.name)
+                    paths[hit.pack.name] = path
+                    found[position] = path
                 }
             }
             let gone = Set(found.compactMap { $0 }).filter { storage.info($0)?.isFile != true }

@@ -405,15 +405,9 @@ extension ServerStore {
     /// once staged, before its heads are folded in.
     private func stageEntry(_ entry: LogEntry, seq: Int64) throws -> (staged: StagedFile, digest: ContentDigest) {
         if try requireVault() == nil, !storage.isObjectStore,
-            let (sink, digest) = try SealedFile.sealEntry(
-                entry, into: { try storage.stagingSink(device: device, suffix: "entry") })
+            let sealed = try SealedFile.sealEntry(entry, into: { try storage.stagingSink(device: device, suffix: "entry") })
         {
-            do {
-                return (try sink.finish(), digest)
-            } catch {
-                sink.discard()
-                throw error
-            }
+            return sealed
         }
         let data = try seal(entry, kind: "entry", place: String(seq))
         return (try storage.stage(data, device: device, suffix: "entry", sync: true), ContentDigest(of: data))

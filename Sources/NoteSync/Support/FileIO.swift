@@ -142,8 +142,8 @@ public enum FileIO {
     }
 
     /// A file made exclusively (`O_CREAT|O_EXCL`) and written at offsets as its bytes come, fsynced when finished, and
-    /// removed unless finished: a pack's temp, or a large log entry's (``AssetPack/Sink``). Bytes that follow one another are gathered and
-    /// written 256 KiB at a time: a pack of 2,000 notes is some 30 writes, not one per note.
+    /// removed unless finished: a pack's temp, or a large log entry's (``AssetPack/Sink``). Bytes that follow one
+    /// another are gathered and written 256 KiB at a time: a pack of 2,000 notes is some 30 writes, not one per note.
     final class WriteFile: AssetPack.Sink {
         static let gather = 256 << 10
         let path: String
