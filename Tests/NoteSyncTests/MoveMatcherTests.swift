@@ -89,4 +89,23 @@ import Testing
             #expect(Set(unpairedSources.map(\.digest)).isDisjoint(with: unpairedTargets.map(\.digest)))
         }
     }
+
+    /// The text each inode had, for notes gone from their names, in a sorted array: what the dictionary it replaced
+    /// answered (the first gone note in name order wins an inode two recorded; an inode none recorded has none).
+    @Test func goneFilesAnswerAsTheDictionaryDid() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let gone = (0..<Int.random(in: 0...40, using: &generator)).map { index in
+                (
+                    name: Self.name("n\(Int.random(in: 0...30, using: &generator))-\(index).md"),
+                    inode: UInt64.random(in: 1...20, using: &generator), digest: Self.digest("\(index)")
+                )
+            }
+            var dictionary: [UInt64: ContentDigest] = [:]
+            for file in gone.sorted(by: { $0.name < $1.name }).reversed() { dictionary[file.inode] = file.digest }
+            let files = SyncEngine.GoneFiles(gone)
+            #expect(files.isEmpty == dictionary.isEmpty)
+            for inode in UInt64(0)...21 { #expect(files.digest(ofInode: inode) == dictionary[inode]) }
+        }
+    }
 }

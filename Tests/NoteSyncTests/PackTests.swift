@@ -420,6 +420,33 @@ import Testing
         #expect(fresh.missingAssets(refs).isEmpty)
     }
 
+    /// A batch that gives a text twice: both are in the pack the batch wrote, or found the text in, for the check
+    /// after the commit; the check answers for texts given in another order too (through the packs' indexes), and
+    /// once the pack is gone every one of them is missing.
+    @Test func aTextGivenTwiceInABatchIsInItsPackBothTimes() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let texts = Self.texts(20)
+        let batch = texts + [texts[3], texts[3], texts[17]]
+        let staged = try store.stageAssets(batch)
+        let published = try store.publish(staged)
+        #expect(try Self.packNames(store).count == 1 && Self.looseCount(store) == 0)
+        #expect(staged.packPaths.count == 1 && staged.packOf == Array(repeating: 0, count: batch.count))
+        #expect(store.missingAssets(published, staged: staged).isEmpty)
+        #expect(store.missingAssets(published.reversed(), staged: staged).isEmpty)
+
+        let writer = try makeServer(dir, device: "dev-b")
+        #expect(try writer.readAsset(published[0]) == texts[0])
+        let found = try writer.stageAssets(batch.reversed())
+        let again = try writer.publish(found)
+        #expect(try Self.packNames(store).count == 1, "found in the pack: not written again")
+        #expect(found.packPaths.count == 1 && found.packOf.allSatisfy { $0 == 0 })
+        #expect(writer.missingAssets(again, staged: found).isEmpty)
+        try ServerFiles(store).remove(store.layout.packsDirectory + "/" + Self.packNames(store)[0])
+        #expect(writer.missingAssets(again, staged: found).count == batch.count)
+        #expect(writer.missingAssets(Array(again.prefix(5)), staged: found).count == 5)
+    }
+
     /// Formats 4 and 6 are only ever encrypted servers, 5 only a plain one.
     @Test func formatsAndEncryptionMustAgree() throws {
         let layout = ServerLayout(root: "/nowhere")

@@ -81,6 +81,55 @@ import Testing
         #expect(zone.heads.count == 3600 && zone.heads.capacity >= 3600 && zone.heads.capacity > grown)
     }
 
+    /// The moves of an entry, read into a ``RecordTable`` to save memory, are those a dictionary gave (the rule every
+    /// device must apply alike): entries of random moves over a few names, with halves that name each other or not,
+    /// names that repeat, invalid names, saves and deletes that are not moves.
+    @Test func theMovesOfAnEntryAreThoseADictionaryGave() {
+        var generator = SystemRandomNumberGenerator()
+        let pool = ["a.md", "b.md", "c/d.md", "e.md", "f.md", "../bad", "", "g.md"]
+        for _ in 0..<500 {
+            var changes: [RecordChange] = []
+            for _ in 0..<Int.random(in: 1...12, using: &generator) {
+                let name = pool.randomElement(using: &generator)!
+                let other = pool.randomElement(using: &generator)!
+                let linked = Bool.random(using: &generator)
+                if Bool.random(using: &generator) {
+                    changes.append(
+                        RecordChange(
+                            name: name, base: 1, op: .save, text: AssetRef(of: Data(name.utf8)), modified: 1,
+                            movedFrom: linked ? other : nil))
+                } else {
+                    changes.append(
+                        RecordChange(name: name, base: 1, op: .delete, text: nil, modified: 1, movedTo: linked ? other : nil))
+                }
+            }
+            let entry = LogEntry(seq: 1, commit: "1", device: "a", time: 0, changes: changes)
+            let moves = ZoneState.moves(in: entry)
+            let expected = Self.dictionaryMoves(entry)
+            #expect(moves.count == expected.count, "\(changes)")
+            for name in pool.compactMap({ try? RecordName(validating: $0) }) {
+                #expect(moves[name] == expected[name], "\(name) in \(changes)")
+            }
+        }
+    }
+
+    /// What `ZoneState.moves(in:)` was, with a dictionary: the reference its table must agree with.
+    private static func dictionaryMoves(_ entry: LogEntry) -> [RecordName: RecordName] {
+        var deletes: [String: String] = [:]
+        for change in entry.changes where change.op == .delete {
+            if let to = change.movedTo { deletes[change.name] = to }
+        }
+        var moves: [RecordName: RecordName] = [:]
+        for change in entry.changes where change.op == .save {
+            guard let from = change.movedFrom, from != change.name, deletes[from] == change.name,
+                let fromName = try? RecordName(validating: from), let toName = try? RecordName(validating: change.name)
+            else { continue }
+            moves[toName] = fromName
+            moves[fromName] = toName
+        }
+        return moves
+    }
+
     /// Equality is about the heads and the token, not about what is left to store or plan.
     @Test func bookkeepingIsNotPartOfEquality() throws {
         let dir = try TempDirectory()

@@ -227,6 +227,10 @@ public struct ZoneState: Sendable, Hashable {
         if entry.changes.count > 1 {
             let known = entry.changes.reduce(0) { $0 + (RecordName(trusted: $1.name).map(heads.contains) == true ? 1 : 0) }
             heads.reserveRoom(forAdding: entry.changes.count - known)
+            // The sets of names too: grown by doubling, the 101,588 names of that rename held a set's old and new
+            // buckets at once (6.3 MB) at the peak of the commit that folds them in.
+            unsaved.reserveCapacity(unsaved.count + entry.changes.count)
+            if !own { unplanned.reserveCapacity(unplanned.count + entry.changes.count) }
         }
         for change in entry.changes {
             let name: RecordName
@@ -272,7 +276,11 @@ public struct ZoneState: Sendable, Hashable {
     /// The moves of an entry, both ways: for the delete's name, the name moved to, and for the save's, the name moved
     /// from. A link counts only when both halves are in the entry and name each other (a save that names a delete
     /// it does not come with is a plain save).
-    static func moves(in entry: LogEntry) -> [RecordName: RecordName] {
+    ///
+    /// A ``RecordTable``, not a `Dictionary` (the same semantics: the last link that names a name counts): the
+    /// 101,588 names of a rename of half of 100,000 notes took 8.4 MB as a dictionary's 262,144 buckets, 5.3 MB
+    /// here, held through the fold of the entry, where a rename's commit peaks.
+    static func moves(in entry: LogEntry) -> RecordTable<RecordName> {
         guard entry.changes.contains(where: { $0.movedFrom != nil }) else { return [:] }
         // Made at their size: grown by doubling, an entry of 50,000 moves held their old and new buckets at once.
         let halves = entry.changes.lazy.filter { $0.movedTo != nil }.count
@@ -281,8 +289,7 @@ public struct ZoneState: Sendable, Hashable {
         for change in entry.changes where change.op == .delete {
             if let to = change.movedTo { deletes[change.name] = to }
         }
-        var moves: [RecordName: RecordName] = [:]
-        moves.reserveCapacity(halves * 2)
+        var moves = RecordTable<RecordName>(minimumCapacity: halves * 2)
         for change in entry.changes where change.op == .save {
             guard let from = change.movedFrom, from != change.name, deletes[from] == change.name,
                 let fromName = try? RecordName(validating: from), let toName = try? RecordName(validating: change.name)
