@@ -421,8 +421,9 @@ import Testing
     }
 
     /// A batch that gives a text twice: both are in the pack the batch wrote, or found the text in, for the check
-    /// after the commit; the check answers for texts given in another order too (through the packs' indexes), and
-    /// once the pack is gone every one of them is missing.
+    /// after the commit. A batch of texts found in one pack and texts packed anew: once the first pack is gone, its
+    /// texts (and only they) are missing, whatever the order the check is given them in (a text's pack is never
+    /// taken from the place of another).
     @Test func aTextGivenTwiceInABatchIsInItsPackBothTimes() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)
@@ -437,13 +438,20 @@ import Testing
 
         let writer = try makeServer(dir, device: "dev-b")
         #expect(try writer.readAsset(published[0]) == texts[0])
-        let found = try writer.stageAssets(batch.reversed())
+        let mixed = batch + Self.texts(20, tag: "new ")
+        let found = try writer.stageAssets(mixed)
         let again = try writer.publish(found)
-        #expect(try Self.packNames(store).count == 1, "found in the pack: not written again")
-        #expect(found.packPaths.count == 1 && found.packOf.allSatisfy { $0 == 0 })
+        #expect(try Self.packNames(store).count == 2, "the texts found are not written again, the new ones are packed")
+        #expect(found.packPaths.count == 2 && found.packOf.allSatisfy { $0 >= 0 })
+        #expect(Set(found.packOf[..<batch.count]).count == 1 && found.packOf[3] == found.packOf[21])
         #expect(writer.missingAssets(again, staged: found).isEmpty)
-        try ServerFiles(store).remove(store.layout.packsDirectory + "/" + Self.packNames(store)[0])
-        #expect(writer.missingAssets(again, staged: found).count == batch.count)
+        try ServerFiles(store).remove(found.packPaths[Int(found.packOf[0])])
+        let gone = Set(published.map(\.sha256))
+        for refs in [again, again.reversed(), Array(again.shuffled())] {
+            let missing = writer.missingAssets(refs, staged: found)
+            #expect(missing.count == batch.count && Set(missing.map(\.sha256)) == gone)
+        }
+        #expect(writer.missingAssets(Array(again.suffix(5)), staged: found).isEmpty)
         #expect(writer.missingAssets(Array(again.prefix(5)), staged: found).count == 5)
     }
 

@@ -82,52 +82,65 @@ import Testing
     }
 
     /// The moves of an entry, read into a ``RecordTable`` to save memory, are those a dictionary gave (the rule every
-    /// device must apply alike): entries of random moves over a few names, with halves that name each other or not,
-    /// names that repeat, invalid names, saves and deletes that are not moves.
+    /// device must apply alike): random entries over a few names made of both halves of moves (in either order),
+    /// halves alone, and plain saves and deletes, so that links share names (the last link that names a name
+    /// counts) and some names are invalid.
     @Test func theMovesOfAnEntryAreThoseADictionaryGave() {
-        var generator = SystemRandomNumberGenerator()
-        let pool = ["a.md", "b.md", "c/d.md", "e.md", "f.md", "../bad", "", "g.md"]
-        for _ in 0..<500 {
+        var random = SplitMix(seed: 48)
+        let pool = ["a.md", "b.md", "c/d.md", "e.md", "../bad", ""]
+        let text = AssetRef(of: Data("t".utf8))
+        var linked = 0
+        var relinked = 0
+        for _ in 0..<1000 {
             var changes: [RecordChange] = []
-            for _ in 0..<Int.random(in: 1...12, using: &generator) {
-                let name = pool.randomElement(using: &generator)!
-                let other = pool.randomElement(using: &generator)!
-                let linked = Bool.random(using: &generator)
-                if Bool.random(using: &generator) {
+            for _ in 0..<Int.random(in: 1...10, using: &random) {
+                let from = pool.randomElement(using: &random)!
+                let to = pool.randomElement(using: &random)!
+                let delete = RecordChange(name: from, base: 1, op: .delete, text: nil, modified: 1, movedTo: to)
+                let save = RecordChange(name: to, base: 1, op: .save, text: text, modified: 1, movedFrom: from)
+                switch Int.random(in: 0..<5, using: &random) {
+                case 0: changes += [delete, save]
+                case 1: changes += [save, delete]
+                case 2: changes.append(save)
+                case 3: changes.append(delete)
+                default:
                     changes.append(
-                        RecordChange(
-                            name: name, base: 1, op: .save, text: AssetRef(of: Data(name.utf8)), modified: 1,
-                            movedFrom: linked ? other : nil))
-                } else {
-                    changes.append(
-                        RecordChange(name: name, base: 1, op: .delete, text: nil, modified: 1, movedTo: linked ? other : nil))
+                        Bool.random(using: &random)
+                            ? RecordChange(name: from, base: 1, op: .save, text: text, modified: 1)
+                            : RecordChange(name: from, base: 1, op: .delete, text: nil, modified: 1))
                 }
             }
             let entry = LogEntry(seq: 1, commit: "1", device: "a", time: 0, changes: changes)
             let moves = ZoneState.moves(in: entry)
-            let expected = Self.dictionaryMoves(entry)
+            let (expected, overwritten) = Self.dictionaryMoves(entry)
+            if !expected.isEmpty { linked += 1 }
+            if overwritten { relinked += 1 }
             #expect(moves.count == expected.count, "\(changes)")
             for name in pool.compactMap({ try? RecordName(validating: $0) }) {
                 #expect(moves[name] == expected[name], "\(name) in \(changes)")
             }
         }
+        // The entries made are the cases that matter: many with moves, and some where a later link takes a name.
+        #expect(linked > 400 && relinked > 100, "\(linked) entries with moves, \(relinked) with a name linked twice")
     }
 
-    /// What `ZoneState.moves(in:)` was, with a dictionary: the reference its table must agree with.
-    private static func dictionaryMoves(_ entry: LogEntry) -> [RecordName: RecordName] {
+    /// What `ZoneState.moves(in:)` was, with a dictionary: the reference its table must agree with; and whether a
+    /// later link replaced an earlier one's name.
+    private static func dictionaryMoves(_ entry: LogEntry) -> ([RecordName: RecordName], overwritten: Bool) {
         var deletes: [String: String] = [:]
         for change in entry.changes where change.op == .delete {
             if let to = change.movedTo { deletes[change.name] = to }
         }
         var moves: [RecordName: RecordName] = [:]
+        var overwritten = false
         for change in entry.changes where change.op == .save {
             guard let from = change.movedFrom, from != change.name, deletes[from] == change.name,
                 let fromName = try? RecordName(validating: from), let toName = try? RecordName(validating: change.name)
             else { continue }
-            moves[toName] = fromName
-            moves[fromName] = toName
+            if moves.updateValue(fromName, forKey: toName) != nil { overwritten = true }
+            if moves.updateValue(toName, forKey: fromName) != nil { overwritten = true }
         }
-        return moves
+        return (moves, overwritten)
     }
 
     /// Equality is about the heads and the token, not about what is left to store or plan.

@@ -224,13 +224,25 @@ public struct ZoneState: Sendable, Hashable {
         let moves = Self.moves(in: entry)
         // Room for the entry's new names at once: a rename of 50,000 of 100,000 notes adds 50,000 heads (the old
         // names stay, as tombstones), and appended one by one they grew the rows to 262,144 (22 MB) on B's peak.
+        // The sets of names too: grown by doubling, the 101,588 names of that rename held a set's old and new buckets
+        // at once (6.3 MB) at the peak of the commit that folds them in. Only the names each lacks count (a rename
+        // and its rename back, folded in before the names are stored, would otherwise double it for nothing).
         if entry.changes.count > 1 {
-            let known = entry.changes.reduce(0) { $0 + (RecordName(trusted: $1.name).map(heads.contains) == true ? 1 : 0) }
-            heads.reserveRoom(forAdding: entry.changes.count - known)
-            // The sets of names too: grown by doubling, the 101,588 names of that rename held a set's old and new
-            // buckets at once (6.3 MB) at the peak of the commit that folds them in.
-            unsaved.reserveCapacity(unsaved.count + entry.changes.count)
-            if !own { unplanned.reserveCapacity(unplanned.count + entry.changes.count) }
+            var newHeads = 0
+            var newUnsaved = 0
+            var newUnplanned = 0
+            for change in entry.changes {
+                guard let name = RecordName(trusted: change.name) else {
+                    (newHeads, newUnsaved, newUnplanned) = (newHeads + 1, newUnsaved + 1, newUnplanned + 1)
+                    continue
+                }
+                if !heads.contains(name) { newHeads += 1 }
+                if !unsaved.contains(name) { newUnsaved += 1 }
+                if !own && !unplanned.contains(name) { newUnplanned += 1 }
+            }
+            heads.reserveRoom(forAdding: newHeads)
+            unsaved.reserveCapacity(unsaved.count + newUnsaved)
+            if !own { unplanned.reserveCapacity(unplanned.count + newUnplanned) }
         }
         for change in entry.changes {
             let name: RecordName
