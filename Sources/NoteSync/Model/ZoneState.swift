@@ -232,10 +232,8 @@ public struct ZoneState: Sendable, Hashable {
             var newUnsaved = 0
             var newUnplanned = 0
             for change in entry.changes {
-                guard let name = RecordName(trusted: change.name) else {
-                    (newHeads, newUnsaved, newUnplanned) = (newHeads + 1, newUnsaved + 1, newUnplanned + 1)
-                    continue
-                }
+                // An empty name is quarantined below, never added.
+                guard let name = RecordName(trusted: change.name) else { continue }
                 if !heads.contains(name) { newHeads += 1 }
                 if !unsaved.contains(name) { newUnsaved += 1 }
                 if !own && !unplanned.contains(name) { newUnplanned += 1 }

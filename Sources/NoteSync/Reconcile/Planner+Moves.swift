@@ -216,8 +216,7 @@ extension SyncEngine {
         private let files: [(inode: UInt64, digest: ContentDigest)]
 
         init(_ gone: some Sequence<(name: RecordName, inode: UInt64, digest: ContentDigest)>) {
-            var sorted = Array(gone)
-            sorted.sort { ($0.inode, $0.name) < ($1.inode, $1.name) }
+            let sorted = gone.sorted { ($0.inode, $0.name) < ($1.inode, $1.name) }
             var files: [(inode: UInt64, digest: ContentDigest)] = []
             files.reserveCapacity(sorted.count)
             for file in sorted where files.last?.inode != file.inode { files.append((file.inode, file.digest)) }
