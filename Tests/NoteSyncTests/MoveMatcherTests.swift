@@ -90,6 +90,133 @@ import Testing
         }
     }
 
+    /// The matcher works on indices and flags: it answers as the code it replaced did (grouped by inode and text in
+    /// dictionaries of arrays, with sets of the names each rule took; ``referenceMatch``), for random notes over a
+    /// few texts, inodes and folders, with and without a similarity, given in name order or not; and for groups of
+    /// one text large enough to be paired by file name.
+    @Test func theMatcherAnswersAsTheGroupingCodeDid() {
+        var generator = SplitMix(seed: 49)
+        let texts = ["a", "b", "c", "", "a\nb\n", "a\nc\n"]
+        let folders = ["", "p/", "q/r/", "s/"]
+        var covered = (byInode: 0, byText: 0, bySimilarity: 0)
+        for round in 0..<600 {
+            let large = round % 50 == 49
+            let count = large ? 80 : 12
+            func spec(_ prefix: String) -> [(name: RecordName, text: String, inode: UInt64)] {
+                var seen = Set<String>()
+                return (0..<Int.random(in: 0...count, using: &generator)).compactMap { _ in
+                    let folder = folders[Int.random(in: 0..<folders.count, using: &generator)]
+                    let name = "\(prefix)/\(folder)\(Int.random(in: 0...(large ? 200 : 9), using: &generator)).md"
+                    guard seen.insert(name).inserted else { return nil }
+                    let text = large ? "" : texts[Int.random(in: 0..<texts.count, using: &generator)]
+                    return (Self.name(name), text, UInt64.random(in: 0...6, using: &generator))
+                }
+            }
+            let sources = spec("old").map {
+                MoveMatcher.Source(
+                    name: $0.name, digest: Self.digest($0.text), size: Int64($0.text.utf8.count), inode: $0.inode == 0 ? nil : $0.inode)
+            }
+            let targets = spec("new").map {
+                MoveMatcher.Target(name: $0.name, digest: Self.digest($0.text), size: Int64($0.text.utf8.count), inode: $0.inode)
+            }
+            // A similarity that depends on both names only, so that both matchers see the same one.
+            let similarity: (MoveMatcher.Source, MoveMatcher.Target) -> Double? = { source, target in
+                var hasher = FNV()
+                hasher.add(source.name.string)
+                hasher.add(target.name.string)
+                return hasher.value % 3 == 0 ? nil : Double(hasher.value % 100) / 100
+            }
+            for measure in [nil, similarity] {
+                let expected = Self.referenceMatch(sources: sources, targets: targets, similarity: measure)
+                #expect(Self.pairs(MoveMatcher.match(sources: sources, targets: targets, similarity: measure)) == Self.pairs(expected))
+                let sorted = MoveMatcher.match(
+                    sources: sources.sorted { $0.name < $1.name }, targets: targets.sorted { $0.name < $1.name }, similarity: measure)
+                #expect(Self.pairs(sorted) == Self.pairs(expected))
+                let sourceText = Dictionary(uniqueKeysWithValues: sources.map { ($0.name, $0.digest) })
+                let targetText = Dictionary(uniqueKeysWithValues: targets.map { ($0.name, $0.digest) })
+                let sourceInode = Dictionary(uniqueKeysWithValues: sources.map { ($0.name, $0.inode) })
+                let targetInode = Dictionary(uniqueKeysWithValues: targets.map { ($0.name, $0.inode) })
+                covered.byInode +=
+                    expected.contains { sourceInode[$0.from]! == targetInode[$0.to] && sourceText[$0.from] == targetText[$0.to] } ? 1 : 0
+                covered.byText += expected.contains { sourceText[$0.from] == targetText[$0.to] } ? 1 : 0
+                covered.bySimilarity += expected.contains { sourceText[$0.from] != targetText[$0.to] } ? 1 : 0
+            }
+        }
+        // The cases reach every rule.
+        #expect(covered.byInode > 300 && covered.byText > 500 && covered.bySimilarity > 100)
+    }
+
+    /// An FNV-1a hash: the same for the same strings in every run.
+    private struct FNV {
+        var value: UInt64 = 0xcbf2_9ce4_8422_2325
+        mutating func add(_ string: String) {
+            for byte in string.utf8 { value = (value ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            value = (value ^ 0xff) &* 0x100_0000_01b3
+        }
+    }
+
+    /// The matcher as it was before it worked on indices: the rules' reference.
+    private static func referenceMatch(
+        sources: [MoveMatcher.Source], targets: [MoveMatcher.Target],
+        similarity: ((MoveMatcher.Source, MoveMatcher.Target) -> Double?)?
+    ) -> [MoveMatcher.Pair] {
+        var sources = sources.sorted { $0.name < $1.name }
+        var targets = targets.sorted { $0.name < $1.name }
+        var pairs: [MoveMatcher.Pair] = []
+        func take(_ taken: [MoveMatcher.Pair]) {
+            pairs += taken
+            let from = Set(taken.map(\.from))
+            let to = Set(taken.map(\.to))
+            sources.removeAll { from.contains($0.name) }
+            targets.removeAll { to.contains($0.name) }
+        }
+        var byKey: [MoveMatcher.Pair] = []
+        let targetsByInode = Dictionary(grouping: targets, by: \.inode)
+        var used = Set<RecordName>()
+        for source in sources {
+            guard let inode = source.inode,
+                let target = targetsByInode[inode]?.first(where: { $0.digest == source.digest && !used.contains($0.name) })
+            else { continue }
+            used.insert(target.name)
+            byKey.append(MoveMatcher.Pair(from: source.name, to: target.name))
+        }
+        take(byKey)
+        let targetsByDigest = Dictionary(grouping: targets, by: \.digest)
+        var byText: [MoveMatcher.Pair] = []
+        for (digest, group) in Dictionary(grouping: sources, by: \.digest).sorted(by: { $0.key.hex < $1.key.hex }) {
+            guard let candidates = targetsByDigest[digest] else { continue }
+            byText += MoveMatcher.pairByPath(group.map(\.name), candidates.map(\.name))
+        }
+        take(byText)
+        if let similarity, !sources.isEmpty, !targets.isEmpty, sources.count <= MoveMatcher.maxSimilarityCandidates,
+            targets.count <= MoveMatcher.maxSimilarityCandidates
+        {
+            var scored: [(score: Double, sameInode: Bool, pair: MoveMatcher.Pair)] = []
+            for source in sources {
+                for target in targets where MoveMatcher.comparableSizes(source.size, target.size) {
+                    guard let score = similarity(source, target), score >= MoveMatcher.minimumSimilarity else { continue }
+                    scored.append((score, source.inode == target.inode, MoveMatcher.Pair(from: source.name, to: target.name)))
+                }
+            }
+            scored.sort { a, b in
+                if a.score != b.score { return a.score > b.score }
+                if a.sameInode != b.sameInode { return a.sameInode }
+                if a.pair.from != b.pair.from { return a.pair.from < b.pair.from }
+                return a.pair.to < b.pair.to
+            }
+            var from = Set<RecordName>()
+            var to = Set<RecordName>()
+            var bySimilarity: [MoveMatcher.Pair] = []
+            for candidate in scored where !from.contains(candidate.pair.from) && !to.contains(candidate.pair.to) {
+                from.insert(candidate.pair.from)
+                to.insert(candidate.pair.to)
+                bySimilarity.append(candidate.pair)
+            }
+            take(bySimilarity)
+        }
+        return pairs.sorted { $0.from < $1.from }
+    }
+
     /// The text each inode had, for notes gone from their names, in a sorted array: what the dictionary it replaced
     /// answered (the first gone note in name order wins an inode two recorded; an inode none recorded has none).
     @Test func goneFilesAnswerAsTheDictionaryDid() {

@@ -221,6 +221,61 @@ import Testing
         #expect(shared[local] != nil)
     }
 
+    /// A move's heads name each other: the other half's name shares the head's own string, both when the entry is
+    /// folded in (the save's name moved from is a head already) and when the heads are loaded again (each `moved`
+    /// read from its row), so a renamed folder's names are not held twice by every later sync.
+    @Test func aMovesHeadsShareTheNamesTheyGiveEachOther() throws {
+        func storage(_ name: RecordName?) -> UnsafeRawPointer? {
+            guard var string = name?.string else { return nil }
+            return string.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+        }
+        // Longer than 15 bytes, and made anew from their bytes each time: no two share a string by chance.
+        func fresh(_ string: String) -> RecordName { RecordName(trusted: String(decoding: Array(string.utf8), as: UTF8.self))! }
+        let old = (0..<30).map { "a folder with a long name/note number \($0).md" }
+        let new = (0..<30).map { "a renamed folder, long too/note number \($0).md" }
+        let text = AssetRef(of: Data("t".utf8))
+        var zone = ZoneState()
+        var first = LogEntry(
+            seq: 1, commit: "1", device: "a", time: 0, changes: old.map { .save(fresh($0), base: 0, text: text, modified: 1) })
+        first.digest = ContentDigest(of: Data("1".utf8))
+        zone.apply(first)
+        var moves: [RecordChange] = []
+        for (from, to) in zip(old, new) {
+            moves += RecordChange.move(from: fresh(from), fromBase: 1, to: fresh(to), toBase: 0, text: text, modified: 2, time: 2)
+        }
+        var rename = LogEntry(seq: 2, commit: "2", device: "b", time: 0, changes: moves)
+        rename.digest = ContentDigest(of: Data("2".utf8))
+        zone.apply(rename)
+        for (from, to) in zip(old, new).map({ (fresh($0), fresh($1)) }) {
+            let tombstone = try #require(zone.heads[from])
+            let save = try #require(zone.heads[to])
+            #expect(tombstone.movedTo == to && save.movedFrom == from)
+            #expect(storage(save.movedFrom) == storage(zone.heads.storedName(from)), "\(from) is held once")
+        }
+
+        let state = try LocalState()
+        let changed = zone.takeUnsaved()
+        try state.update { batch in
+            try batch.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changed)
+        }
+        let loaded = try state.zoneState()
+        #expect(loaded.heads == zone.heads)
+        for (from, to) in zip(old, new).map({ (fresh($0), fresh($1)) }) {
+            let tombstone = try #require(loaded.heads[from])
+            let save = try #require(loaded.heads[to])
+            #expect(tombstone.movedTo == to && save.movedFrom == from)
+            #expect(storage(tombstone.movedTo) == storage(loaded.heads.storedName(to)), "\(to) is held once")
+            #expect(storage(save.movedFrom) == storage(loaded.heads.storedName(from)), "\(from) is held once")
+        }
+        // A name moved to that has no head of its own (a link whose other half is not known here) keeps its own.
+        var lone = RecordTable<RecordHead>()
+        let away = fresh("a name that no head in this table has.md")
+        lone[fresh("a tombstone with a long name here.md")] = RecordHead(
+            tag: 3, deleted: true, text: nil, modified: 3, version: 1, device: "a", moved: away)
+        lone.shareMovedNames()
+        #expect(lone.values[0].movedTo == away)
+    }
+
     /// Schema v5 stores the bases and heads without rowids, in name order. A database of an earlier build, its rows
     /// in no order, reads the same before it is migrated (a dry run opens it read-only) and after; the migration keeps
     /// every column (no fingerprint, a move's other name, an unverified line), and the bases share the heads' names.

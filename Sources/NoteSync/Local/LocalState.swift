@@ -326,16 +326,44 @@ public final class LocalState: Sendable {
             state.heads.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM head") ?? 0)
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
+            // A move's heads name each other: a name moved to or from is the string of the head it names (the
+            // other half of the move), not a copy. After a rename of half of 100,000 notes 101,588 heads name
+            // another, and until those names change again the copies took 11 MB of every sync (a no-op: 101 MB
+            // resident, now 90) and of the agent (idle: 82 MB, now 70). Replaced after the load, the copies' pages
+            // stayed taken: a name not loaded yet waits in `later` (its bytes in `laterBytes`, no string each) and
+            // is looked up once all are.
+            var later: [(row: Int, end: Int)] = []
+            var laterBytes: [UInt8] = []
             try Self.eachRow(db, "SELECT name, tag, deleted, digest, size, modified, version, device, unverified, moved FROM head") { row in
                 guard let name = RecordName(trusted: row.text(0)) else { return }
                 var text: AssetRef?
                 if !row.isNull(3), !row.isNull(4), let digest = row.digest(3) {
                     text = AssetRef(sha256: digest, size: row.int(4))
                 }
-                state.heads[name] = RecordHead(
-                    tag: row.int(1), deleted: row.int(2) != 0, text: text, modified: row.int(5),
-                    version: Int(row.int(6)), device: row.text(7, reusing: &devices),
-                    unverifiedSince: row.int(8), moved: row.isNull(9) ? nil : RecordName(trusted: row.text(9)))
+                var moved: RecordName?
+                var waiting: RecordName?
+                if !row.isNull(9), let found = RecordName(trusted: row.text(9)) {
+                    moved = state.heads.storedName(found)
+                    if moved == nil { waiting = found }
+                }
+                let replaced = state.heads.updateValue(
+                    RecordHead(
+                        tag: row.int(1), deleted: row.int(2) != 0, text: text, modified: row.int(5),
+                        version: Int(row.int(6)), device: row.text(7, reusing: &devices),
+                        unverifiedSince: row.int(8), moved: moved),
+                    forKey: name)
+                if let waiting {
+                    laterBytes += waiting.string.utf8
+                    let row = replaced == nil ? state.heads.count - 1 : state.heads.rowIndex(of: name)!
+                    later.append((row, laterBytes.count))
+                }
+            }
+            var start = 0
+            for (row, end) in later {
+                let found = RecordName(trusted: String(decoding: laterBytes[start..<end], as: UTF8.self))
+                start = end
+                let moved = found.flatMap { state.heads.storedName($0) } ?? found
+                state.heads.modifyValue(atRow: row) { $0.moved = moved }
             }
             return state
         }

@@ -141,6 +141,12 @@ public struct RecordTable<Value> {
     /// Whether `name` has a record.
     public func contains(_ name: RecordName) -> Bool { row(of: name) != nil }
 
+    /// The value at `row` (an index into ``values``), read without a lookup.
+    func value(atRow row: Int) -> Value { rows[row] }
+
+    /// Changes the value at `row` in place (its name, and so the index, stay as they are).
+    mutating func modifyValue(atRow row: Int, _ body: (inout Value) -> Void) { body(&rows[row]) }
+
     /// The names, in the order of the rows (`contains` looks the name up).
     public var keys: Keys { Keys(table: self) }
     /// The values, in the order of the rows.

@@ -199,6 +199,7 @@ public struct ZoneState: Sendable, Hashable {
         chain = snapshot.chain
         earlier = snapshot.earlier
         heads = snapshot.heads
+        heads.shareMovedNames()
         compactedAt = snapshot.compactedAt
         verifiedTail = nil
         for (name, head) in heads where old[name] != head {
@@ -275,11 +276,14 @@ public struct ZoneState: Sendable, Hashable {
             unsaved.insert(name)
             // A name an entry folded in before this one left unplanned stays so.
             if !own { unplanned.insert(name) }
+            // The other half's name as the heads hold it, when they do (the save's name moved from is a head
+            // already): the entry's own copy is let go.
+            let moved = moves[name].map { heads.storedName($0) ?? $0 }
             heads[name] = RecordHead(
                 tag: entry.seq, deleted: change.op == .delete,
                 text: change.op == .delete ? nil : change.text,
                 modified: change.modified, version: change.version, device: entry.device,
-                unverifiedSince: unverifiedSince, moved: moves[name])
+                unverifiedSince: unverifiedSince, moved: moved)
         }
     }
 
@@ -342,5 +346,17 @@ public struct ZoneState: Sendable, Hashable {
         }
         token = seq
         chain = next
+    }
+}
+
+extension RecordTable<RecordHead> {
+    /// Makes each head's ``RecordHead/moved`` share the string of the head it names (the other half of its move),
+    /// where there is one: for heads decoded from a snapshot, each a string of its own (``LocalState/zoneState()``
+    /// does the same as it loads the heads, without making the copies).
+    mutating func shareMovedNames() {
+        for row in 0..<count {
+            guard let moved = value(atRow: row).moved, let stored = storedName(moved) else { continue }
+            modifyValue(atRow: row) { $0.moved = stored }
+        }
     }
 }
