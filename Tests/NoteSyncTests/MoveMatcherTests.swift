@@ -98,13 +98,12 @@ import Testing
         var generator = SplitMix(seed: 49)
         let texts = ["a", "b", "c", "", "a\nb\n", "a\nc\n"]
         let folders = ["", "p/", "q/r/", "s/"]
-        var covered = (byInode: 0, byText: 0, bySimilarity: 0)
+        var covered = (byInode: 0, byText: 0, bySimilarity: 0, byFileName: 0)
         for round in 0..<600 {
             let large = round % 50 == 49
-            let count = large ? 80 : 12
             func spec(_ prefix: String) -> [(name: RecordName, text: String, inode: UInt64)] {
                 var seen = Set<String>()
-                return (0..<Int.random(in: 0...count, using: &generator)).compactMap { _ in
+                return (0..<Int.random(in: large ? 70...100 : 0...12, using: &generator)).compactMap { _ in
                     let folder = folders[Int.random(in: 0..<folders.count, using: &generator)]
                     let name = "\(prefix)/\(folder)\(Int.random(in: 0...(large ? 200 : 9), using: &generator)).md"
                     guard seen.insert(name).inserted else { return nil }
@@ -112,13 +111,16 @@ import Testing
                     return (Self.name(name), text, UInt64.random(in: 0...6, using: &generator))
                 }
             }
+            // In the large rounds the sources have no inode (notes of another device): every note is in one group.
             let sources = spec("old").map {
                 MoveMatcher.Source(
-                    name: $0.name, digest: Self.digest($0.text), size: Int64($0.text.utf8.count), inode: $0.inode == 0 ? nil : $0.inode)
+                    name: $0.name, digest: Self.digest($0.text), size: Int64($0.text.utf8.count),
+                    inode: $0.inode == 0 || large ? nil : $0.inode)
             }
             let targets = spec("new").map {
                 MoveMatcher.Target(name: $0.name, digest: Self.digest($0.text), size: Int64($0.text.utf8.count), inode: $0.inode)
             }
+            if large && sources.count * targets.count > 4096 { covered.byFileName += 1 }
             // A similarity that depends on both names only, so that both matchers see the same one.
             let similarity: (MoveMatcher.Source, MoveMatcher.Target) -> Double? = { source, target in
                 var hasher = FNV()
@@ -144,6 +146,50 @@ import Testing
         }
         // The cases reach every rule.
         #expect(covered.byInode > 300 && covered.byText > 500 && covered.bySimilarity > 100)
+        // Of the 12 large rounds, most have a group too large to score every pair: paired by file name.
+        #expect(covered.byFileName >= 8)
+    }
+
+    /// A group too large to score every pair (thousands of empty notes) is paired by file name, each name's targets
+    /// taken in order, then the rest in order: as the code that copied a bucket for each pair did
+    /// (``referenceByFileName``).
+    @Test func largeGroupsArePairedByFileNameAsBefore() {
+        var generator = SplitMix(seed: 4096)
+        for _ in 0..<40 {
+            func names(_ prefix: String) -> [RecordName] {
+                let folders = ["", "p/", "q/r/", "s/", "t/"]
+                let picked = (0..<Int.random(in: 70...160, using: &generator)).map { _ in
+                    "\(prefix)/\(folders[Int.random(in: 0..<folders.count, using: &generator)])\(Int.random(in: 0...60, using: &generator)).md"
+                }
+                return Set(picked).sorted().map(Self.name)
+            }
+            let sources = names("old")
+            let targets = names("new")
+            #expect(sources.count * targets.count > 4096)
+            let pairs = MoveMatcher.pairByPath(sources, targets)
+            #expect(Self.pairs(pairs) == Self.pairs(Self.referenceByFileName(sources, targets)))
+            #expect(pairs.count == min(sources.count, targets.count))
+            #expect(pairs.contains { $0.from.components.last == $0.to.components.last })
+        }
+    }
+
+    /// ``MoveMatcher/pairByPath(_:_:)``'s path for large groups as it was.
+    private static func referenceByFileName(_ sources: [RecordName], _ targets: [RecordName]) -> [MoveMatcher.Pair] {
+        var pairs: [MoveMatcher.Pair] = []
+        var left = Dictionary(grouping: targets) { $0.components.last.map(String.init) ?? "" }
+        var rest: [RecordName] = []
+        for source in sources {
+            let key = source.components.last.map(String.init) ?? ""
+            if var bucket = left[key], !bucket.isEmpty {
+                pairs.append(MoveMatcher.Pair(from: source, to: bucket.removeFirst()))
+                left[key] = bucket
+            } else {
+                rest.append(source)
+            }
+        }
+        let remaining = left.values.joined().sorted()
+        for (source, target) in zip(rest, remaining) { pairs.append(MoveMatcher.Pair(from: source, to: target)) }
+        return pairs
     }
 
     /// An FNV-1a hash: the same for the same strings in every run.

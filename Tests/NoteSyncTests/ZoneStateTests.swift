@@ -267,13 +267,34 @@ import Testing
             #expect(storage(tombstone.movedTo) == storage(loaded.heads.storedName(to)), "\(to) is held once")
             #expect(storage(save.movedFrom) == storage(loaded.heads.storedName(from)), "\(from) is held once")
         }
+        // Heads decoded from a snapshot (each name a string of its own) share them as the snapshot gives its state,
+        // and a device that jumps to that state keeps them shared.
+        let decoded = try JSONDecoder().decode(Snapshot.self, from: JSONEncoder().encode(Snapshot(state: zone, device: "a")))
+        var jumped = ZoneState()
+        jumped.jump(to: decoded.state)
+        #expect(jumped.heads == zone.heads)
+        for (from, to) in zip(old, new).map({ (fresh($0), fresh($1)) }) {
+            let tombstone = try #require(jumped.heads[from])
+            let save = try #require(jumped.heads[to])
+            #expect(storage(tombstone.movedTo) == storage(jumped.heads.storedName(to)), "\(to) is held once")
+            #expect(storage(save.movedFrom) == storage(jumped.heads.storedName(from)), "\(from) is held once")
+        }
         // A name moved to that has no head of its own (a link whose other half is not known here) keeps its own.
         var lone = RecordTable<RecordHead>()
         let away = fresh("a name that no head in this table has.md")
         lone[fresh("a tombstone with a long name here.md")] = RecordHead(
             tag: 3, deleted: true, text: nil, modified: 3, version: 1, device: "a", moved: away)
         lone.shareMovedNames()
-        #expect(lone.values[0].movedTo == away)
+        #expect(lone.values[0].movedTo == away && storage(lone.values[0].movedTo) == storage(away))
+        // Its other half, added as a string of its own, is shared by both, as is the tombstone's name.
+        let there = fresh("a tombstone with a long name here.md")
+        lone[fresh("a name that no head in this table has.md")] = RecordHead(
+            tag: 1, deleted: false, text: text, modified: 3, version: 1, device: "a", moved: there)
+        #expect(storage(lone.values[0].movedTo) != storage(lone.storedName(away)))
+        lone.shareMovedNames()
+        #expect(lone.values[0].movedTo == away && lone.values[1].movedFrom == there)
+        #expect(storage(lone.values[0].movedTo) == storage(lone.storedName(away)))
+        #expect(storage(lone.values[1].movedFrom) == storage(lone.storedName(there)))
     }
 
     /// Schema v5 stores the bases and heads without rowids, in name order. A database of an earlier build, its rows
@@ -340,6 +361,32 @@ import Testing
             try batch.setBase(names[1], BaseRecord(tag: 9, digest: text.sha256, size: text.size, modified: 9, fingerprint: nil))
         }
         #expect(try migrated.bases()[names[1]]?.tag == 9 && (try migrated.bases()).count == 241)
+    }
+
+    /// Two head rows of one name (decomposed and precomposed: names are stored in NFC, so only damaged data has
+    /// both) load as one head, the later row's, even when the earlier row's name moved to was waiting to be looked
+    /// up after the load.
+    @Test func aDamagedStateWithOneNameTwiceLoadsTheLaterRow() throws {
+        let directory = try TempDirectory("state-twice")
+        let path = directory.sub("state.sqlite")
+        try LocalState(path: path).close()
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in
+            // In byte order: "a.md", "e\u{301}.md" (0x65), "z.md", "\u{E9}.md" (0xC3).
+            let rows: [(String, Int, String?)] = [
+                ("a.md", 1, nil), ("e\u{301}.md", 2, "z.md"), ("z.md", 3, "e\u{301}.md"), ("\u{E9}.md", 4, nil)
+            ]
+            for (name, tag, moved) in rows {
+                try db.execute(
+                    sql: "INSERT INTO head VALUES (?, ?, 0, NULL, NULL, 1, 1, 'a', 0, ?)", arguments: [name, tag, moved])
+            }
+        }
+        try queue.close()
+        let heads = try LocalState(path: path).zoneState().heads
+        let note = try RecordName(validating: "\u{E9}.md")
+        #expect(heads.count == 3)
+        #expect(heads[note]?.tag == 4 && heads[note]?.moved == nil)
+        #expect(heads[try RecordName(validating: "z.md")]?.moved == note)
     }
 }
 

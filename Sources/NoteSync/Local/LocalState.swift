@@ -352,9 +352,12 @@ public final class LocalState: Sendable {
                         version: Int(row.int(6)), device: row.text(7, reusing: &devices),
                         unverifiedSince: row.int(8), moved: moved),
                     forKey: name)
+                // Two rows of one name (Unicode-equivalent names, stored apart: only damaged data, as names are
+                // stored in NFC): the later row wins, so an earlier row's deferred lookup must not overwrite it.
+                let row = replaced == nil ? state.heads.count - 1 : state.heads.rowIndex(of: name)!
+                if replaced != nil { for index in later.indices where later[index].row == row { later[index].row = -1 } }
                 if let waiting {
                     laterBytes += waiting.string.utf8
-                    let row = replaced == nil ? state.heads.count - 1 : state.heads.rowIndex(of: name)!
                     later.append((row, laterBytes.count))
                 }
             }
@@ -362,6 +365,7 @@ public final class LocalState: Sendable {
             for (row, end) in later {
                 let found = RecordName(trusted: String(decoding: laterBytes[start..<end], as: UTF8.self))
                 start = end
+                guard row >= 0 else { continue }
                 let moved = found.flatMap { state.heads.storedName($0) } ?? found
                 state.heads.modifyValue(atRow: row) { $0.moved = moved }
             }

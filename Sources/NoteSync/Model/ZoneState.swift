@@ -199,7 +199,6 @@ public struct ZoneState: Sendable, Hashable {
         chain = snapshot.chain
         earlier = snapshot.earlier
         heads = snapshot.heads
-        heads.shareMovedNames()
         compactedAt = snapshot.compactedAt
         verifiedTail = nil
         for (name, head) in heads where old[name] != head {
@@ -351,8 +350,9 @@ public struct ZoneState: Sendable, Hashable {
 
 extension RecordTable<RecordHead> {
     /// Makes each head's ``RecordHead/moved`` share the string of the head it names (the other half of its move),
-    /// where there is one: for heads decoded from a snapshot, each a string of its own (``LocalState/zoneState()``
-    /// does the same as it loads the heads, without making the copies).
+    /// where there is one: for heads decoded from a snapshot, each a string of its own (``Snapshot/state``;
+    /// ``LocalState/zoneState()`` does the same as it loads the heads, without making the copies). Call it on a table
+    /// nothing else holds: on a shared one, the first change copies every row.
     mutating func shareMovedNames() {
         for row in 0..<count {
             guard let moved = value(atRow: row).moved, let stored = storedName(moved) else { continue }

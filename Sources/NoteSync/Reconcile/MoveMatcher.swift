@@ -185,18 +185,20 @@ public enum MoveMatcher {
         var pairs: [Pair] = []
         if sources.count * targets.count > 4096 {
             // Thousands of notes of one text (empty ones): by file name, then in order.
-            var left = Dictionary(grouping: targets) { $0.components.last.map(String.init) ?? "" }
+            // Each file name's targets in order, and how many of them are taken (taking one copies nothing).
+            let buckets = Dictionary(grouping: targets) { $0.components.last.map(String.init) ?? "" }
+            var taken: [String: Int] = [:]
             var rest: [RecordName] = []
             for source in sources {
                 let key = source.components.last.map(String.init) ?? ""
-                if var bucket = left[key], !bucket.isEmpty {
-                    pairs.append(Pair(from: source, to: bucket.removeFirst()))
-                    left[key] = bucket
+                if let bucket = buckets[key], case let used = taken[key, default: 0], used < bucket.count {
+                    pairs.append(Pair(from: source, to: bucket[used]))
+                    taken[key] = used + 1
                 } else {
                     rest.append(source)
                 }
             }
-            let remaining = left.values.joined().sorted()
+            let remaining = buckets.flatMap { key, bucket in bucket[taken[key, default: 0]...] }.sorted()
             for (source, target) in zip(rest, remaining) { pairs.append(Pair(from: source, to: target)) }
             return pairs
         }

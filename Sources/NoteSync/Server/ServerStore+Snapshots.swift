@@ -59,6 +59,9 @@ public struct Snapshot: Codable, Sendable, Hashable {
     public var state: ZoneState {
         var table = RecordTable<RecordHead>(minimumCapacity: heads.count)
         for head in heads { table[head.name] = head.head }
+        // Decoded, each name moved to or from is a string of its own: shared here, while the table is this
+        // function's alone (once a state holds it, changing a row would copy every row first).
+        table.shareMovedNames()
         var state = ZoneState(token: seq, chain: chain, heads: table)
         state.earlier = earlier ?? []
         if history != nil { state.compactedAt = seq }
