@@ -240,8 +240,15 @@ import Testing
         first.digest = ContentDigest(of: Data("1".utf8))
         zone.apply(first)
         var moves: [RecordChange] = []
-        for (from, to) in zip(old, new) {
-            moves += RecordChange.move(from: fresh(from), fromBase: 1, to: fresh(to), toBase: 0, text: text, modified: 2, time: 2)
+        // Each name a string of its own, as an entry read from the server has them, and half of the moves with the
+        // save before the delete: the fold shares the names in either order.
+        for (index, (from, to)) in zip(old, new).enumerated() {
+            var move = RecordChange.move(from: fresh(from), fromBase: 1, to: fresh(to), toBase: 0, text: text, modified: 2, time: 2)
+            move[0].name = fresh(from).string
+            move[0].movedTo = fresh(to).string
+            move[1].name = fresh(to).string
+            move[1].movedFrom = fresh(from).string
+            moves += index % 2 == 0 ? move : move.reversed()
         }
         var rename = LogEntry(seq: 2, commit: "2", device: "b", time: 0, changes: moves)
         rename.digest = ContentDigest(of: Data("2".utf8))
@@ -251,6 +258,7 @@ import Testing
             let save = try #require(zone.heads[to])
             #expect(tombstone.movedTo == to && save.movedFrom == from)
             #expect(storage(save.movedFrom) == storage(zone.heads.storedName(from)), "\(from) is held once")
+            #expect(storage(tombstone.movedTo) == storage(zone.heads.storedName(to)), "\(to) is held once")
         }
 
         let state = try LocalState()
