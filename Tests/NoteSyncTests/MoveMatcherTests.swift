@@ -231,7 +231,11 @@ import Testing
         var byText: [MoveMatcher.Pair] = []
         for (digest, group) in Dictionary(grouping: sources, by: \.digest).sorted(by: { $0.key.hex < $1.key.hex }) {
             guard let candidates = targetsByDigest[digest] else { continue }
-            byText += MoveMatcher.pairByPath(group.map(\.name), candidates.map(\.name))
+            // Above 4,096 pairs the old code's own path by file name, not the current one's.
+            byText +=
+                group.count * candidates.count > 4096
+                ? Self.referenceByFileName(group.map(\.name), candidates.map(\.name))
+                : MoveMatcher.pairByPath(group.map(\.name), candidates.map(\.name))
         }
         take(byText)
         if let similarity, !sources.isEmpty, !targets.isEmpty, sources.count <= MoveMatcher.maxSimilarityCandidates,

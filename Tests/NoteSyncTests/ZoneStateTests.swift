@@ -380,9 +380,11 @@ import Testing
         try LocalState(path: path).close()
         let queue = try DatabaseQueue(path: path)
         try queue.write { db in
-            // In byte order: "a.md", "e\u{301}.md" (0x65), "z.md", "\u{E9}.md" (0xC3).
+            // In byte order: "a.md", "e\u{301}.md" (0x65), "z.md", "\u{E9}.md" (0xC3), "\u{F6}.md" (0xC3 0xB6). The
+            // winning row's name moved to waits as well, its bytes after the cancelled one's.
             let rows: [(String, Int, String?)] = [
-                ("a.md", 1, nil), ("e\u{301}.md", 2, "z.md"), ("z.md", 3, "e\u{301}.md"), ("\u{E9}.md", 4, nil)
+                ("a.md", 1, nil), ("e\u{301}.md", 2, "z.md"), ("z.md", 3, "e\u{301}.md"), ("\u{E9}.md", 4, "\u{F6}.md"),
+                ("\u{F6}.md", 5, "\u{E9}.md")
             ]
             for (name, tag, moved) in rows {
                 try db.execute(
@@ -392,9 +394,10 @@ import Testing
         try queue.close()
         let heads = try LocalState(path: path).zoneState().heads
         let note = try RecordName(validating: "\u{E9}.md")
-        #expect(heads.count == 3)
-        #expect(heads[note]?.tag == 4 && heads[note]?.moved == nil)
-        #expect(heads[try RecordName(validating: "z.md")]?.moved == note)
+        let other = try RecordName(validating: "\u{F6}.md")
+        #expect(heads.count == 4)
+        #expect(heads[note]?.tag == 4 && heads[note]?.moved == other)
+        #expect(heads[try RecordName(validating: "z.md")]?.moved == note && heads[other]?.moved == note)
     }
 }
 

@@ -354,11 +354,11 @@ public final class LocalState: Sendable {
                     forKey: name)
                 // Two rows of one name (Unicode-equivalent names, stored apart: only damaged data, as names are
                 // stored in NFC): the later row wins, so an earlier row's deferred lookup must not overwrite it.
-                let row = replaced == nil ? state.heads.count - 1 : state.heads.rowIndex(of: name)!
-                if replaced != nil { for index in later.indices where later[index].row == row { later[index].row = -1 } }
+                let headRow = replaced == nil ? state.heads.count - 1 : state.heads.rowIndex(of: name)!
+                if replaced != nil { for index in later.indices where later[index].row == headRow { later[index].row = -1 } }
                 if let waiting {
                     laterBytes += waiting.string.utf8
-                    later.append((row, laterBytes.count))
+                    later.append((headRow, laterBytes.count))
                 }
             }
             var start = 0

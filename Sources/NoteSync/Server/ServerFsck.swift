@@ -456,11 +456,12 @@ public struct ServerFsck {
                 add(.casViolation, layout.entryPath(seq), "\(item.name): \(item.reason)")
             }
             // A gc snapshot leaves out the tombstones its policy forgot; every head it has must be the log's.
-            if let snapshot = snapshots[seq],
+            // Its heads made once (`Snapshot.state` builds a table each time it is asked).
+            if let snapshot = snapshots[seq], case let heads = snapshot.state.heads,
                 snapshot.history == nil
-                    ? snapshot.state.heads != fold.state.heads
-                    : !snapshot.state.heads.allSatisfy({ fold.state.heads[$0.key] == $0.value })
-                        || !fold.state.heads.allSatisfy({ snapshot.state.heads[$0.key] != nil || $0.value.deleted })
+                    ? heads != fold.state.heads
+                    : !heads.allSatisfy({ fold.state.heads[$0.key] == $0.value })
+                        || !fold.state.heads.allSatisfy({ heads[$0.key] != nil || $0.value.deleted })
             {
                 // The log folded from before it is what devices read: the snapshot (of entries since lost and sealed,
                 // say) would give a device that jumps to it other heads. With --repair it moves to quarantine/.
