@@ -1293,6 +1293,14 @@ def history_load(binary, server, scenario, logfile, *extra):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def timed_fsck(binary, server, logfile):
+    """The wall time of `notesync server fsck` on `server`, which must find it clean."""
+    started = time.monotonic()
+    with open(logfile, "a") as err:
+        subprocess.run([binary, "server", "fsck", server], check=True, stdout=err, stderr=err)
+    return time.monotonic() - started
+
+
 def server_life_bench(binary, work, seed, scale_notes, scale_entries, failures):
     """The server over time, written in simulated time (nobody waits an hour or a year): an hour of autosave as
     format 2 kept it (every save a full copy) and as format 3 with the agent's pace, compression and gc; a year of
@@ -1322,6 +1330,15 @@ def server_life_bench(binary, work, seed, scale_notes, scale_entries, failures):
         server = os.path.join(work, "life-scale")
         out["scale"] = history_load(binary, server, "scale", logfile, "--seed", str(seed), "--notes",
                                     str(scale_notes), "--entries", str(scale_entries))
+        out["scale"]["fsckSeconds"] = timed_fsck(binary, server, logfile)
+        TRASH.discard(server)
+        # fsck while gc's marks wait for their grace (a week): the log is all there, and the snapshot gc published
+        # at its end is compared with the log folded to it.
+        server = os.path.join(work, "life-marked")
+        marked_notes, marked_entries = min(scale_notes, 10_000), min(scale_entries, 20_000)
+        out["marked"] = history_load(binary, server, "scale", logfile, "--seed", str(seed), "--notes",
+                                     str(marked_notes), "--entries", str(marked_entries), "--grace", "604800")
+        out["marked"]["fsckSeconds"] = timed_fsck(binary, server, logfile)
         TRASH.discard(server)
     except (subprocess.CalledProcessError, OSError, ValueError) as error:
         failures.append(f"server over time: {error} (see {logfile})")
@@ -1367,6 +1384,13 @@ def server_life_rows(life, ntools):
             ["", "server before → after", f"{scale['before']['bytes'] / 1e6:.0f} MB, {scale['before']['files']:,} files"
              f" → {scale['after']['bytes'] / 1e6:.0f} MB, {scale['after']['files']:,} files"] + blank + [""],
         ]
+        if "fsckSeconds" in scale:
+            rows.append(["", "server fsck after it, wall s", f"{scale['fsckSeconds']:.1f}"] + blank + [""])
+    marked = life.get("marked")
+    if marked and "fsckSeconds" in marked:
+        rows.append([f"server: fsck of {marked['notes']:,} notes and {marked['entries']:,} entries, gc's marks "
+                     "in their grace (the snapshot at the log's end)", "wall s", f"{marked['fsckSeconds']:.1f}"]
+                    + blank + [""])
     if not rows:
         rows.append(["server over time", "(failed or skipped)", "—"] + blank + [""])
     return rows

@@ -19,6 +19,9 @@ struct HistoryLoad: ParsableCommand {
     /// scale: notes, and entries after them.
     @Option var notes: Int = 100_000
     @Option var entries: Int = 100_000
+    /// scale: gc's grace period in seconds. 0 removes the log entries the snapshot replaces; a longer one keeps them,
+    /// with the snapshot at the end of the log (as for a week after each gc).
+    @Option var grace: Int64 = 0
 
     static let second: Int64 = 1_000_000_000
 
@@ -165,7 +168,7 @@ struct HistoryLoad: ParsableCommand {
     }
 
     /// `notes` notes, then `entries` entries each saving one of them, over eight weeks of simulated time (written
-    /// without flushes: a fixture, not a sync), then one gc with the default policy, timed.
+    /// without flushes: a fixture, not a sync), then one gc with the default policy and `grace`, timed.
     private func scale(_ store: ServerStore, _ rng: inout SplitMix, _ result: inout [String: Any]) throws {
         let start = Clock.nowNanoseconds() - 56 * RetentionPolicy.day * Self.second
         let layout = store.layout
@@ -213,7 +216,7 @@ struct HistoryLoad: ParsableCommand {
         result["notes"] = notes
         result["entries"] = Int(seq)
         result["before"] = Self.usage(store)
-        let report = try store.collectGarbage(grace: 0, dryRun: false, policy: .default, now: start + span)
+        let report = try store.collectGarbage(grace: Int64(grace), dryRun: false, policy: .default, now: start + span)
         result["gcSeconds"] = report.seconds
         result["versionsKept"] = report.versionsKept
         result["versionsDropped"] = report.versionsDropped
