@@ -1304,7 +1304,8 @@ def timed_fsck(binary, server, logfile):
 def server_life_bench(binary, work, seed, scale_notes, scale_entries, failures):
     """The server over time, written in simulated time (nobody waits an hour or a year): an hour of autosave as
     format 2 kept it (every save a full copy) and as format 3 with the agent's pace, compression and gc; a year of
-    daily writing with gc every night; gc on a big log."""
+    daily writing with gc every night; gc on a big log, and `server fsck` after it; `server fsck` while gc's marks
+    wait for their grace (the whole log there, gc's snapshot at its end)."""
     out = {}
     logfile = os.path.join(work, "server-life.log")
     try:
