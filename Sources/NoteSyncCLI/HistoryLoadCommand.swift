@@ -216,7 +216,7 @@ struct HistoryLoad: ParsableCommand {
         result["notes"] = notes
         result["entries"] = Int(seq)
         result["before"] = Self.usage(store)
-        let report = try store.collectGarbage(grace: Int64(grace), dryRun: false, policy: .default, now: start + span)
+        let report = try store.collectGarbage(grace: grace, dryRun: false, policy: .default, now: start + span)
         result["gcSeconds"] = report.seconds
         result["versionsKept"] = report.versionsKept
         result["versionsDropped"] = report.versionsDropped

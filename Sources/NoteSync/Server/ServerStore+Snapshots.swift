@@ -55,7 +55,8 @@ public struct Snapshot: Codable, Sendable, Hashable {
         self.earlier = state.earlier
     }
 
-    /// The zone state this snapshot describes.
+    /// The zone state this snapshot describes: a table of every head, built anew each time it is asked (take it
+    /// once, not inside a loop over the heads).
     public var state: ZoneState {
         var table = RecordTable<RecordHead>(minimumCapacity: heads.count)
         for head in heads { table[head.name] = head.head }
