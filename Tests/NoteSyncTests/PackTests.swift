@@ -33,6 +33,50 @@ import Testing
         guard case .committed = try store.commit(changes, into: &state) else { throw NoteSyncError(.conflict, "lost the race") }
     }
 
+    /// Texts encoded as a first sync reads them (``AssetPreparer/encoded(_:)``), or only named as a moved note's
+    /// (``AssetPreparer/named(_:)``), are stored as ``ServerStore/putAssets(_:)`` stores them: packed, loose under 16,
+    /// loose when too big for a pack, a text given twice once; each reads back as it was, on another device too.
+    @Test func textsEncodedAsTheyAreReadAreStoredAsAnyOther() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        let preparer = try AssetPreparer(store)
+        var noise = SystemRandomNumberGenerator()
+        let big = Data((0..<(AssetPack.largestBlob + 10)).map { _ in UInt8.random(in: 0...255, using: &noise) })
+        let short = Data("a short note\n".utf8)
+        let texts = Self.texts(40, tag: "read") + [big, short, Self.texts(1, tag: "read")[0]]
+        let prepared = texts.enumerated().map { index, text in
+            index % 3 == 0 ? preparer.named(text) : preparer.encoded(text)
+        }
+        #expect(prepared.map(\.ref) == texts.map(AssetRef.init(of:)))
+        #expect(prepared.map(\.name) == texts.map { store.storedName(AssetRef(of: $0).sha256) })
+        for (item, text) in zip(prepared, texts) where item.isEncoded {
+            #expect(store.decodeAsset(item.bytes, item.ref, name: item.name) == text)
+            #expect(item.bytes == store.encodeAsset(text, name: item.name, vault: preparer.vault) || TestServer.isEncrypted)
+        }
+        let refs = try store.publish(store.stage(prepared))
+        #expect(refs == texts.map(AssetRef.init(of:)))
+        #expect(try Self.packNames(store).count == 1 && Self.looseCount(store) == 1)
+        let other = try makeServer(dir, device: "dev-b")
+        for (ref, text) in zip(refs, texts) {
+            #expect(try store.readAsset(ref) == text)
+            #expect(try other.readAsset(ref) == text)
+        }
+        // Under 16 texts the server lacks: loose, encoded or not.
+        let few = Self.texts(9, tag: "few")
+        let fewRefs = try store.publish(store.stage(few.enumerated().map { $0 % 2 == 0 ? preparer.encoded($1) : preparer.named($1) }))
+        #expect(try Self.packNames(store).count == 1 && Self.looseCount(store) == 10)
+        for (ref, text) in zip(fewRefs, few) { #expect(try other.readAsset(ref) == text) }
+    }
+
+    /// Bytes encoded to be held a while are the same bytes, at their size.
+    @Test func compactEncodingIsTheSameBytes() throws {
+        for text in Self.texts(5, size: 4000) + [Data(repeating: 7, count: 100), Data()] {
+            let compact = AssetCodec.encode(text, pool: nil, compact: true)
+            #expect(compact == AssetCodec.encode(text))
+            #expect(AssetCodec.decode(compact, digest: AssetRef(of: text).sha256, size: Int64(text.count)) == text)
+        }
+    }
+
     /// A batch of new texts becomes one pack, no loose file and no temp; each text reads back verified, from this
     /// store and from another device's; a batch under 16 texts and a text too big for a pack stay loose.
     @Test func aBatchBecomesAPack() throws {

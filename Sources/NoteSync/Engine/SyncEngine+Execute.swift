@@ -570,23 +570,34 @@ extension SyncEngine {
         _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?
     ) throws -> PreparedBatch {
         var prepared = PreparedBatch(saves: [], deletes: [], staged: [])
+        let preparer = try AssetPreparer(store)
         for start in stride(from: pushes.startIndex, to: pushes.endIndex, by: commitBatchSize) {
             let part = pushes[start..<min(start + commitBatchSize, pushes.endIndex)]
+            // Each text is encoded as it is read, on the reading thread: the batch then holds its texts as they will
+            // be stored. A moved note's text is likely on the server already: it is only hashed, and encoded if not.
             let reads = Parallel.map(part.count) { offset in
-                Result { try part[part.startIndex + offset].path.flatMap { try FileIO.readStable(root + "/" + $0) } }
+                Result { () -> (PreparedText, StatFingerprint)? in
+                    let push = part[part.startIndex + offset]
+                    guard let path = push.path, let (data, fingerprint) = try FileIO.readStable(root + "/" + path) else {
+                        return nil
+                    }
+                    return (push.moveFrom == nil ? preparer.encoded(data) : preparer.named(data), fingerprint)
+                }
             }
-            var saves: [(push: Push, data: Data, fingerprint: StatFingerprint)] = []
+            var texts: [PreparedText] = []
+            var bytes: Int64 = 0
             for (offset, push) in part.enumerated() {
                 if push.path != nil {
-                    guard let (data, fingerprint) = try reads[offset]!.get() else { continue }
-                    saves.append((push, data, fingerprint))
+                    guard let (text, fingerprint) = try reads[offset]!.get() else { continue }
+                    texts.append(text)
+                    bytes += text.ref.size
+                    prepared.saves.append((push, fingerprint))
                 } else {
                     prepared.deletes.append(push)
                 }
             }
-            prepared.staged.append(try store.stageAssets(saves.map(\.data)))
-            prepared.saves += saves.map { ($0.push, $0.fingerprint) }
-            progress?.add(part.count, bytes: saves.reduce(0) { $0 + Int64($1.data.count) })
+            prepared.staged.append(try store.stage(texts))
+            progress?.add(part.count, bytes: bytes)
         }
         return prepared
     }

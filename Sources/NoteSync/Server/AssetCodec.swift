@@ -20,8 +20,10 @@ public enum AssetCodec {
     /// The bytes to store for `text`.
     public static func encode(_ text: Data) -> Data { encode(text, pool: nil) }
 
-    /// The bytes to store for `text`, with a compressor of `pool` when given.
-    static func encode(_ text: Data, pool: CompressorPool?) -> Data {
+    /// The bytes to store for `text`, with a compressor of `pool` when given. `compact` for bytes that are held a
+    /// while: the compressor writes into room for the worst case (the text's size and more), which stays allocated
+    /// behind a shorter `count`; compact bytes are copied out at their size.
+    static func encode(_ text: Data, pool: CompressorPool?, compact: Bool = false) -> Data {
         guard text.count >= minimumSize else { return text }
         let compressor = pool?.take() ?? Compressor()
         defer { pool?.give(compressor) }
@@ -39,7 +41,7 @@ public enum AssetCodec {
         guard written > 0, written + magic.count <= text.count - text.count / 8 else { return text }
         output.replaceSubrange(0..<magic.count, with: magic)
         output.count = magic.count + written
-        return output
+        return compact ? output.withUnsafeBytes { Data(bytes: $0.baseAddress!, count: $0.count) } : output
     }
 
     /// A libdeflate compressor and its tables (200 KB at level 1).

@@ -36,17 +36,18 @@ extension ServerStore {
     /// The first half of ``putAssets(_:)``: hashes the texts and writes those the server lacks to temp files,
     /// unflushed. A first sync stages its next batch while the current one is published and committed.
     public func stageAssets(_ items: [Data]) throws -> StagedAssets {
+        let preparer = try AssetPreparer(self)
+        let prepared = Parallel.values(items.count) { preparer.named(items[$0]) }
+        return try stage(prepared)
+    }
+
+    /// ``stageAssets(_:)`` of texts hashed already, and stored already where ``PreparedText/isEncoded`` (made by an
+    /// ``AssetPreparer`` of this store).
+    func stage(_ items: [PreparedText]) throws -> StagedAssets {
         try requireWritable()
         let vault = try requireVault()
-        // Each text's digest and the name its asset is stored under (keyed on an encrypted server), once each.
-        let named = try Parallel.map(items.count) { index in
-            Result { () -> (AssetRef, ContentDigest) in
-                let ref = AssetRef(of: items[index])
-                return (ref, vault?.assetName(ref.sha256) ?? ref.sha256)
-            }
-        }.map { try $0!.get() }
-        let refs = named.map(\.0)
-        let names = named.map(\.1)
+        let refs = items.map(\.ref)
+        let names = items.map(\.name)
         var unique: [Int] = []
         // Each text given twice, with the first of its kind: it is in the pack the first is in.
         var duplicates: [(index: Int, first: Int)] = []
@@ -70,7 +71,7 @@ extension ServerStore {
         // On an object store a text goes straight to its conditional PUT, which answers 412 when the asset is there
         // (and is then touched, ``publish(_:)``): a HEAD first would be one more request per text. Only a text
         // too big to send for nothing is looked for first.
-        let looked = unique.filter { mayPack || !storage.isObjectStore || items[$0].count > Self.sentUnseenBelow }
+        let looked = unique.filter { mayPack || !storage.isObjectStore || items[$0].ref.size > Self.sentUnseenBelow }
         let found = storage.infos(looked.map { layout.assetPath(names[$0]) })
         var present = Set<Int>()
         for (index, info) in zip(looked, found) {
@@ -110,7 +111,7 @@ extension ServerStore {
         let written = Parallel.map(missing.count) { slot in
             Result { () throws -> StagedFile in
                 let index = missing[slot]
-                let data = self.encodeAsset(items[index], name: names[index], vault: vault, compressors: compressors)
+                let data = self.stored(items[index], vault: vault, compressors: compressors)
                 let staged = try storage.stage(data, device: device, suffix: "asset", sync: !batched)
                 try FaultPoint.hit("assets.tempWritten")
                 return staged
@@ -166,7 +167,7 @@ extension ServerStore {
     /// a folder, so a batch holds no more than a chunk of texts at once), each fsynced when full. A text stored
     /// bigger than ``AssetPack/largestBlob`` is staged loose, fsynced.
     private func stagePacked(
-        _ items: [Data], refs: [AssetRef], names: [ContentDigest], missing: [Int], vault: Vault?,
+        _ items: [PreparedText], refs: [AssetRef], names: [ContentDigest], missing: [Int], vault: Vault?,
         compressors: AssetCodec.CompressorPool
     ) throws -> StagedAssets {
         let staged = StagedAssets(storage: storage, refs: refs, names: names, missing: [], files: [], batched: false)
@@ -187,14 +188,11 @@ extension ServerStore {
         let chunk = 64
         for start in stride(from: 0, to: missing.count, by: chunk) {
             let slots = start..<min(start + chunk, missing.count)
-            let encoded = Parallel.map(slots.count, serialBelow: 16) { offset in
-                let index = missing[slots.lowerBound + offset]
-                return Result<Data, any Error>.success(
-                    self.encodeAsset(items[index], name: names[index], vault: vault, compressors: compressors))
+            let encoded = Parallel.values(slots.count, serialBelow: 16) { offset in
+                self.stored(items[missing[slots.lowerBound + offset]], vault: vault, compressors: compressors)
             }
-            for (offset, result) in encoded.enumerated() {
+            for (offset, blob) in encoded.enumerated() {
                 let index = missing[slots.lowerBound + offset]
-                let blob = try result!.get()
                 if blob.count > AssetPack.largestBlob {
                     staged.files.append(try storage.stage(blob, device: device, suffix: "asset", sync: true))
                     loose.append(index)
@@ -433,5 +431,52 @@ public final class StagedAssets: @unchecked Sendable {
     deinit {
         for file in files { if let file { storage.discard(file) } }
         for pack in packs { if let file = pack.file { storage.discard(file) } }
+    }
+}
+
+/// A text for ``ServerStore/stage(_:)``: its asset, the name it is stored under, and either the text itself or, once
+/// encoded, the bytes stored for it.
+struct PreparedText: Sendable {
+    let ref: AssetRef
+    let name: ContentDigest
+    /// The text, or what is stored for it when ``isEncoded``.
+    let bytes: Data
+    let isEncoded: Bool
+}
+
+/// Hashes texts for a store and, on every core at once (its state is only read), encodes them as the store keeps
+/// them. A first sync encodes each note's text as soon as it is read: a batch's texts then wait for their pack
+/// compressed, not whole (4 MB of a 10,000-note first sync's peak was the raw texts of a batch of 2,000).
+struct AssetPreparer: Sendable {
+    let store: ServerStore
+    let vault: Vault?
+    let compressors = AssetCodec.CompressorPool()
+
+    /// Throws when the store is read-only, or encrypted and locked.
+    init(_ store: ServerStore) throws {
+        try store.requireWritable()
+        self.store = store
+        self.vault = try store.requireVault()
+    }
+
+    /// `text` hashed and named, to be encoded when it is staged (a text the server likely has: a moved note's).
+    func named(_ text: Data) -> PreparedText {
+        let ref = AssetRef(of: text)
+        return PreparedText(ref: ref, name: vault?.assetName(ref.sha256) ?? ref.sha256, bytes: text, isEncoded: false)
+    }
+
+    /// `text` hashed, named and encoded at its size; the text itself can go.
+    func encoded(_ text: Data) -> PreparedText {
+        let ref = AssetRef(of: text)
+        let name = vault?.assetName(ref.sha256) ?? ref.sha256
+        let stored = store.encodeAsset(text, name: name, vault: vault, compressors: compressors, compact: true)
+        return PreparedText(ref: ref, name: name, bytes: stored, isEncoded: true)
+    }
+}
+
+extension ServerStore {
+    /// What is stored for a text given to ``stage(_:)``.
+    func stored(_ item: PreparedText, vault: Vault?, compressors: AssetCodec.CompressorPool) -> Data {
+        item.isEncoded ? item.bytes : encodeAsset(item.bytes, name: item.name, vault: vault, compressors: compressors)
     }
 }

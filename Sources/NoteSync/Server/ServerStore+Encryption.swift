@@ -52,11 +52,13 @@ extension ServerStore {
 
     /// The bytes stored for a text: compressed where that pays (format 3), and on an encrypted server sealed
     /// (``Vault/sealAsset(_:name:)``) behind a header whose digest checks the ciphertext without the key.
-    /// `name` is the asset's stored name (``storedName(_:)``); a batch passes its `compressors`.
+    /// `name` is the asset's stored name (``storedName(_:)``); a batch passes its `compressors`; `compact` as
+    /// ``AssetCodec/encode(_:pool:compact:)`` takes it.
     func encodeAsset(
-        _ text: Data, name: ContentDigest, vault: Vault?, compressors: AssetCodec.CompressorPool? = nil
+        _ text: Data, name: ContentDigest, vault: Vault?, compressors: AssetCodec.CompressorPool? = nil,
+        compact: Bool = false
     ) -> Data {
-        let stored = hasRetention ? AssetCodec.encode(text, pool: compressors) : text
+        let stored = hasRetention ? AssetCodec.encode(text, pool: compressors, compact: compact) : text
         guard let vault else { return stored }
         return SealedFile.wrap(vault.sealAsset(stored, name: name), kind: "asset", format: SealedFile.encryptedFormat)
     }
