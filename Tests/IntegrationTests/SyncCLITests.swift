@@ -425,7 +425,8 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         let t = try TwoDevices("lock")
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        holder.arguments = [t.a + "/.notesync/lock", "sleep", "4"]
+        // --no-fork: flock becomes the sleep that holds the lock, which `terminate()` then ends.
+        holder.arguments = ["--no-fork", t.a + "/.notesync/lock", "sleep", "10"]
         try holder.run()
         defer {
             holder.terminate()
@@ -436,6 +437,19 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         while result.status == 0 && Date() < deadline { result = try t.run(["sync", "--notes", t.a]) }
         #expect(result.status == 1)
         #expect(result.stderr.contains("another notesync"))
+        // The refused lock's descriptor is closed once: a second close would hit whatever another thread had opened
+        // under its number (in the agent, or a program using the library, a socket or a database file). Every
+        // command that tries the lock of a held folder, traced: no close of a descriptor that is not open.
+        for command in [["sync", "--notes", t.a], ["watch", "--notes", t.a]] {
+            let trace = t.scratch.path + "/close-\(command[0]).trace"
+            let traced = try runTool(
+                "/usr/bin/strace", ["-f", "-qq", "-e", "trace=openat,close", "-o", trace, try notesyncBinary()] + command)
+            #expect(traced.status == 1 && traced.stderr.contains("another notesync"), "\(traced.stderr)")
+            let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+            #expect(lines.contains { $0.contains("/.notesync/lock") }, "the lock was not tried: \(lines.suffix(20))")
+            let closes = lines.filter { $0.contains("close(") }
+            #expect(!closes.contains { $0.contains("EBADF") }, "\(command[0]): \(closes.suffix(20))")
+        }
     }
 
     @Test func historyAndRestoreBringBackAnEarlierVersion() throws {

@@ -94,8 +94,11 @@ public struct NotesFolder: Sendable, Hashable {
 public final class FolderLock: Sendable {
     private let fd: Int32
 
+    /// A lock refused closes what it opened before `fd` is set: a class whose initializer throws once its stored
+    /// properties are set is deinitialized, and `deinit` would close the descriptor a second time, whatever another
+    /// thread had opened under that number meanwhile (an HTTP client's socket, a database file).
     public init(_ folder: NotesFolder, waitSeconds: Double = 0) throws {
-        fd = open(folder.lockFile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        let fd = open(folder.lockFile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw NoteSyncError.posix("open", path: folder.lockFile, errno: errno) }
         let deadline = Date().addingTimeInterval(waitSeconds)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -107,6 +110,7 @@ public final class FolderLock: Sendable {
             }
             usleep(50_000)
         }
+        self.fd = fd
     }
 
     deinit {
