@@ -425,11 +425,12 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         let t = try TwoDevices("lock")
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        // --no-fork: flock becomes the sleep that holds the lock, which `terminate()` then ends.
-        holder.arguments = ["--no-fork", t.a + "/.notesync/lock", "sleep", "10"]
+        // --no-fork: flock becomes the sleep that holds the lock, long enough that every command below meets it held
+        // (`watch` on a free folder would run on), ended by SIGKILL (a child may inherit SIGTERM blocked).
+        holder.arguments = ["--no-fork", t.a + "/.notesync/lock", "sleep", "120"]
         try holder.run()
         defer {
-            holder.terminate()
+            kill(holder.processIdentifier, SIGKILL)
             holder.waitUntilExit()
         }
         let deadline = Date().addingTimeInterval(10)

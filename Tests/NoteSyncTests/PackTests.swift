@@ -62,10 +62,16 @@ import Testing
             #expect(try other.readAsset(ref) == text)
         }
         // Under 16 texts the server lacks: loose, encoded or not.
-        let few = Self.texts(9, tag: "few")
+        let few = Self.texts(9, tag: "few", size: 4000)
         let fewRefs = try store.publish(store.stage(few.enumerated().map { $0 % 2 == 0 ? preparer.encoded($1) : preparer.named($1) }))
         #expect(try Self.packNames(store).count == 1 && Self.looseCount(store) == 10)
-        for (ref, text) in zip(fewRefs, few) { #expect(try other.readAsset(ref) == text) }
+        for (ref, text) in zip(fewRefs, few) {
+            #expect(try other.readAsset(ref) == text)
+            // Stored as encoded once: compressed (and sealed) whether it came encoded or only named.
+            let name = store.storedName(ref.sha256)
+            let size = store.storage.info(store.layout.assetPath(name))?.size
+            #expect(size == Int64(store.encodeAsset(text, name: name, vault: preparer.vault).count) && size! < ref.size)
+        }
     }
 
     /// Bytes encoded to be held a while are the same bytes, at their size.

@@ -204,8 +204,11 @@ public enum AgentSocket {
     /// The connections the agent has accepted and not answered yet. A thread writes a heartbeat to each every
     /// ``AgentSocket/heartbeat`` while the agent works on them; ``answer(_:_:)`` takes a connection out before it
     /// writes the answer and closes it, so a heartbeat never lands inside an answer or on a reused descriptor.
+    /// Each connection is closed once, by whoever takes it out: an answer or a drop, or ``closeAll()`` when the agent
+    /// stops. The one whose request is being read is only shut down there (its reader wakes and drops it): closed
+    /// under the reader, its number could be another file's by the time the reader closed it again.
     final class Door: Sendable {
-        private let state = Mutex<(open: Set<Int32>, closed: Bool)>(([], false))
+        private let state = Mutex<(open: Set<Int32>, reading: Int32, closed: Bool)>(([], -1, false))
 
         init() {
             let thread = Thread { [self] in
@@ -215,29 +218,52 @@ public enum AgentSocket {
             thread.start()
         }
 
-        /// Takes an accepted connection: at most 5 s to send its request, and at most 30 s for each write to a
-        /// command that stopped reading, so that no command can hold the agent.
-        func accepted(_ fd: Int32) {
+        /// Takes an accepted connection whose request is read next: at most 5 s to send its request, and at most
+        /// 30 s for each write to a command that stopped reading, so that no command can hold the agent. False (the
+        /// connection closed) once the door is closed.
+        func accepted(_ fd: Int32) -> Bool {
             var wait = timeval(tv_sec: 5, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             wait.tv_sec = 30
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            state.withLock { _ = $0.open.insert(fd) }
+            let taken = state.withLock { state in
+                guard !state.closed else { return false }
+                state.open.insert(fd)
+                state.reading = fd
+                return true
+            }
+            if !taken { close(fd) }
+            return taken
         }
 
-        /// Closes a connection that gets no answer (no valid request).
+        /// The request of `fd` was read; false when the door closed meanwhile (the caller then drops it).
+        func received(_ fd: Int32) -> Bool {
+            state.withLock { state in
+                if state.reading == fd { state.reading = -1 }
+                return !state.closed
+            }
+        }
+
+        /// Closes a connection that gets no answer (no valid request, or the agent stopped).
         func drop(_ fd: Int32) {
-            state.withLock { _ = $0.open.remove(fd) }
-            close(fd)
+            if take(fd) { close(fd) }
         }
 
         func answer(_ fd: Int32, _ response: Response) {
-            state.withLock { _ = $0.open.remove(fd) }
+            guard take(fd) else { return }
             if var data = try? JSONEncoder().encode(response) {
                 data.append(0x0A)
                 _ = AgentSocket.send(fd, data)
             }
             close(fd)
+        }
+
+        /// Takes `fd` out; false when it was not in (``closeAll()`` closed it).
+        private func take(_ fd: Int32) -> Bool {
+            state.withLock { state in
+                if state.reading == fd { state.reading = -1 }
+                return state.open.remove(fd) != nil
+            }
         }
 
         /// Writes one heartbeat to every open connection, never blocking; false once the door is closed.
@@ -248,11 +274,13 @@ public enum AgentSocket {
             }
         }
 
-        /// Ends the heartbeats and closes what is still open (the agent stops).
+        /// Ends the heartbeats and closes what is still open (the agent stops), but the connection whose request is
+        /// being read: that one is shut down, and its reader drops it.
         func closeAll() {
             state.withLock { state in
-                for fd in state.open { close(fd) }
-                state.open = []
+                for fd in state.open where fd != state.reading { close(fd) }
+                state.open = state.reading >= 0 ? [state.reading] : []
+                if state.reading >= 0 { shutdown(state.reading, Int32(SHUT_RDWR)) }
                 state.closed = true
             }
         }

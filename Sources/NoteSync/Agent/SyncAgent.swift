@@ -57,9 +57,13 @@ public final class SyncAgent: Service, Sendable {
                         if errno == EINTR || errno == ECONNABORTED { continue }
                         return
                     }
-                    door.accepted(connection)
-                    guard let request = AgentSocket.readRequest(connection) else {
+                    guard door.accepted(connection) else { return }
+                    let request = AgentSocket.readRequest(connection)
+                    let open = door.received(connection)
+                    guard open, let request else {
                         door.drop(connection)
+                        // The agent stops: its listener is closed, and its number may be another file's.
+                        guard open else { return }
                         continue
                     }
                     inbox.withLock { $0.requests.append((connection, request)) }

@@ -58,7 +58,8 @@ extension ServerStore {
         _ text: Data, name: ContentDigest, vault: Vault?, compressors: AssetCodec.CompressorPool? = nil,
         compact: Bool = false
     ) -> Data {
-        let stored = hasRetention ? AssetCodec.encode(text, pool: compressors, compact: compact) : text
+        // Sealed, the bytes are copied out anyway.
+        let stored = hasRetention ? AssetCodec.encode(text, pool: compressors, compact: compact && vault == nil) : text
         guard let vault else { return stored }
         return SealedFile.wrap(vault.sealAsset(stored, name: name), kind: "asset", format: SealedFile.encryptedFormat)
     }
