@@ -50,7 +50,10 @@ public final class SyncAgent: Service, Sendable {
         let listener = AgentSocket.listen(folder)
         let door = AgentSocket.Door()
         if let listener {
+            // The socket thread owns the listener and closes it as it ends: the agent's stop only shuts it down
+            // (which wakes an `accept`), so the thread never accepts on a number another file may have taken.
             let acceptor = Thread { [self] in
+                defer { close(listener) }
                 while true {
                     let connection = accept(listener, nil, nil)
                     if connection < 0 {
@@ -62,7 +65,6 @@ public final class SyncAgent: Service, Sendable {
                     let open = door.received(connection)
                     guard open, let request else {
                         door.drop(connection)
-                        // The agent stops: its listener is closed, and its number may be another file's.
                         guard open else { return }
                         continue
                     }
@@ -77,7 +79,6 @@ public final class SyncAgent: Service, Sendable {
             if let listener {
                 unlink(folder.agentSocket)
                 shutdown(listener, Int32(SHUT_RDWR))
-                close(listener)
             }
             door.closeAll()
         }
