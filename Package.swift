@@ -85,6 +85,9 @@ let package = Package(
             // scripts/lib.sh builds it, the code notesync runs is one 8 MB stretch instead of pages all over 28 MB,
             // and the kernel, which maps code 64 KB around each page run, holds 10 MB of it instead of 18. The
             // file's names that a build lacks are passed over in silence.
+            // In release builds on Linux, libstdc++, SQLite and libinotifytools are linked in, and libgcc too: the
+            // linker finds scripts/static-link's scripts first, which name the archives (its README says how). A
+            // one-shot sync no longer maps and relocates those libraries at its start: 24.0 → 22.2 MB resident.
             linkerSettings: [
                 .unsafeFlags(["-Xlinker", "--no-export-dynamic"]),
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(platforms: [.linux])),
@@ -93,6 +96,10 @@ let package = Package(
                         "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/scripts/notesync.order",
                         "-Xlinker", "--no-warn-symbol-ordering"
                     ],
+                    .when(platforms: [.linux], configuration: .release)
+                ),
+                .unsafeFlags(
+                    ["-L", "\(Context.packageDirectory)/scripts/static-link", "-Xclang-linker", "-static-libgcc"],
                     .when(platforms: [.linux], configuration: .release)
                 )
             ]

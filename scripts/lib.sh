@@ -15,7 +15,7 @@ need_packages() {
 }
 
 # The Debian packages every build needs.
-BUILD_PACKAGES=(libinotifytools0-dev zlib1g-dev libdeflate-dev)
+BUILD_PACKAGES=(libinotifytools0-dev zlib1g-dev libdeflate-dev libsqlite3-dev libstdc++-12-dev)
 
 # How the notesync users run is built (scripts/run, install, bench, and the release pass of scripts/test):
 # - the Swift runtime and Foundation linked in: one self-contained binary that finds its protocol conformances
