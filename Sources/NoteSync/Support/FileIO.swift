@@ -26,7 +26,7 @@ public enum FileIO {
         guard let (fd, info) = try openRegularFile(path) else { return nil }
         defer { close(fd) }
         let wanted = max(0, min(Int64(length), Int64(info.st_size) - offset))
-        var data = Data(count: Int(wanted))
+        var data = zeroedData(count: Int(wanted))
         var done = 0
         try data.withUnsafeMutableBytes { buffer in
             while done < buffer.count {
@@ -106,25 +106,41 @@ public enum FileIO {
         }
     }
 
+    /// `count` zero bytes, allocated at that size: `Data(count:)` makes room for a quarter more than it is asked for.
+    static func zeroedData(count: Int) -> Data {
+        guard count > 0, let buffer = calloc(count, 1) else { return Data(count: max(count, 0)) }
+        return Data(bytesNoCopy: buffer, count: count, deallocator: .free)
+    }
+
+    /// Reads `fd` to its end into a buffer made for `sizeHint` bytes (and one more: the read that finds the end
+    /// needs no bigger one), grown by half when the file is longer. Allocated here rather than by `Data(count:)`,
+    /// which makes room for a quarter more than it is asked for: a log entry of 25 MB (a rename of 50,000 notes) took
+    /// 31 MB of the reading device's peak.
     static func readAll(fd: Int32, path: String, sizeHint: Int) throws -> Data {
-        // One byte more than expected: the read that finds the end needs no bigger buffer.
-        var data = Data(count: max(sizeHint, 0) + 1)
+        var capacity = max(sizeHint, 0) + 1
+        guard var buffer = malloc(capacity) else { throw NoteSyncError(.io, path: path, "out of memory reading it") }
         var filled = 0
         while true {
-            if filled == data.count { data.count += max(4096, data.count / 2) }
-            let got = data.withUnsafeMutableBytes { buf -> Int in
-                let base = buf.baseAddress!.advanced(by: filled)
-                return Glibc.read(fd, base, buf.count - filled)
+            if filled == capacity {
+                capacity += max(4096, capacity / 2)
+                guard let grown = realloc(buffer, capacity) else {
+                    free(buffer)
+                    throw NoteSyncError(.io, path: path, "out of memory reading it")
+                }
+                buffer = grown
             }
+            let got = Glibc.read(fd, buffer.advanced(by: filled), capacity - filled)
             if got < 0 {
                 if errno == EINTR { continue }
-                throw NoteSyncError.posix("read", path: path, errno: errno)
+                let error = errno
+                free(buffer)
+                throw NoteSyncError.posix("read", path: path, errno: error)
             }
             if got == 0 { break }
             filled += got
         }
-        data.count = filled
-        return data
+        // Data takes the buffer as it is, and frees it when the last copy goes.
+        return Data(bytesNoCopy: buffer, count: filled, deallocator: .free)
     }
 
     /// Creates `path` exclusively (`O_CREAT|O_EXCL`), writes `data`, fsyncs and closes it.
