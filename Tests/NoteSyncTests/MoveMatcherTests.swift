@@ -54,6 +54,24 @@ import Testing
         #expect(pairs.allSatisfy { $0.from.string.dropFirst(4) == $0.to.string.dropFirst(4) })
     }
 
+    /// The planner puts its steps in name order in place (``SyncEngine/sortByName(_:)``, following the cycles of the
+    /// permutation): the same order, and the same steps, as sorting them, for any order they come in.
+    @Test func stepsSortedInPlaceAreTheStepsSorted() async {
+        await propertyCheck(count: 200, input: Gen.int(in: 0...10_000).array(of: 0...60)) { keys in
+            var seen = Set<Int>()
+            var steps = keys.filter { seen.insert($0).inserted }.map { key in
+                SyncEngine.Step(
+                    name: Self.name("n\(key).md"), local: nil, base: nil, decision: key % 2 == 0 ? .nothing : .adopt(nil),
+                    move: key % 3 == 0 ? MovePlan(source: Self.name("o\(key).md"), serverDevice: nil) : nil)
+            }
+            let expected = steps.sorted { $0.name < $1.name }
+            SyncEngine.sortByName(&steps)
+            #expect(steps.map(\.name) == expected.map(\.name))
+            #expect(steps.map(\.decision) == expected.map(\.decision))
+            #expect(steps.map { $0.move?.source } == expected.map { $0.move?.source })
+        }
+    }
+
     /// Random sources and targets over a few texts, inodes and folders: whatever the order they are given in, the
     /// same pairs; each name in at most one pair; every pair of one text (no similarity given); and no text left
     /// unpaired on both sides.

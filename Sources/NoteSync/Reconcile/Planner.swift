@@ -125,7 +125,39 @@ extension SyncEngine {
             let decision = Reconciler.decide(local: local, base: base, server: zone.heads[name])
             if decision != .nothing { steps.append(Step(name: name, local: file, base: base, decision: decision)) }
         }
-        if !covered.isEmpty { steps.sort { $0.name < $1.name } }
+        guard !covered.isEmpty else { return steps }
+        // The moves' steps among the others, in name order. The sets go first, and the steps are put in order in
+        // place by sorting their indices: a rename of 50,000 notes peaked here (B's sync of it) with both sets (8 MB)
+        // and the buffer of half the steps that a stable sort takes (7 MB).
+        names = []
+        covered = []
+        Self.sortByName(&steps)
         return steps
+    }
+
+    /// Puts `steps` in name order (each name has one step), moving them in place: the order is found on their indices,
+    /// then each cycle of the permutation is followed with one step held aside.
+    static func sortByName(_ steps: inout [Step]) {
+        var order = [Int32](unsafeUninitializedCapacity: steps.count) { buffer, count in
+            for index in 0..<steps.count { buffer[index] = Int32(index) }
+            count = steps.count
+        }
+        order.sort { steps[Int($0)].name < steps[Int($1)].name }
+        var placed = [Bool](repeating: false, count: steps.count)
+        for start in steps.indices where !placed[start] {
+            // The step at `start` goes aside; each place then takes the step the order names for it, to the cycle's end.
+            let first = steps[start]
+            var current = start
+            while true {
+                placed[current] = true
+                let next = Int(order[current])
+                if next == start {
+                    steps[current] = first
+                    break
+                }
+                steps[current] = steps[next]
+                current = next
+            }
+        }
     }
 }
