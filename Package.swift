@@ -87,7 +87,7 @@ let package = Package(
             // file's names that a build lacks are passed over in silence.
             // In release builds on Linux, libstdc++, SQLite and libinotifytools are linked in, and libgcc too: the
             // linker finds scripts/static-link's scripts first, which name the archives (its README says how). A
-            // one-shot sync no longer maps and relocates those libraries at its start: 24.0 → 22.2 MB resident.
+            // one-shot sync no longer maps and relocates those libraries at its start: 24.4 → 22.8 MB resident.
             linkerSettings: [
                 .unsafeFlags(["-Xlinker", "--no-export-dynamic"]),
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(platforms: [.linux])),

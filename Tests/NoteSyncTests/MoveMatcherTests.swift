@@ -72,6 +72,23 @@ import Testing
         }
     }
 
+    /// A commit puts its moves first, in place (``SyncEngine/putMovesFirst(_:)``): the moves in their order, then the
+    /// other pushes in theirs, as filtering them into a new array did.
+    @Test func movesPutFirstInPlaceKeepBothOrders() async {
+        await propertyCheck(count: 200, input: Gen.int(in: 0...3).array(of: 0...40)) { kinds in
+            var pushes = kinds.enumerated().map { index, kind in
+                SyncEngine.Push(
+                    name: Self.name("n\(index).md"), path: kind == 3 ? nil : "n\(index).md", base: Int64(index),
+                    kind: .upload, moveFrom: kind == 0 ? Self.name("o\(index).md") : nil)
+            }
+            let expected = pushes.filter { $0.moveFrom != nil } + pushes.filter { $0.moveFrom == nil }
+            SyncEngine.putMovesFirst(&pushes)
+            #expect(pushes.map(\.name) == expected.map(\.name))
+            #expect(pushes.map(\.moveFrom) == expected.map(\.moveFrom))
+            #expect(pushes.map(\.path) == expected.map(\.path))
+        }
+    }
+
     /// Random sources and targets over a few texts, inodes and folders: whatever the order they are given in, the
     /// same pairs; each name in at most one pair; every pair of one text (no similarity given); and no text left
     /// unpaired on both sides.

@@ -549,15 +549,12 @@ extension SyncEngine {
         let finished = try BatchPipeline.run(
             total: pushes.count, batchSize: batchSize,
             overlapped: pushes.count > batchSize && !FaultPoint.isActive,
-            prepare: { [pushes] range in
-                let prepared = try Self.prepareBatch(pushes[range], root: root, store: store, progress: progress)
-                // The packs' indexes a large last batch read to find its texts (a rename's 50,000: 5 MB) are not held
-                // through its commit, where it peaks; a later sync, or the agent's next text not found loose, reads
-                // them again.
-                if range.upperBound == pushes.count && range.count >= Self.trimAfter { store.releasePackIndexes() }
-                return prepared
-            },
+            prepare: { [pushes] range in try Self.prepareBatch(pushes[range], root: root, store: store, progress: progress) },
             process: { prepared, range, isLast, writer in
+                // The packs' indexes a large sync read to find its texts (a rename's 50,000: 5 MB) are not held through
+                // its last commit, where it peaks: every batch is staged by now, and the commits before are done. A later
+                // sync, or the agent's next text not found loose, reads them again.
+                if isLast && pushes.count >= Self.trimAfter { store.releasePackIndexes() }
                 let outcome = try commitBatch(
                     prepared, pushes[range], isLast: isLast, writer: writer, bases: &bases, zone: &zone, store: store,
                     report: &report)
