@@ -139,7 +139,7 @@ public enum FileIO {
             if got == 0 { break }
             filled += got
         }
-        // A buffer grown past the size expected (a file that grew while read) gives back what it did not fill.
+        // A buffer more than a page larger than what was read (the file grew, or shrank, while read) gives back the rest.
         if capacity - filled > 4096, let shrunk = realloc(buffer, max(filled, 1)) { buffer = shrunk }
         // Data takes the buffer as it is, and frees it when the last copy goes.
         return Data(bytesNoCopy: buffer, count: filled, deallocator: .free)
