@@ -72,6 +72,40 @@ import Testing
         }
     }
 
+    /// The planner's names are sorted once, each kept once (``SyncEngine/sortUnique(_:)``): what a set of them, sorted,
+    /// gives.
+    @Test func namesSortedUniqueAreTheSetSorted() async {
+        await propertyCheck(count: 200, input: Gen.int(in: 0...30).array(of: 0...60)) { keys in
+            var names = keys.map { Self.name("n\($0).md") }
+            let expected = Set(names).sorted()
+            SyncEngine.sortUnique(&names)
+            #expect(names == expected)
+        }
+    }
+
+    /// The names the moves cover (``SyncEngine/CoveredNames``): a flag beside each of the plan's names, a set for the
+    /// rest; whatever is put in, it answers as a set of the same names, by name and by place, and counts them once.
+    @Test func coveredNamesAnswerAsASet() async {
+        let input = zip(Gen.int(in: 0...40).array(of: 0...30), Gen.int(in: 0...60).array(of: 0...40))
+        await propertyCheck(count: 200, input: input) { planned, inserted in
+            var names = planned.map { Self.name("n\($0).md") }
+            SyncEngine.sortUnique(&names)
+            var covered = SyncEngine.CoveredNames(names: names)
+            var expected = Set<RecordName>()
+            for key in inserted {
+                let name = Self.name("n\(key).md")
+                if key % 5 == 0 { covered.formUnion([name, name]) } else { covered.insert(name) }
+                expected.insert(name)
+            }
+            #expect(covered.count == expected.count)
+            #expect(covered.isEmpty == expected.isEmpty)
+            for key in 0...60 {
+                #expect(covered.contains(Self.name("n\(key).md")) == expected.contains(Self.name("n\(key).md")))
+            }
+            for (index, name) in names.enumerated() { #expect(covered.contains(at: index) == expected.contains(name)) }
+        }
+    }
+
     /// A commit puts its moves first, in place (``SyncEngine/putMovesFirst(_:)``): the moves in their order, then the
     /// other pushes in theirs, as filtering them into a new array did.
     @Test func movesPutFirstInPlaceKeepBothOrders() async {
