@@ -124,6 +124,57 @@ import Testing
         #expect(linked > 400 && relinked > 100, "\(linked) entries with moves, \(relinked) with a name linked twice")
     }
 
+    /// The fold asks each change for the other half of its move (``ZoneState/MoveLinks``): found in the changes sorted
+    /// by name when every name is in NFC and none comes twice, else from ``ZoneState/moves(in:)``'s table. Either way,
+    /// for every change, the name the table gives its name: random entries over names ASCII and not (one in NFC, one
+    /// the same name in Unicode but not in bytes, not in NFC), half of them with each name once.
+    @Test func theMoveOfEachChangeIsTheTables() {
+        var random = SplitMix(seed: 49)
+        let pool = ["a.md", "b.md", "c/d.md", "e.md", "f.md", "g/h.md", "../bad", "", "caf\u{E9}.md", "cafe\u{301}.md"]
+        let text = AssetRef(of: Data("t".utf8))
+        var byIndex = 0
+        var linkedByIndex = 0
+        for _ in 0..<2000 {
+            var changes: [RecordChange] = []
+            for _ in 0..<Int.random(in: 1...8, using: &random) {
+                let from = pool.randomElement(using: &random)!
+                let to = pool.randomElement(using: &random)!
+                let delete = RecordChange(name: from, base: 1, op: .delete, text: nil, modified: 1, movedTo: to)
+                let save = RecordChange(name: to, base: 1, op: .save, text: text, modified: 1, movedFrom: from)
+                switch Int.random(in: 0..<6, using: &random) {
+                case 0: changes += [delete, save]
+                case 1: changes += [save, delete]
+                case 2: changes.append(save)
+                case 3: changes.append(delete)
+                case 4:
+                    // A save that names a move's target, as only a delete should: never half of a move.
+                    changes += [RecordChange(name: from, base: 1, op: .save, text: text, modified: 1, movedTo: to), save]
+                default: changes.append(RecordChange(name: from, base: 1, op: .save, text: text, modified: 1))
+                }
+            }
+            if Bool.random(using: &random) {
+                var seen = Set<String>()
+                changes = changes.filter { seen.insert(Array($0.name.utf8).description).inserted }
+            }
+            let entry = LogEntry(seq: 1, commit: "1", device: "a", time: 0, changes: changes)
+            let table = ZoneState.moves(in: entry)
+            let links = ZoneState.MoveLinks(entry)
+            let unique = Set(changes.map { Array($0.name.utf8) }).count == changes.count
+            let nfc = changes.allSatisfy { change in
+                [change.name, change.movedFrom ?? "", change.movedTo ?? ""].allSatisfy(RecordName.isNFC)
+            }
+            if unique && nfc && changes.contains(where: { $0.movedFrom != nil }) {
+                byIndex += 1
+                if !table.isEmpty { linkedByIndex += 1 }
+            }
+            for (index, change) in changes.enumerated() {
+                guard let name = try? RecordName(validating: change.name) else { continue }
+                #expect(links.moved(at: index, name: name) == table[name], "\(index) in \(changes)")
+            }
+        }
+        #expect(byIndex > 250 && linkedByIndex > 100, "\(byIndex) entries found by index, \(linkedByIndex) with moves")
+    }
+
     /// What `ZoneState.moves(in:)` was, with a dictionary: the reference its table must agree with; and whether a
     /// later link replaced an earlier one's name.
     private static func dictionaryMoves(_ entry: LogEntry) -> ([RecordName: RecordName], overwritten: Bool) {

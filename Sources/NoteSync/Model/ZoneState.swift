@@ -221,7 +221,7 @@ public struct ZoneState: Sendable, Hashable {
         precondition(entry.seq == token + 1, "entries are folded in order")
         advance(to: entry.seq, chain: entry.chainDigest)
         if entry.void != nil { unreadableSlots.insert(entry.seq) }
-        let moves = Self.moves(in: entry)
+        let moves = MoveLinks(entry)
         // Room for the entry's new names at once: a rename of 50,000 of 100,000 notes adds 50,000 heads (the old
         // names stay, as tombstones), and appended one by one they grew the rows to 262,144 (22 MB) on B's peak.
         // The sets of names too: grown by doubling, the 101,588 names of that rename held a set's old and new buckets
@@ -242,7 +242,7 @@ public struct ZoneState: Sendable, Hashable {
             unsaved.reserveCapacity(unsaved.count + newUnsaved)
             if !own { unplanned.reserveCapacity(unplanned.count + newUnplanned) }
         }
-        for change in entry.changes {
+        for (index, change) in entry.changes.enumerated() {
             let name: RecordName
             do { name = try RecordName(validating: change.name) } catch {
                 quarantined.append(
@@ -277,7 +277,7 @@ public struct ZoneState: Sendable, Hashable {
             if !own { unplanned.insert(name) }
             // The other half's name as the heads hold it, when they do (the save's name moved from is a head
             // already): the entry's own copy is let go.
-            let moved = moves[name].map { heads.storedName($0) ?? $0 }
+            let moved = moves.moved(at: index, name: name).map { heads.storedName($0) ?? $0 }
             heads[name] = RecordHead(
                 tag: entry.seq, deleted: change.op == .delete,
                 text: change.op == .delete ? nil : change.text,
@@ -311,6 +311,86 @@ public struct ZoneState: Sendable, Hashable {
             moves[fromName] = toName
         }
         return moves
+    }
+
+    /// The moves of an entry as ``moves(in:)`` finds them, asked for by the change: for each change, the index of the
+    /// other half of its move. Where every name of the entry (and every name its moves give) is in NFC, as every
+    /// valid name is, and none comes twice, the halves are found in the changes sorted by name, two 4-byte indices a
+    /// change: the table of a rename of 50,794 notes took 5.3 MB, and the dictionary that made it 4.2 MB more, at the
+    /// fold of the entry, where the commit of a rename peaks. Otherwise (a name twice, where the last link counts; a
+    /// name not in NFC, equal as Unicode to another that is not the same bytes) it is ``moves(in:)``'s table.
+    struct MoveLinks {
+        private enum Form {
+            case none
+            case partners([Int32], [RecordChange])
+            case table(RecordTable<RecordName>)
+        }
+        private let form: Form
+
+        init(_ entry: LogEntry) {
+            let changes = entry.changes
+            guard changes.contains(where: { $0.movedFrom != nil }) else {
+                form = .none
+                return
+            }
+            let plain =
+                changes.count < Int32.max
+                && changes.allSatisfy { change in
+                    Self.isNFC(change.name) && (change.movedFrom.map(Self.isNFC) ?? true) && (change.movedTo.map(Self.isNFC) ?? true)
+                }
+            guard plain, let order = Self.nameOrder(changes) else {
+                form = .table(ZoneState.moves(in: entry))
+                return
+            }
+            func changeNamed(_ name: String) -> Int? {
+                var low = 0
+                var high = order.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if UTF8Bytes.precedes(changes[Int(order[middle])].name, name) { low = middle + 1 } else { high = middle }
+                }
+                guard low < order.count, UTF8Bytes.equal(changes[Int(order[low])].name, name) else { return nil }
+                return Int(order[low])
+            }
+            var partners = [Int32](repeating: -1, count: changes.count)
+            for (index, change) in changes.enumerated() where change.op == .save {
+                guard let from = change.movedFrom, from != change.name, let other = changeNamed(from),
+                    changes[other].op == .delete, changes[other].movedTo == change.name,
+                    (try? RecordName(validating: from)) != nil, (try? RecordName(validating: change.name)) != nil
+                else { continue }
+                partners[index] = Int32(other)
+                partners[other] = Int32(index)
+            }
+            form = .partners(partners, changes)
+        }
+
+        /// Whether `text` is in NFC, where `String ==` (Unicode's canonical equivalence, which the table's lookups use)
+        /// is byte equality. Every valid name is (``RecordName/init(validating:)``).
+        private static func isNFC(_ text: String) -> Bool { UTF8Bytes.isASCII(text) || RecordName.isNFC(text) }
+
+        /// The indices of `changes` in byte order of their names; nil when a name comes twice.
+        private static func nameOrder(_ changes: [RecordChange]) -> [Int32]? {
+            var order = [Int32](unsafeUninitializedCapacity: changes.count) { buffer, count in
+                for index in 0..<changes.count { buffer[index] = Int32(index) }
+                count = changes.count
+            }
+            order.sort { UTF8Bytes.precedes(changes[Int($0)].name, changes[Int($1)].name) }
+            for position in order.indices.dropFirst()
+            where UTF8Bytes.equal(changes[Int(order[position])].name, changes[Int(order[position - 1])].name) {
+                return nil
+            }
+            return order
+        }
+
+        /// The other name of the move the change at `index` (named `name`) is half of, if it is.
+        func moved(at index: Int, name: RecordName) -> RecordName? {
+            switch form {
+            case .none: nil
+            case .table(let table): table[name]
+            case .partners(let partners, let changes):
+                partners[index] < 0 ? nil : RecordName(trusted: changes[Int(partners[index])].name)
+            }
+        }
     }
 
     /// Where the record that had `name` is now, following its moves: the live head's name at the end of the line of
