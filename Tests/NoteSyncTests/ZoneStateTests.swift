@@ -163,7 +163,9 @@ import Testing
             let nfc = changes.allSatisfy { change in
                 [change.name, change.movedFrom ?? "", change.movedTo ?? ""].allSatisfy(RecordName.isNFC)
             }
-            if unique && nfc && changes.contains(where: { $0.movedFrom != nil }) {
+            let qualifies = unique && nfc && changes.contains(where: { $0.movedFrom != nil })
+            #expect(links.isByIndex == qualifies, "\(changes)")
+            if links.isByIndex {
                 byIndex += 1
                 if !table.isEmpty { linkedByIndex += 1 }
             }

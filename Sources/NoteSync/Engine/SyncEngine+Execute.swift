@@ -681,8 +681,9 @@ extension SyncEngine {
         let beforeToken = zone.token
         // The entry's changes are let go once it is committed (their names live on in the heads): held to the end,
         // the 101,588 changes of a rename of half of 100,000 notes were 13 MB of the commit's peak.
-        // An entry larger than a batch (a rename's moves, all in one) is folded in where the commit peaks: the pages its
-        // staging freed go back first (the other batches hand theirs back after each commit).
+        // An entry of more changes than two batches' notes make (a rename's moves, two changes each, all in one entry)
+        // is folded in where the commit peaks: the pages its staging freed go back first (the other batches hand
+        // theirs back after each commit).
         if changes.count > 2 * Self.commitBatchSize { MallocTuning.trim() }
         let outcome: CommitResult =
             switch try store.commit(changes, into: &zone) {

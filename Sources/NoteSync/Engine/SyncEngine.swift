@@ -336,8 +336,9 @@ public final class SyncEngine {
                 scan.rebase(name, from: bases[name], to: base)
                 bases[name] = base
             }
-            // A fetch of many changes freed what it read (the entries, their changes, the heads' storage it outgrew)
-            // where the plan's small blocks do not all fit: the free pages go back before the round plans.
+            // Many heads changed since they were last saved (a fetch of many changes, mostly): what was read (the
+            // entries, their changes, the heads' storage they outgrew) was freed where the plan's small blocks do not
+            // all fit, and the free pages go back before the round plans.
             if zone.unsaved.count >= Self.trimAfter { MallocTuning.trim() }
             if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) {
                 try saveZone(&zone, recovered: recovered, scan: scan)

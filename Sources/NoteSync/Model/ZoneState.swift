@@ -382,6 +382,11 @@ public struct ZoneState: Sendable, Hashable {
             return order
         }
 
+        /// Whether the halves were found by index (not in ``moves(in:)``'s table): for the tests.
+        var isByIndex: Bool {
+            if case .partners = form { true } else { false }
+        }
+
         /// The other name of the move the change at `index` (named `name`) is half of, if it is.
         func moved(at index: Int, name: RecordName) -> RecordName? {
             switch form {
