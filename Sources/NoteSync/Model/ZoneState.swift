@@ -343,12 +343,7 @@ public struct ZoneState: Sendable, Hashable {
                 return
             }
             func changeNamed(_ name: String) -> Int? {
-                var low = 0
-                var high = order.count
-                while low < high {
-                    let middle = (low + high) / 2
-                    if UTF8Bytes.precedes(changes[Int(order[middle])].name, name) { low = middle + 1 } else { high = middle }
-                }
+                let low = MoveMatcher.lowerBound(order.count) { UTF8Bytes.precedes(changes[Int(order[$0])].name, name) }
                 guard low < order.count, UTF8Bytes.equal(changes[Int(order[low])].name, name) else { return nil }
                 return Int(order[low])
             }

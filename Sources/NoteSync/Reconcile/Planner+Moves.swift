@@ -253,12 +253,7 @@ extension SyncEngine {
 
         /// Where `name` is in the plan's names, found by halves.
         private func index(of name: RecordName) -> Int? {
-            var low = 0
-            var high = names.count
-            while low < high {
-                let middle = (low + high) / 2
-                if names[middle] < name { low = middle + 1 } else { high = middle }
-            }
+            let low = MoveMatcher.lowerBound(names.count) { names[$0] < name }
             return low < names.count && names[low] == name ? low : nil
         }
     }
