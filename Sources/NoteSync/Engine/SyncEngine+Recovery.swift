@@ -121,8 +121,8 @@ extension SyncEngine {
         for _ in 0..<64 {
             guard seq > floor else { return nil }
             guard case .entry(let entry)? = try? store.readSlot(seq) else {
-                // Compacted by gc: the versions its snapshot keeps (those before `seq`) tell the rest.
-                return compactedBase(name, holding: local, below: seq, floor: floor, store: store)
+                // Compacted by gc: the versions its snapshot keeps (this one and those before it) tell the rest.
+                return compactedBase(name, holding: local, through: seq == head.tag ? seq - 1 : seq, floor: floor, store: store)
             }
             guard let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
             // This device deleted the record after that version, and knew it: a note of that name now is one the
@@ -141,15 +141,20 @@ extension SyncEngine {
         return nil
     }
 
-    /// `historyBase` below a compaction point: the newest version of `name` before `seq` that the newest snapshot
-    /// keeps (the policy always keeps the version at every registered device's token, so the one a killed pull of
-    /// this device left is there) and that the note is, with the same rules: a delete by this device in between
-    /// means the user made the note again.
+    /// `historyBase` below a compaction point: the newest version of `name` up to `seq` that the newest snapshot
+    /// keeps, among its history and its heads (the policy always keeps the version at every registered device's
+    /// token, so the one a killed pull of this device left is there; a version that was still the head when gc ran
+    /// is one of the snapshot's heads, not of its history), and that the note is, with the same rules: a delete by
+    /// this device in between means the user made the note again.
     private func compactedBase(
-        _ name: RecordName, holding local: LocalFile, below seq: Int64, floor: Int64, store: ServerStore
+        _ name: RecordName, holding local: LocalFile, through seq: Int64, floor: Int64, store: ServerStore
     ) -> BaseRecord? {
         guard let snapshot = store.newestAnchoredSnapshot(after: seq - 1), let history = snapshot.history else { return nil }
-        for version in history.filter({ $0.name == name && $0.seq < seq && $0.seq > floor }).sorted(by: { $0.seq > $1.seq }) {
+        let heads = snapshot.heads.lazy.filter { $0.name == name }.map {
+            RecordVersion(name: $0.name, seq: $0.head.tag, time: $0.time ?? snapshot.time, head: $0.head)
+        }
+        let candidates = (history.filter { $0.name == name } + heads).filter { $0.seq <= seq && $0.seq > floor }
+        for version in candidates.sorted(by: { $0.seq > $1.seq }) {
             if version.deleted && version.device == config.deviceID { return nil }
             if !version.deleted, let text = version.text, text.sha256 == local.digest, version.modified == local.modified {
                 return BaseRecord(

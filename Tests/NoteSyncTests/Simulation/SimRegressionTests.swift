@@ -1095,6 +1095,32 @@ import Testing
                 ]))
     }
 
+    /// Dave's sync is killed after writing a conflict copy of carol's note.md; bob makes the same copy (same name,
+    /// text and mtime), pushes it, then deletes it, and gc compacts his save into the snapshot, where it is a head.
+    /// Dave's next sync looks for the copy among the record's versions (what a killed sync leaves is one, and the
+    /// delete then applies to it), but below a compaction point it looked only at the versions the snapshot's
+    /// history keeps, not at its heads: the copy was taken for a new note and pushed back over bob's delete
+    /// (found by CI's random schedules, shrunk).
+    @Test func aCopyAKilledSyncMadeIsDeletedWhenItsVersionIsASnapshotsHead() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.existing(0), .append, .inPlace)),
+                    .init(2, .approveDeletes),
+                    .init(1, .edit(.existing(0), .changeLine(2), .inPlace)),
+                    .init(3, .edit(.existing(2), .changeLine(4), .inPlace)),
+                    .init(3, .move(.existing(6), to: 0)),
+                    .init(3, .sync(.crash(at: 11), full: false)),
+                    .init(2, .edit(.pool(3), .append, .inPlace)),
+                    .init(1, .edit(.pool(4), .changeLine(2), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(1, .deleteMost),
+                    .init(0, .gc(policy: 0, crashAt: nil))
+                ]))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
