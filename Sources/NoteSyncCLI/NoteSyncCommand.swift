@@ -11,7 +11,47 @@ enum ExitCodes {
     static let offline: Int32 = 3
 }
 
+/// The entry point: malloc is set up before any thread allocates (``MallocTuning``), then the command line is parsed
+/// and the command run. Every command but `watch` runs on the main thread, as a plain function: an `async` entry point
+/// started Swift's concurrency runtime for all of them, ran the command on a thread of the global pool while the main
+/// thread waited in `dispatch_main`, and parked the main thread with `pthread_exit`, for which glibc loads
+/// libgcc_s. `watch` (an ``AsyncParsableCommand``) runs as a task, the main thread serving the main queue as before.
 @main
+enum NoteSyncMain {
+    static func main() {
+        MallocTuning.apply()
+        var command: any ParsableCommand
+        do {
+            command = try NoteSyncCommand.parseAsRoot()
+        } catch {
+            NoteSyncCommand.exit(withError: error)
+        }
+        if let asyncCommand = command as? any AsyncParsableCommand {
+            let started = StartedCommand(command: asyncCommand)
+            Task {
+                var command = started.command
+                do {
+                    try await command.run()
+                } catch {
+                    NoteSyncCommand.exit(withError: error)
+                }
+                NoteSyncCommand.exit()
+            }
+            dispatchMain()
+        }
+        do {
+            try command.run()
+        } catch {
+            NoteSyncCommand.exit(withError: error)
+        }
+    }
+
+    /// The parsed async command, handed to the task that runs it (and to no other).
+    private struct StartedCommand: @unchecked Sendable {
+        let command: any AsyncParsableCommand
+    }
+}
+
 struct NoteSyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notesync",
@@ -41,12 +81,6 @@ struct NoteSyncCommand: AsyncParsableCommand {
         ]
     )
 
-    /// The entry point: malloc is set up before any thread allocates (``MallocTuning``), then the command line is
-    /// parsed and run.
-    static func main() async {
-        MallocTuning.apply()
-        await main(nil)
-    }
 }
 
 /// Options every subcommand shares.
