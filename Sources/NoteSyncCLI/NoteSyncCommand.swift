@@ -16,6 +16,9 @@ enum ExitCodes {
 /// started Swift's concurrency runtime for all of them, ran the command on a thread of the global pool while the main
 /// thread waited in `dispatch_main`, and parked the main thread with `pthread_exit`, for which glibc loads
 /// libgcc_s. `watch` (an ``AsyncParsableCommand``) runs as a task, the main thread serving the main queue as before.
+/// The root command is async too (ArgumentParser asks that of a root with an async subcommand), but run alone it only
+/// prints its help: that runs as a plain command. The command line is parsed synchronously, so a completion of an
+/// argument must be a synchronous one (`.custom`, not `.customAsync`).
 @main
 enum NoteSyncMain {
     static func main() {
@@ -26,7 +29,7 @@ enum NoteSyncMain {
         } catch {
             NoteSyncCommand.exit(withError: error)
         }
-        if let asyncCommand = command as? any AsyncParsableCommand {
+        if let asyncCommand = command as? any AsyncParsableCommand, !(command is NoteSyncCommand) {
             let started = StartedCommand(command: asyncCommand)
             Task {
                 var command = started.command
