@@ -83,7 +83,6 @@ struct NoteSyncCommand: AsyncParsableCommand {
             GenerateManualCommand.self
         ]
     )
-
 }
 
 /// Options every subcommand shares.

@@ -129,6 +129,21 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
 }
 
 @Suite struct SyncCLITests {
+    /// The entry point (`NoteSyncMain`): a plain command runs and exits with its code, `notesync` alone prints its
+    /// help and exits 0 (the root command is async, but runs as a plain one), a wrong command line exits 64 with the
+    /// error on standard error. `watch`, the async command, is the agent suites'.
+    @Test func theEntryPointRunsEachKindOfCommandWithItsExitCode() throws {
+        let scratch = try Scratch("entry")
+        let bare = try notesync([], scratch: scratch.path)
+        #expect(bare.status == 0 && bare.stdout.contains("SUBCOMMANDS:") && bare.stdout.contains("sync"), "\(bare.stderr)")
+        let help = try notesync(["help", "sync"], scratch: scratch.path)
+        #expect(help.status == 0 && help.stdout.contains("notesync sync"), "\(help.stderr)")
+        let wrong = try notesync(["frobnicate"], scratch: scratch.path)
+        #expect(wrong.status == 64 && wrong.stderr.contains("Unexpected argument 'frobnicate'"), "\(wrong.stderr)")
+        let missing = try notesync(["sync", "--notes", scratch.path + "/none"], scratch: scratch.path)
+        #expect(missing.status == 1 && missing.stderr.contains("is not a notesync notes folder"), "\(missing.stderr)")
+    }
+
     @Test func notesTravelBothWaysWithFoldersAndDeletes() throws {
         let t = try TwoDevices("basic")
         try t.write(t.a, "one.md", "first\n")
