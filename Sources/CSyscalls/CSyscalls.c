@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
 #include "CSyscalls.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -46,3 +48,77 @@ int ns_malloc_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes
 #endif
 
 const char *ns_build_commit(void) { return NOTESYNC_COMMIT; }
+
+#include <sched.h>
+
+/// The first two integers of a small file ("max" reads as -1), or 0 numbers read.
+static int ns_read_numbers(const char *path, long long *first, long long *second) {
+    char buffer[64];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t count = read(fd, buffer, sizeof buffer - 1);
+    close(fd);
+    if (count <= 0) return 0;
+    buffer[count] = 0;
+    char *cursor = buffer;
+    long long *slots[2] = {first, second};
+    int found = 0;
+    while (found < 2) {
+        while (*cursor == ' ' || *cursor == '\n') cursor++;
+        if (*cursor == 0) break;
+        if (strncmp(cursor, "max", 3) == 0) {
+            *slots[found++] = -1;
+            cursor += 3;
+            continue;
+        }
+        char *end;
+        long long value = strtoll(cursor, &end, 10);
+        if (end == cursor) break;
+        *slots[found++] = value;
+        cursor = end;
+    }
+    return found;
+}
+
+int ns_active_cores(void) {
+    cpu_set_t set;
+    int cores = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+    if (cores <= 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        cores = online > 0 ? (int)online : 1;
+    }
+    long long quota = -1, period = 0, unused = 0;
+    if (ns_read_numbers("/sys/fs/cgroup/cpu.max", &quota, &period) != 2) {
+        quota = -1;
+        period = 0;
+        if (ns_read_numbers("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", &quota, &unused) != 1 ||
+            ns_read_numbers("/sys/fs/cgroup/cpu/cpu.cfs_period_us", &period, &unused) != 1) {
+            quota = -1;
+        }
+    }
+    if (quota > 0 && period > 0) {
+        long long allowed = (quota + period - 1) / period;
+        if (allowed < cores) cores = allowed < 1 ? 1 : (int)allowed;
+    }
+    return cores;
+}
+
+uint64_t ns_thread_affinity(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    uint64_t mask = 0;
+    for (int cpu = 0; cpu < 64; cpu++) {
+        if (CPU_ISSET(cpu, &set)) mask |= (uint64_t)1 << cpu;
+    }
+    return mask;
+}
+
+int ns_set_thread_affinity(uint64_t mask) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu = 0; cpu < 64; cpu++) {
+        if (mask & ((uint64_t)1 << cpu)) CPU_SET(cpu, &set);
+    }
+    return sched_setaffinity(0, sizeof set, &set);
+}

@@ -1,3 +1,4 @@
+import CSyscalls
 import Foundation
 import Testing
 
@@ -36,5 +37,19 @@ import Testing
     @Test(arguments: [0, 10, 10_007]) func valuesFillEverySlotInOrder(count: Int) {
         let doubled = Parallel.values(count) { $0 * 2 }
         #expect(doubled == (0..<count).map { $0 * 2 })
+    }
+
+    /// The cores counted are those the process may run on: bound to one CPU (as under `taskset -c 0`, or a cgroup's
+    /// cpuset of one), it counts one; unbound, at least one and at most the CPUs online. Counted for the calling
+    /// thread, whose mask is put back after.
+    @Test func theCoresAreThoseOfTheAffinityMask() throws {
+        let saved = ns_thread_affinity()
+        try #require(saved != 0, "no CPU below 64 in this thread's mask")
+        defer { _ = ns_set_thread_affinity(saved) }
+        let unbound = Int(ns_active_cores())
+        #expect(unbound >= 1 && unbound <= sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        #expect(unbound <= saved.nonzeroBitCount || saved.nonzeroBitCount == 64)
+        try #require(ns_set_thread_affinity(saved & (~saved &+ 1)) == 0)
+        #expect(ns_active_cores() == 1)
     }
 }

@@ -32,4 +32,15 @@ int ns_malloc_mmap_threshold(int bytes);
 /// The git commit this build was made from (NOTESYNC_COMMIT at build time: see Package.swift), or "".
 const char *ns_build_commit(void);
 
+/// The cores this process may run on: the CPUs of its affinity mask (`taskset`, a cgroup's cpuset), capped by the
+/// cgroup's CPU quota where one is set (v2 `cpu.max`, v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`, rounded up).
+/// At least 1.
+int ns_active_cores(void);
+
+/// The calling thread's CPU affinity, its first 64 CPUs (bit n: CPU n); 0 with errno set on failure.
+uint64_t ns_thread_affinity(void);
+
+/// Binds the calling thread to the CPUs of `mask` (bit n: CPU n, the first 64). Returns 0 or -1 with errno set.
+int ns_set_thread_affinity(uint64_t mask);
+
 #endif

@@ -62,7 +62,8 @@ public enum StopPoint {
     public static let environmentVariable = "NOTESYNC_TEST_STOP_AT"
 
     private static let target: (name: String, count: Int)? = {
-        guard let value = ProcessInfo.processInfo.environment[environmentVariable],
+        // `getenv`, not `ProcessInfo.environment` (a copy of the whole environment): a sync that publishes passes here.
+        guard let value = getenv(environmentVariable).map({ String(cString: $0) }),
             let colon = value.lastIndex(of: ":"), let count = Int(value[value.index(after: colon)...]), count > 0
         else { return nil }
         return (String(value[..<colon]), count)
@@ -84,6 +85,6 @@ public enum StopPoint {
 public enum WatchLag {
     public static let environmentVariable = "NOTESYNC_TEST_WATCH_LAG_MS"
 
-    public static let duration: Duration? = ProcessInfo.processInfo.environment[environmentVariable]
-        .flatMap { Int($0) }.map { .milliseconds($0) }
+    public static let duration: Duration? = getenv(environmentVariable).flatMap { Int(String(cString: $0)) }
+        .map { .milliseconds($0) }
 }
