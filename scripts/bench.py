@@ -1535,7 +1535,7 @@ def targets_10k(scenario, metric, med):
     elif encrypted and scenario in ("noop", "edit1"):
         out.append(f"encrypted/plain {encrypted / med['notesync']:.2f}")
     if scenario in ("first_a", "noop", "edit1") and med.get("unison"):
-        # Issue 20: at most 0.4 of Unison's time (an earlier issue asked for 0.5); the ratio to two places.
+        # Issue 20: at most 0.4 of Unison's time (an earlier issue asked for 0.5); the ratio to three places.
         ratio = med["notesync"] / med["unison"]
         out.append(f"≤0.4×unison {mark(ratio <= 0.4)} ({ratio:.3f})")
     if med.get("rclone"):

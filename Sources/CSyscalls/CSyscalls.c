@@ -104,21 +104,35 @@ int ns_active_cores(void) {
     return cores;
 }
 
-uint64_t ns_thread_affinity(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
-    uint64_t mask = 0;
-    for (int cpu = 0; cpu < 64; cpu++) {
-        if (CPU_ISSET(cpu, &set)) mask |= (uint64_t)1 << cpu;
+int ns_save_thread_affinity(void *mask, size_t size) {
+    if (size < sizeof(cpu_set_t)) {
+        errno = EINVAL;
+        return -1;
     }
-    return mask;
+    cpu_set_t *set = mask;
+    if (sched_getaffinity(0, sizeof *set, set) != 0) return -1;
+    return CPU_COUNT(set);
 }
 
-int ns_set_thread_affinity(uint64_t mask) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int cpu = 0; cpu < 64; cpu++) {
-        if (mask & ((uint64_t)1 << cpu)) CPU_SET(cpu, &set);
+int ns_restore_thread_affinity(const void *mask, size_t size) {
+    if (size < sizeof(cpu_set_t)) {
+        errno = EINVAL;
+        return -1;
     }
-    return sched_setaffinity(0, sizeof set, &set);
+    return sched_setaffinity(0, sizeof(cpu_set_t), mask);
+}
+
+int ns_bind_thread_to_first_cpu(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &set)) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            return sched_setaffinity(0, sizeof one, &one);
+        }
+    }
+    errno = EINVAL;
+    return -1;
 }

@@ -1,6 +1,7 @@
 #ifndef NOTESYNC_CSYSCALLS_H
 #define NOTESYNC_CSYSCALLS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /// renameat2(RENAME_NOREPLACE): publish `oldpath` as `newpath` only if `newpath` does not exist.
@@ -32,15 +33,19 @@ int ns_malloc_mmap_threshold(int bytes);
 /// The git commit this build was made from (NOTESYNC_COMMIT at build time: see Package.swift), or "".
 const char *ns_build_commit(void);
 
-/// The cores this process may run on: the CPUs of its affinity mask (`taskset`, a cgroup's cpuset), capped by the
-/// cgroup's CPU quota where one is set (v2 `cpu.max`, v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`, rounded up).
-/// At least 1.
+/// The cores this process may run on: the CPUs of the calling thread's affinity mask (`taskset`, a cgroup's cpuset),
+/// capped by a CPU quota where one is set at the cgroup root the process sees (v2 `cpu.max`, v1 `cpu.cfs_quota_us`
+/// over `cpu.cfs_period_us`, rounded up; inside a container, its own). At least 1.
 int ns_active_cores(void);
 
-/// The calling thread's CPU affinity, its first 64 CPUs (bit n: CPU n); 0 with errno set on failure.
-uint64_t ns_thread_affinity(void);
+/// Saves the calling thread's whole CPU affinity mask into `mask` (`size` bytes, at least a `cpu_set_t`: 128) and
+/// returns how many CPUs it holds; -1 with errno set on failure. For tests, with the two below.
+int ns_save_thread_affinity(void *mask, size_t size);
 
-/// Binds the calling thread to the CPUs of `mask` (bit n: CPU n, the first 64). Returns 0 or -1 with errno set.
-int ns_set_thread_affinity(uint64_t mask);
+/// Restores a mask saved by `ns_save_thread_affinity`. Returns 0 or -1 with errno set.
+int ns_restore_thread_affinity(const void *mask, size_t size);
+
+/// Binds the calling thread to the first CPU of its affinity mask. Returns 0 or -1 with errno set.
+int ns_bind_thread_to_first_cpu(void);
 
 #endif

@@ -5,9 +5,11 @@ import Synchronization
 
 /// Work spread over every core, for the big batches of a first sync (hashing, writing and publishing assets).
 enum Parallel {
-    /// The cores this process may use (the CPU affinity and a cgroup's quota, as `activeProcessorCount` counts them),
-    /// read once. Not through `ProcessInfo`: setting it up and reading the cgroup's files through `URL` and `Data`
-    /// took half a millisecond of every process's start (``MallocTuning`` asks first), a tenth of `notesync --version`.
+    /// The cores this process may use: its affinity mask (`taskset`, a cpuset), capped by a cgroup's CPU quota (v1 or
+    /// v2), read once, first by ``MallocTuning`` on the main thread before any other starts. Not Foundation's
+    /// `activeProcessorCount`: setting up `ProcessInfo` and reading the cgroup's files through `URL` and `Data` took
+    /// half a millisecond of every process's start, and on Linux it reads cgroup v1's files only, never the
+    /// affinity mask (under `taskset -c 0` it counted every core).
     static let cores = Int(ns_active_cores())
 
     /// `body(index)` for every index in `0..<count`, results in index order.
