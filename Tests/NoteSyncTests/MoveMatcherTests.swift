@@ -123,6 +123,35 @@ import Testing
         }
     }
 
+    /// A batch is read and staged in parts (``SyncEngine/partSize(_:)``): parts of moves, whose texts are held as read,
+    /// are of ``AssetPack/lookupBatch``; the others, whose texts are held encoded, of ``SyncEngine/commitBatchSize``,
+    /// the last moves among them. Cut as `prepareBatch` cuts it, a batch of moves then other pushes is covered once,
+    /// in order.
+    @Test func aBatchOfMovesIsReadInSmallerParts() {
+        let moves = 1_300
+        let pushes = (0..<(moves + 4_100)).map { index in
+            SyncEngine.Push(
+                name: Self.name("n\(index).md"), path: "n\(index).md", base: 0, kind: .upload,
+                moveFrom: index < moves ? Self.name("o\(index).md") : nil)
+        }
+        var parts: [Range<Int>] = []
+        var start = pushes.startIndex
+        while start < pushes.endIndex {
+            let end = min(start + SyncEngine.partSize(pushes[start...]), pushes.endIndex)
+            parts.append(start..<end)
+            start = end
+        }
+        #expect(AssetPack.lookupBatch < SyncEngine.commitBatchSize)
+        #expect(parts.map(\.count) == [500, 500, 2_000, 2_000, 400])
+        #expect(parts.first?.lowerBound == 0 && parts.last?.upperBound == pushes.count)
+        #expect(zip(parts, parts.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
+        // Fewer moves than a part's worth next: one part with the pushes after them, as before parts of moves.
+        #expect(SyncEngine.partSize(pushes[801...]) == SyncEngine.commitBatchSize)
+        #expect(SyncEngine.partSize(pushes[800...]) == AssetPack.lookupBatch)
+        #expect(SyncEngine.partSize(pushes[0..<499]) == SyncEngine.commitBatchSize)
+        #expect(SyncEngine.partSize(pushes[moves...]) == SyncEngine.commitBatchSize)
+    }
+
     /// Random sources and targets over a few texts, inodes and folders: whatever the order they are given in, the
     /// same pairs; each name in at most one pair; every pair of one text (no similarity given); and no text left
     /// unpaired on both sides.
