@@ -201,14 +201,14 @@ extension ServerStore {
         guard thorough else { return nil }
         let shard = layout.shardDirectory(of: missing)
         if let names = try? storage.list(shard),
-            let later = names.compactMap { ServerLayout.sequence(ofFileName: $0) }.filter({ $0 > missing }).min()
+            let later = names.compactMap({ ServerLayout.sequence(ofFileName: $0) }).filter({ $0 > missing }).min()
         {
             return later
         }
         let shardName = (shard as NSString).lastPathComponent
         for name in ((try? storage.list(layout.logDirectory)) ?? []).sorted() where name > shardName && name.count == shardName.count {
             if let later = ((try? storage.list(layout.logDirectory + "/" + name)) ?? [])
-                .compactMap { ServerLayout.sequence(ofFileName: $0) }.min()
+                .compactMap({ ServerLayout.sequence(ofFileName: $0) }).min()
             {
                 return later
             }
