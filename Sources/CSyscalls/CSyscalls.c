@@ -80,6 +80,22 @@ static int ns_read_numbers(const char *path, long long *first, long long *second
     return found;
 }
 
+int ns_cores_capped_by_quota(int cores, const char *v2_max, const char *v1_quota, const char *v1_period) {
+    long long quota = -1, period = 0, unused = 0;
+    if (ns_read_numbers(v2_max, &quota, &period) != 2) {
+        quota = -1;
+        period = 0;
+        if (ns_read_numbers(v1_quota, &quota, &unused) != 1 || ns_read_numbers(v1_period, &period, &unused) != 1) {
+            quota = -1;
+        }
+    }
+    if (quota > 0 && period > 0) {
+        long long allowed = (quota + period - 1) / period;
+        if (allowed < cores) cores = allowed < 1 ? 1 : (int)allowed;
+    }
+    return cores < 1 ? 1 : cores;
+}
+
 int ns_active_cores(void) {
     cpu_set_t set;
     int cores = 0;
@@ -88,20 +104,8 @@ int ns_active_cores(void) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         cores = online > 0 ? (int)online : 1;
     }
-    long long quota = -1, period = 0, unused = 0;
-    if (ns_read_numbers("/sys/fs/cgroup/cpu.max", &quota, &period) != 2) {
-        quota = -1;
-        period = 0;
-        if (ns_read_numbers("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", &quota, &unused) != 1 ||
-            ns_read_numbers("/sys/fs/cgroup/cpu/cpu.cfs_period_us", &period, &unused) != 1) {
-            quota = -1;
-        }
-    }
-    if (quota > 0 && period > 0) {
-        long long allowed = (quota + period - 1) / period;
-        if (allowed < cores) cores = allowed < 1 ? 1 : (int)allowed;
-    }
-    return cores;
+    return ns_cores_capped_by_quota(
+        cores, "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us");
 }
 
 int ns_save_thread_affinity(void *mask, size_t size) {

@@ -52,4 +52,38 @@ import Testing
         try #require(ns_bind_thread_to_first_cpu() == 0)
         #expect(ns_active_cores() == 1)
     }
+
+    /// The cgroup's CPU quota caps the cores (``ns_cores_capped_by_quota``, which ``ns_active_cores`` calls with the
+    /// cgroup root's files): v2's `cpu.max` first, v1's quota over its period when v2's file has no two values; the
+    /// quota over the period rounded up lowers the count, never raises it, and no file, "max", -1 or anything
+    /// unreadable sets no cap.
+    @Test func aCPUQuotaCapsTheCores() throws {
+        let temp = try TempDirectory()
+        func cores(_ count: Int32, v2: String?, quota: String? = nil, period: String? = nil) throws -> Int32 {
+            for (name, text) in [("cpu.max", v2), ("quota", quota), ("period", period)] {
+                unlink(temp.sub(name))
+                if let text { try Data(text.utf8).write(to: URL(fileURLWithPath: temp.sub(name))) }
+            }
+            return ns_cores_capped_by_quota(count, temp.sub("cpu.max"), temp.sub("quota"), temp.sub("period"))
+        }
+        // cgroup v2.
+        #expect(try cores(8, v2: "max 100000\n") == 8)
+        #expect(try cores(8, v2: "150000 100000\n") == 2)
+        #expect(try cores(8, v2: "50000 100000\n") == 1)
+        #expect(try cores(8, v2: "200000 100000") == 2)
+        #expect(try cores(2, v2: "400000 100000\n") == 2)
+        #expect(try cores(8, v2: "1000 100000\n") == 1)
+        // v2's file read, with no cap: v1's files are not looked at.
+        #expect(try cores(8, v2: "max 100000\n", quota: "100000\n", period: "100000\n") == 8)
+        // cgroup v1 (no v2 file, or one without two values).
+        #expect(try cores(8, v2: nil, quota: "250000\n", period: "100000\n") == 3)
+        #expect(try cores(8, v2: "garbage\n", quota: "100000\n", period: "100000\n") == 1)
+        #expect(try cores(8, v2: nil, quota: "-1\n", period: "100000\n") == 8)
+        #expect(try cores(8, v2: nil, quota: "250000\n", period: nil) == 8)
+        #expect(try cores(8, v2: nil, quota: "250000\n", period: "0\n") == 8)
+        // Nothing readable: no cap; never fewer than one.
+        #expect(try cores(8, v2: nil) == 8)
+        #expect(try cores(8, v2: "") == 8)
+        #expect(try cores(0, v2: nil) == 1)
+    }
 }

@@ -38,6 +38,12 @@ const char *ns_build_commit(void);
 /// over `cpu.cfs_period_us`, rounded up; inside a container, its own). At least 1.
 int ns_active_cores(void);
 
+/// `cores` capped by the CPU quota the files at these paths set, as ``ns_active_cores`` reads them: `v2_max` (cgroup
+/// v2's `cpu.max`: "QUOTA PERIOD", or "max PERIOD" for none) when it holds two values, else `v1_quota` over `v1_period`
+/// (cgroup v1's `cpu.cfs_quota_us`, -1 for none, and `cpu.cfs_period_us`). The quota over the period, rounded up,
+/// lowers `cores`, never raises it; a missing or unreadable file sets no cap. At least 1.
+int ns_cores_capped_by_quota(int cores, const char *v2_max, const char *v1_quota, const char *v1_period);
+
 /// Saves the calling thread's whole CPU affinity mask into `mask` (`size` bytes, at least a `cpu_set_t`: 128) and
 /// returns how many CPUs it holds; -1 with errno set on failure. For tests, with the two below.
 int ns_save_thread_affinity(void *mask, size_t size);
