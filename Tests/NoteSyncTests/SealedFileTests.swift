@@ -222,6 +222,18 @@ import Testing
             #expect(LogEntry.decodeChangeByChange(body) == entry)
             #expect(try JSONDecoder().decode(LogEntry.self, from: body) == entry)
         }
+        // Read a piece at a time (``LogEntryStream``), whatever the pieces: the same entry.
+        for entry in entries {
+            let body = try SealedFile.encodeJSON(entry)
+            for size in [1, 2, 7, 9, 10, 57, 300, 4096, body.count] {
+                var stream = LogEntryStream(bodyBytes: body.count)
+                var fed = true
+                for start in stride(from: 0, to: body.count, by: size) where fed {
+                    fed = stream.feed(body[start..<min(start + size, body.count)])
+                }
+                #expect(fed && stream.finish() == entry, "pieces of \(size)")
+            }
+        }
         // A second `changes` key, plain or escaped: whatever the fast reader reads, `JSONDecoder` reads too.
         let one = LogEntry(seq: 2, commit: "c", device: "d", time: 1, changes: Array(plain.prefix(2)))
         let written = String(decoding: try SealedFile.encodeJSON(one), as: UTF8.self)
@@ -254,6 +266,17 @@ import Testing
                 case 0: damaged[index] = alphabet.randomElement(using: &random)!
                 case 1: damaged.remove(at: index)
                 default: damaged.insert(alphabet.randomElement(using: &random)!, at: index)
+                }
+            }
+            // Read a piece at a time, the damaged body gives the whole read's entry or nil (then it is read whole).
+            for size in [3, 64] {
+                var stream = LogEntryStream(bodyBytes: damaged.count)
+                var fed = true
+                for start in stride(from: 0, to: damaged.count, by: size) where fed {
+                    fed = stream.feed(Data(damaged[start..<min(start + size, damaged.count)]))
+                }
+                if fed, let streamed = stream.finish() {
+                    #expect(streamed == LogEntry.decodeChangeByChange(Data(damaged)), "\(String(decoding: damaged, as: UTF8.self))")
                 }
             }
             guard let fast = LogEntry.decodeChangeByChange(Data(damaged)) else { continue }

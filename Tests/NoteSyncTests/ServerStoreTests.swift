@@ -160,6 +160,104 @@ import Testing
         #expect(theirs.heads[gone]?.deleted == true)
     }
 
+    /// An entry of more than one piece (``ServerStore/entryPieceBytes``) is read a piece at a time on a plain folder
+    /// (``ServerStore/streamEntry(_:seq:)``), and reads back as committed, with its file's digest. Torn, damaged,
+    /// lengthened or misplaced, or with a name the fast decoder leaves to `JSONDecoder`, it is read whole again and
+    /// judged as before; an entry of one piece is the file itself.
+    @Test func aLargeEntryIsReadAPieceAtATime() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        let text = try store.putAsset(Data("the same text".utf8))
+        let prefix = String(repeating: "a long folder name/", count: 8)
+        // Moves, as a rename writes them: each save names the delete before it (the decoder shares those names).
+        let changes = try (0..<8_000).flatMap { index in
+            let from = try name("\(prefix)note \(index).md")
+            let to = try name("renamed \(prefix)note \(index).md")
+            return RecordChange.move(from: from, fromBase: 0, to: to, toBase: 0, text: text, modified: Int64(index), time: 1)
+        }
+        guard case .committed(let first) = try store.commit(changes, into: &state) else {
+            Issue.record("the commit raced with nobody")
+            return
+        }
+        let files = ServerFiles(store)
+        let path = store.layout.entryPath(1)
+        let bytes = try #require(try files.read(path))
+        #expect(bytes.count > 3 * ServerStore.entryPieceBytes)
+        let pieces = !TestServer.isEncrypted && !store.storage.isObjectStore
+        if pieces {
+            guard case .entry(let streamed) = try store.streamEntry(path, seq: 1) else {
+                Issue.record("a plain folder's large entry is not read a piece at a time")
+                return
+            }
+            #expect(streamed.changes == changes && streamed.digest == ContentDigest(of: bytes))
+        }
+        guard case .entry(let read) = try store.readSlot(1) else {
+            Issue.record("entry 1 does not read back")
+            return
+        }
+        #expect(read.changes == changes && read.commit == first.commit && read.digest == ContentDigest(of: bytes))
+
+        // Damaged copies in slot 2: each judged as a whole read judges it.
+        let slot2 = store.layout.entryPath(2)
+        func judged(_ data: Data, _ expected: String) throws {
+            try? FileManager.default.removeItem(atPath: slot2)
+            try files.write(slot2, data)
+            if pieces, case .entry = try store.streamEntry(slot2, seq: 2) {
+                Issue.record("a damaged entry was taken a piece at a time (\(expected))")
+            }
+            guard case .damaged(let damage) = try store.readSlot(2) else {
+                Issue.record("a damaged entry was not found damaged (\(expected))")
+                return
+            }
+            #expect(damage.reason.contains(expected), "\(damage.reason)")
+        }
+        try judged(bytes.dropLast(), "torn")
+        try judged(bytes + Data("x".utf8), "torn")
+        var flipped = bytes
+        flipped[flipped.count - ServerStore.entryPieceBytes - 7] ^= 0x01
+        try judged(flipped, "checksum")
+        try judged(bytes, "misplaced")
+
+        // A name with a backslash is written escaped: left to `JSONDecoder`, and read all the same.
+        let escaped = (0..<4_000).map { index in
+            RecordChange.save(try! name("\(prefix)back\\slash \(index).md"), base: 0, text: text, modified: 1)
+        }
+        // (Slot 2 holds the misplaced copy: the commit takes the next free slot.)
+        guard case .committed(let committed) = try store.commit(escaped, into: &state) else {
+            Issue.record("the second commit raced with nobody")
+            return
+        }
+        let secondPath = store.layout.entryPath(committed.seq)
+        #expect(try #require(try files.read(secondPath)).count > ServerStore.entryPieceBytes)
+        if pieces, case .entry = try store.streamEntry(secondPath, seq: committed.seq) {
+            Issue.record("an entry with escapes was taken a piece at a time")
+        }
+        guard case .entry(let second) = try store.readSlot(committed.seq) else {
+            Issue.record("the entry with escapes does not read back")
+            return
+        }
+        #expect(second.changes == escaped)
+
+        // One piece: the file as it is.
+        guard case .committed(let small) = try store.commit([.delete(try name("x.md"), base: 0, modified: 1)], into: &state)
+        else {
+            Issue.record("the third commit raced with nobody")
+            return
+        }
+        if pieces {
+            guard case .whole(let whole) = try store.streamEntry(store.layout.entryPath(small.seq), seq: small.seq) else {
+                Issue.record("a small entry is not read in one piece")
+                return
+            }
+            #expect(whole == (try files.read(store.layout.entryPath(small.seq))))
+            guard case .missing = try store.streamEntry(store.layout.entryPath(small.seq + 1), seq: small.seq + 1) else {
+                Issue.record("an empty slot is not missing")
+                return
+            }
+        }
+    }
+
     @Test func newerFormatIsReadOnly() throws {
         let dir = try TempDirectory()
         let store = try makeServer(dir)

@@ -25,19 +25,123 @@ extension LogEntry {
                 } while reader.skip(",")
                 guard reader.skip("]") else { return nil }
             }
-            let rest = UnsafeRawBufferPointer(rebasing: raw[reader.offset...])
-            // A second `changes` key is left to `JSONDecoder`. (One escaped, `"chang\u0065s"`, gets past this test: that
-            // is safe because `JSONDecoder` keeps a duplicate key's first value, the shell's empty array here and the
-            // real array in the whole body, so both read the array this reader read.)
-            guard rest.firstRange(of: #""changes""#.utf8) == nil else { return nil }
-            var shell = Data(#"{"changes":[]"#.utf8)
-            shell.append(contentsOf: rest)
-            guard var entry = try? JSONDecoder().decode(LogEntry.self, from: shell), entry.changes.isEmpty else {
-                return nil
-            }
-            entry.changes = changes
-            return entry
+            return withChanges(changes, rest: UnsafeRawBufferPointer(rebasing: raw[reader.offset...]))
         }
+    }
+
+    /// The entry whose body is `{"changes":[`, then `changes`, then `]` and `rest`: the keys after the changes through
+    /// `JSONDecoder`; nil where they are not an entry's.
+    fileprivate static func withChanges(_ changes: [RecordChange], rest: UnsafeRawBufferPointer) -> LogEntry? {
+        // A second `changes` key is left to `JSONDecoder`. (One escaped, `"chang\u0065s"`, gets past this test: that
+        // is safe because `JSONDecoder` keeps a duplicate key's first value, the shell's empty array here and the
+        // real array in the whole body, so both read the array this reader read.)
+        guard rest.firstRange(of: #""changes""#.utf8) == nil else { return nil }
+        var shell = Data(#"{"changes":[]"#.utf8)
+        shell.append(contentsOf: rest)
+        guard var entry = try? JSONDecoder().decode(LogEntry.self, from: shell), entry.changes.isEmpty else {
+            return nil
+        }
+        entry.changes = changes
+        return entry
+    }
+}
+
+/// Decodes an entry's body as it is read, a piece at a time, as ``LogEntry/decodeChangeByChange(_:)`` decodes it
+/// whole: the same entry, or nil where that returns nil (the caller then reads the file whole). Only the bytes of the
+/// change a piece ends in are held from one piece to the next: a device reading the entry of 50,000 moves held its
+/// 25 MB whole beside the changes decoded from it.
+///
+/// A change is known complete when the next one has begun: `},{"base":` is found nowhere else in an entry this reader
+/// accepts (a string without escapes holds no `"`), and where it is found anyway (in the keys after the changes) the
+/// change read there fails, and the whole decode decides.
+struct LogEntryStream {
+    private var pending: [UInt8] = []
+    private var changes: [RecordChange] = []
+    private var previous: RecordChange?
+    private var started = false
+    private var failed = false
+
+    /// `bodyBytes`: the body's length, which bounds how many changes it holds (the shortest change is 57 bytes). The
+    /// room is reserved once: what the changes never fill is never touched, so it holds no memory.
+    init(bodyBytes: Int) {
+        changes.reserveCapacity(max(bodyBytes, 0) / 57 + 1)
+    }
+
+    /// Takes the next bytes of the body; false once the body is not one this reader decodes.
+    mutating func feed(_ bytes: Data) -> Bool {
+        guard !failed else { return false }
+        pending.append(contentsOf: bytes)
+        if !started {
+            let prefix = #"{"changes":["#.utf8
+            guard pending.count >= prefix.count else { return true }
+            guard pending.starts(with: prefix) else { return fail() }
+            pending.removeFirst(prefix.count)
+            started = true
+        }
+        guard let boundary = Self.lastBoundary(in: pending) else { return true }
+        // The changes before the boundary's `,` are complete: read, and their bytes let go.
+        guard read(upTo: boundary + 1) else { return fail() }
+        pending.removeFirst(boundary + 2)
+        return true
+    }
+
+    /// The entry, once every byte of the body was fed; nil where ``LogEntry/decodeChangeByChange(_:)`` gives nil.
+    mutating func finish() -> LogEntry? {
+        guard !failed, started else { return nil }
+        var changes = self.changes
+        self.changes = []
+        let previous = self.previous
+        return pending.withUnsafeBytes { raw -> LogEntry? in
+            var reader = ChangeReader(raw.bindMemory(to: UInt8.self))
+            reader.previous = previous
+            if !reader.skip("]") {
+                repeat {
+                    guard let change = reader.change() else { return nil }
+                    changes.append(change)
+                } while reader.skip(",")
+                guard reader.skip("]") else { return nil }
+            }
+            return LogEntry.withChanges(changes, rest: UnsafeRawBufferPointer(rebasing: raw[reader.offset...]))
+        }
+    }
+
+    private mutating func fail() -> Bool {
+        failed = true
+        pending = []
+        changes = []
+        return false
+    }
+
+    /// Reads the changes in `pending[0..<end]`, separated by commas, to exactly `end`.
+    private mutating func read(upTo end: Int) -> Bool {
+        var previous = self.previous
+        var read: [RecordChange] = []
+        let whole = pending.withUnsafeBufferPointer { all -> Bool in
+            var reader = ChangeReader(UnsafeBufferPointer(rebasing: all[0..<end]))
+            reader.previous = previous
+            repeat {
+                guard let change = reader.change() else { return false }
+                read.append(change)
+            } while reader.skip(",")
+            previous = reader.previous
+            return reader.offset == end
+        }
+        guard whole else { return false }
+        changes.append(contentsOf: read)
+        self.previous = previous
+        return true
+    }
+
+    /// Where the last `},{"base":` in `bytes` begins.
+    private static func lastBoundary(in bytes: [UInt8]) -> Int? {
+        let needle = Array(#"},{"base":"#.utf8)
+        guard bytes.count >= needle.count else { return nil }
+        var start = bytes.count - needle.count
+        while start >= 0 {
+            if bytes[start] == needle[0] && bytes[start..<(start + needle.count)].elementsEqual(needle) { return start }
+            start -= 1
+        }
+        return nil
     }
 }
 

@@ -266,6 +266,17 @@ public enum SealedFile {
 
     /// Checks header, length and checksum; returns the file's format and where its body is in `data`.
     private static func verifiedBody(_ data: Data, kind: String) throws(Failure) -> (format: Int, body: Range<Data.Index>) {
+        let header = try header(data, kind: kind)
+        let body = data[(data.startIndex + header.size)...]
+        guard body.count == header.length else { throw .truncated(expected: header.length, actual: body.count) }
+        guard ContentDigest(of: body) == header.digest else { throw .checksumMismatch }
+        return (header.format, body.startIndex..<body.endIndex)
+    }
+
+    /// A file's header line, at the start of `data` (the whole file, or its first bytes): its format, the length and
+    /// digest it promises for the body, and its own size with its newline. Throws as ``verify(_:kind:)`` does for a
+    /// header that is not one, of another kind, or of a newer format.
+    static func header(_ data: Data, kind: String) throws(Failure) -> (format: Int, length: Int, digest: ContentDigest, size: Int) {
         guard let newline = data.prefix(200).firstIndex(of: 0x0A) else { throw .badHeader }
         let header = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
         let fields = header.split(separator: " ", omittingEmptySubsequences: false)
@@ -275,9 +286,6 @@ public enum SealedFile {
         else { throw .badHeader }
         guard fields[0] == "notesync-\(kind)" else { throw .wrongKind(String(fields[0])) }
         guard fileFormat <= encryptedFormat else { throw .newerFormat(fileFormat) }
-        let body = data[data.index(after: newline)...]
-        guard body.count == length else { throw .truncated(expected: length, actual: body.count) }
-        guard ContentDigest(of: body) == digest else { throw .checksumMismatch }
-        return (fileFormat, body.startIndex..<body.endIndex)
+        return (fileFormat, length, digest, data.distance(from: data.startIndex, to: newline) + 1)
     }
 }

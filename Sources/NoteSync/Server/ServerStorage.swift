@@ -75,6 +75,10 @@ public protocol ServerStorage: Sendable {
     func hasEntry(_ path: String) -> Bool
     /// The bytes at `path`, nil when there is none; a file larger than `limit` is `corrupt`.
     func read(_ path: String, limit: Int) throws -> Data?
+    /// The file at `path` a piece at a time, in order, from one opening of it: `body` is given each piece until it
+    /// returns false. True when it was read to its end, false when `body` stopped (or it grew past `limit` meanwhile),
+    /// nil when there is none; throws as ``read(_:limit:)`` does. An object store's object comes whole, one piece.
+    func readPieces(_ path: String, limit: Int, pieceBytes: Int, _ body: (Data) throws -> Bool) throws -> Bool?
     /// `length` bytes of the file at `path` from `offset` (fewer when the file ends first), nil when there is none:
     /// one asset of a pack.
     func readRange(_ path: String, offset: Int64, length: Int) throws -> Data?
@@ -123,6 +127,12 @@ public protocol ServerStorage: Sendable {
 }
 
 extension ServerStorage {
+    /// Read whole, as one piece.
+    public func readPieces(_ path: String, limit: Int, pieceBytes: Int, _ body: (Data) throws -> Bool) throws -> Bool? {
+        guard let data = try read(path, limit: limit) else { return nil }
+        return try body(data)
+    }
+
     public func infos(_ paths: [String]) -> [StorageInfo?] {
         map(paths.count) { .success(info(paths[$0])) }.map { (try? $0?.get()) ?? nil }
     }
@@ -195,6 +205,10 @@ public final class FolderStorage: ServerStorage {
 
     public func readRange(_ path: String, offset: Int64, length: Int) throws -> Data? {
         try FileIO.readRange(path, offset: offset, length: length)
+    }
+
+    public func readPieces(_ path: String, limit: Int, pieceBytes: Int, _ body: (Data) throws -> Bool) throws -> Bool? {
+        try FileIO.readPieces(path, limit: limit, pieceBytes: pieceBytes, body)
     }
 
     public func list(_ directory: String) throws -> [String]? { try FileIO.list(directory) }

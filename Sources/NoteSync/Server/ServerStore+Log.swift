@@ -35,8 +35,14 @@ extension ServerStore {
         let path = layout.entryPath(seq)
         let data: Data
         do {
-            guard let read = try storage.read(path, limit: Self.maxEntryBytes) else { return .missing }
-            data = read
+            switch marker.isEncrypted ? .readWhole : try streamEntry(path, seq: seq) {
+            case .missing: return .missing
+            case .entry(let entry): return .entry(entry)
+            case .whole(let whole): data = whole
+            case .readWhole:
+                guard let read = try storage.read(path, limit: Self.maxEntryBytes) else { return .missing }
+                data = read
+            }
         } catch let error as NoteSyncError where error.kind == .corrupt {
             return .damaged(DamagedEntry(seq: seq, path: path, reason: error.message))
         }
@@ -58,6 +64,67 @@ extension ServerStore {
             if case .newerFormat = error { damage.isNewerFormat = true }
             return .damaged(damage)
         }
+    }
+
+    /// What ``streamEntry(_:seq:)`` read.
+    enum StreamedEntry {
+        case missing
+        /// An entry read a piece at a time, checked as a whole read checks it.
+        case entry(LogEntry)
+        /// The file, read in one piece.
+        case whole(Data)
+        /// Not one to be read a piece at a time: read it whole, and judge it then.
+        case readWhole
+    }
+
+    /// Reads the entry file at `path` a piece at a time (``entryPieceBytes``), from one opening of it, and decodes its
+    /// changes as they come (``LogEntryStream``): an entry of 50,000 moves (25 MB) was read whole beside the changes
+    /// decoded from it, the peak of every device that read it. Only an entry that passes every check of a whole read
+    /// (its header, length and digest, the fast decoder, its slot) is taken so; anything else is read whole again
+    /// and judged as before. A file of one piece is returned as it is.
+    func streamEntry(_ path: String, seq: Int64) throws -> StreamedEntry {
+        var first: Data?
+        var stream:
+            (
+                header: (format: Int, length: Int, digest: ContentDigest, size: Int), body: SHA256, file: SHA256,
+                bodyBytes: Int, decoder: LogEntryStream
+            )?
+        // Takes a piece of the body: false once it is longer than the header says, or not one the decoder reads.
+        func take(_ piece: Data) -> Bool {
+            guard var current = stream else { return false }
+            stream = nil
+            current.body.update(data: piece)
+            current.bodyBytes += piece.count
+            let taken = current.bodyBytes <= current.header.length && current.decoder.feed(piece)
+            stream = current
+            return taken
+        }
+        let read = try storage.readPieces(path, limit: Self.maxEntryBytes, pieceBytes: Self.entryPieceBytes) { piece in
+            guard let whole = first else {
+                first = piece
+                return true
+            }
+            if stream == nil {
+                // More than one piece: its header (in the first, well within it) says what the body must be.
+                guard let header = try? SealedFile.header(whole, kind: "entry"), header.format == SealedFile.format
+                else { return false }
+                var file = SHA256()
+                file.update(data: whole)
+                stream = (header, SHA256(), file, 0, LogEntryStream(bodyBytes: header.length))
+                first = Data()
+                guard take(whole[(whole.startIndex + header.size)...]) else { return false }
+            }
+            stream?.file.update(data: piece)
+            return take(piece)
+        }
+        guard let read else { return .missing }
+        guard var stream else { return read ? .whole(first ?? Data()) : .readWhole }
+        guard read, stream.bodyBytes == stream.header.length,
+            ContentDigest(stream.body.finalize()) == stream.header.digest,
+            var entry = stream.decoder.finish(), entry.seq == seq
+        else { return .readWhole }
+        entry.digest = ContentDigest(stream.file.finalize())
+        return .entry(entry)
     }
 
     /// How much of the log's end a fetch checks once it has read everything there is. Both check the tip

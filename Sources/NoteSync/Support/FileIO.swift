@@ -20,6 +20,46 @@ public enum FileIO {
         return try readAll(fd: fd, path: path, sizeHint: size)
     }
 
+    /// A regular file a piece of up to `pieceBytes` at a time, in order, from one opening of it: `body` is given each
+    /// piece until it returns false. True when the file was read to its end, false when `body` stopped (or the file
+    /// grew past `limit` while read), nil when it does not exist. Refuses what ``read(_:limit:)`` refuses.
+    public static func readPieces(
+        _ path: String, limit: Int, pieceBytes: Int, _ body: (Data) throws -> Bool
+    ) throws -> Bool? {
+        guard let (fd, info) = try openRegularFile(path) else { return nil }
+        defer { close(fd) }
+        let size = Int(info.st_size)
+        guard size <= limit else {
+            throw NoteSyncError(
+                .corrupt, path: path, "is \(size) bytes, over the limit of \(limit)",
+                fix: "move it out of the way")
+        }
+        var total = 0
+        while true {
+            // What `fstat` said is left, and a byte more: a file read to its end ends a piece short of its room.
+            let room = min(pieceBytes, max(size - total, 0) + 1)
+            var piece = zeroedData(count: room)
+            var filled = 0
+            try piece.withUnsafeMutableBytes { buffer in
+                while filled < room {
+                    let got = Glibc.read(fd, buffer.baseAddress! + filled, room - filled)
+                    if got < 0 {
+                        if errno == EINTR { continue }
+                        throw NoteSyncError.posix("read", path: path, errno: errno)
+                    }
+                    if got == 0 { break }
+                    filled += got
+                }
+            }
+            if filled == 0 { return true }
+            if filled < room { piece.count = filled }
+            total += filled
+            if total > limit { return false }
+            guard try body(piece) else { return false }
+            if filled < room { return true }
+        }
+    }
+
     /// `length` bytes of a regular file from `offset` (fewer when it ends first); nil when it does not exist.
     /// Refuses symlinks and non-regular files.
     public static func readRange(_ path: String, offset: Int64, length: Int) throws -> Data? {
