@@ -60,11 +60,15 @@ struct LogEntryStream {
     private var previous: RecordChange?
     private var started = false
     private var failed = false
+    private let bodyBytes: Int
+    /// The bytes of the body read into `changes` so far.
+    private var consumed = 0
 
-    /// `bodyBytes`: the body's length, which bounds how many changes it holds (the shortest change is 57 bytes). The
-    /// room is reserved once: what the changes never fill is never touched, so it holds no memory.
+    /// `bodyBytes`: the body's length. Room for the changes is made once the first piece's are read, for as many as
+    /// the body holds at their size (and a tenth more): an array grown by doubling held its old and new storage at
+    /// once, and room for the most a body could hold (a change of 57 bytes) was four times what a rename needs.
     init(bodyBytes: Int) {
-        changes.reserveCapacity(max(bodyBytes, 0) / 57 + 1)
+        self.bodyBytes = bodyBytes
     }
 
     /// Takes the next bytes of the body; false once the body is not one this reader decodes.
@@ -127,6 +131,11 @@ struct LogEntryStream {
             return reader.offset == end
         }
         guard whole else { return false }
+        consumed += end + 1
+        if changes.isEmpty, !read.isEmpty {
+            let each = max(Double(consumed) / Double(read.count), 57)
+            changes.reserveCapacity(Int(Double(bodyBytes) / each * 1.1) + 16)
+        }
         changes.append(contentsOf: read)
         self.previous = previous
         return true
