@@ -287,7 +287,7 @@ public final class SyncEngine {
             if !forgetting { try adoptPendingWrites(&scan, bases: &bases, dryRun: false) }
         }
         if !scan.unicodeTwins.isEmpty { try keepUnicodeTwins(&scan, scanner: scanner, bases: bases, report: &report) }
-        try recordLocalChanges(scan, bases)
+        try recordLocalChanges(scan, bases, scanner: scanner)
     }
 
     /// The opened server, or the sync ends: offline (unreachable, nothing there), or stopped (not this folder's).
@@ -354,7 +354,8 @@ public final class SyncEngine {
             }
             zone.unplanned = []
             var plan = Self.plan(
-                scan: scan, bases: bases, zone: zone, deviceID: config.deviceID, similarity: similarity(store)
+                scan: scan, bases: bases, zone: zone, deviceID: config.deviceID, similarity: similarity(store),
+                isIgnored: scanner.isIgnored
             ) { name, local, head, base in
                 historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
             }
@@ -687,8 +688,10 @@ public final class SyncEngine {
     // MARK: local bookkeeping
 
     /// Queues every local change in the outbox (it survives crashes and offline periods) and refreshes the
-    /// fingerprints of notes whose content did not change (a `touch`), so they are not hashed again.
-    private func recordLocalChanges(_ scan: ScanResult, _ bases: RecordTable<BaseRecord>) throws {
+    /// fingerprints of notes whose content did not change (a `touch`), so they are not hashed again. A note the
+    /// ignore rules take out of the sync is no change: its file is passed over, not deleted, and what was queued for
+    /// it goes.
+    private func recordLocalChanges(_ scan: ScanResult, _ bases: RecordTable<BaseRecord>, scanner: Scanner) throws {
         let outbox = try state.outbox()
         let now = Clock.nowNanoseconds()
         // A full scan names the files it hashed: the others have their base's fingerprint and digest.
@@ -709,9 +712,13 @@ public final class SyncEngine {
             } else {
                 candidates = scan.baseMatches < bases.count ? Array(bases.keys) : []
             }
-            for name in candidates where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete {
+            for name in candidates
+            where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete
+                && !scanner.isIgnored(name)
+            {
                 try batch.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now))
             }
+            for name in outbox.keys where scan.files[name] == nil && scanner.isIgnored(name) { try batch.dequeue(name) }
             // A note queued and then deleted or moved away before it reached the server: nothing left to push.
             for name in outbox.keys
             where scan.files[name] == nil && bases[name] == nil && !scan.isUnreadable(name)

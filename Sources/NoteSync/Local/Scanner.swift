@@ -139,6 +139,12 @@ public struct Scanner: Sendable {
         self.rules = rules
     }
 
+    /// Whether the rules take the note `name` out of the sync (its file, or a folder it is in): the scan passes it
+    /// over, and a sync decides nothing for it (``SyncEngine/plan(scan:bases:zone:deviceID:similarity:isIgnored:historyBase:)``).
+    public func isIgnored(_ name: RecordName) -> Bool {
+        rules.isIgnoredPath(name.string, isDirectory: false)
+    }
+
     /// Scans the whole notes folder, or with `only`, just those paths (relative; files or folders): the agent's
     /// incremental scan of what inotify reported. A partial scan speaks for every name under the paths given,
     /// including notes that are gone.

@@ -67,9 +67,15 @@ extension SyncEngine {
     /// for the record at its new name, and the names it speaks for are not decided again. `deviceID` breaks the tie
     /// when both sides renamed a note at the same time; `similarity` measures a gone note's text against a new one
     /// for a rename with an edit (nil: renames are found by identical text only).
+    ///
+    /// A name `isIgnored` matches (the device's ignore rules, its `.notesyncignore` among them) is not decided: the
+    /// scan passes its file over, so its base would read as a delete, and a change the server has for it would be
+    /// written into a file the user took out of the sync. It is left as it is on both sides, its base kept, until
+    /// the rule goes (then the note is decided against that base).
     public static func plan(
         scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String = "",
         similarity: ((BaseRecord, LocalFile) -> Double?)? = nil,
+        isIgnored: (RecordName) -> Bool = { _ in false },
         historyBase: (RecordName, LocalFile, RecordHead, BaseRecord?) -> BaseRecord? = { _, _, _, _ in nil }
     ) -> [Step] {
         // The names to decide, in order, each once: an array sorted once, not a set (a set of 101,588 names took
@@ -105,6 +111,7 @@ extension SyncEngine {
             }
             Self.sortUnique(&names)
         }
+        names.removeAll { scan.files[$0] == nil && isIgnored($0) }
         var covered = CoveredNames(names: names)
         var steps = planMoves(
             names: names, scan: scan, bases: bases, zone: zone, deviceID: deviceID, similarity: similarity, covered: &covered)
