@@ -66,16 +66,18 @@ import Testing
 
     /// A NAS snapshot rolled back: every device finds the server behind it, says so (exit 1, status), and
     /// `recover` (dry run first, changing nothing) pushes back what the server lost; every text reaches every
-    /// device, and no note is deleted anywhere.
+    /// device, and no note is deleted anywhere: a note deleted after the backup comes back, on every device.
     @Test func aServerRestoredFromAnOlderCopyIsDetectedAndRecovered() throws {
         let t = try TwoDevices("life-rollback")
         try t.write(t.a, "old.md", "from before the backup\n")
+        try t.write(t.a, "gone.md", "deleted after the backup\n")
         try t.sync(t.a)
         try t.sync(t.b)
         let backup = t.scratch.path + "/backup"
         try Self.copyTree(t.server, backup)
         try t.write(t.a, "old.md", "from before the backup\nedited after it on A\n")
         try t.write(t.a, "a-new.md", "made on A after the backup\n")
+        try FileManager.default.removeItem(atPath: t.a + "/gone.md")
         try t.sync(t.a)
         try t.sync(t.b)
         try t.write(t.b, "b-new.md", "made on B after the backup\n")
@@ -99,6 +101,7 @@ import Testing
         let preview = try t.run(["recover", "--notes", t.a, "--dry-run"])
         #expect(preview.status == 0, "\(preview.stdout) \(preview.stderr)")
         #expect(preview.stdout.contains("a-new.md") && preview.stdout.contains("+made on A after the backup"), "\(preview.stdout)")
+        #expect(!preview.stdout.contains("upload-delete") && preview.stdout.contains("gone.md"), "\(preview.stdout)")
         #expect(try treeFingerprint(t.server) == before.0 && t.notes(t.a) == before.1, "a dry run changed something")
         #expect(try state() == before.2, "a dry run changed the local state")
 
@@ -113,6 +116,7 @@ import Testing
         #expect(a == b)
         for (name, text) in expected { #expect(a[name] == text, "\(name) is not what A had") }
         #expect(a["b-new.md"] == Data("made on B after the backup\n".utf8))
+        #expect(a["gone.md"] == Data("deleted after the backup\n".utf8), "the delete the server lost is not made again")
         #expect(try t.run(["status", "--notes", t.b]).status == 0)
         #expect(try t.run(["server", "fsck", t.server]).status == 0)
     }

@@ -331,6 +331,10 @@ public final class SyncEngine {
             // The entries read go once looked at (a rename of 50,000 notes: 100,000 changes, 13 MB and their names),
             // before the heads are stored and the round plans.
             recovered.merge(ownUnrecordedCommits(consume fetched, scan: scan, bases: bases)) { _, fetched in fetched }
+            // Read from the start of the log (`recover`, or a first sync killed after its commit): a note deleted here
+            // gets no base from this device's own commit, so its delete is not pushed and it comes back from the
+            // server. After a recovery those are deletes the server lost; nothing is deleted for a recovery.
+            if tokenBefore == 0 { recovered = recovered.filter { scan.files[$0.key] != nil } }
             if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
             for (name, base) in recovered {
                 scan.rebase(name, from: bases[name], to: base)
