@@ -90,6 +90,9 @@ struct StatusCommand: ParsableCommand {
             print("token:     \(status.token)" + (behind > 0 ? "  (\(behind) newer entries on the server)" : ""))
             print("pending:   \(status.pending.count) local change(s) not yet on the server")
             for item in status.pending.prefix(20) { print("           \(item)") }
+            if status.pending.count > 20 {
+                print("           … and \(status.pending.count - 20) more (`notesync diff` shows what a sync would do)")
+            }
             print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
             if let held = status.heldDeletes {
                 print(

@@ -69,8 +69,8 @@ public struct FolderConfig: Sendable, Hashable {
         else {
             throw NoteSyncError(
                 .notInitialized, path: folder.database, "holds no device or server",
-                fix: "run `notesync init --notes \(folder.root) --server DIR` again: it moves this state aside and "
-                    + "starts afresh, keeping every note")
+                fix: "run `notesync init --notes \(folder.root) --server DIR --device-name NAME` again (NAME: the name "
+                    + "this device had): it moves this state aside and starts afresh as a new device, keeping every note")
         }
         let kept = try VaultKeyFile.read(folder.vaultKeyFile)
         self.init(

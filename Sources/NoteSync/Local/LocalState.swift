@@ -89,8 +89,9 @@ public final class LocalState: Sendable {
             .io, path: path,
             "the local state database was replaced (\(what)): it is not the state of this notes folder, and nothing "
                 + "is synced with it",
-            fix: "run `notesync init --notes \(root) --server DIR` (DIR: this folder's server) with no agent running: it "
-                + "moves the database aside and starts afresh, keeping every note; then start the agent again")
+            fix: "run `notesync init --notes \(root) --server DIR --device-name NAME` (DIR: this folder's server, NAME: "
+                + "the name this device had) with no agent running: it moves the database aside and starts afresh as a "
+                + "new device, keeping every note; then start the agent again")
     }
 
     /// Checks that the database holds this folder's device (``deviceFile(_:)``); a writable open of a folder made
@@ -154,8 +155,9 @@ public final class LocalState: Sendable {
                 .io, path: path,
                 "cannot \(doing) the local state database: it is damaged, empty or not a notesync state "
                     + "(SQLite says: \(error.message ?? "\(error.resultCode)"))",
-                fix: "run `notesync init --notes \(root) --server DIR` (DIR: this folder's server) with no agent "
-                    + "running: it moves the database aside and starts afresh, keeping every note")
+                fix: "run `notesync init --notes \(root) --server DIR --device-name NAME` (DIR: this folder's server, "
+                    + "NAME: the name this device had) with no agent running: it moves the database aside and starts "
+                    + "afresh as a new device, keeping every note")
         }
         return NoteSyncError(
             .io, path: path, "cannot \(doing) the local state database: \(error.message ?? "\(error)")",
