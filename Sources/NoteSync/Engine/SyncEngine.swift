@@ -316,6 +316,7 @@ public final class SyncEngine {
         // The token the last finished sync planned up to: heads after it were fetched by this sync or by one that
         // did not finish (killed, or the server gone before it applied anything).
         let plannedBefore = options.forgetServer ? 0 : Int64(try state.meta(.plannedToken) ?? "") ?? 0
+        let recovering = try options.forgetServer || state.meta(.recovering) != nil
         let lostCommits = try lostEntries(store, zone: &zone, bases: bases, options: options, full: paths == nil)
         for round in 1...options.maxRounds {
             report.rounds = round
@@ -331,10 +332,11 @@ public final class SyncEngine {
             // The entries read go once looked at (a rename of 50,000 notes: 100,000 changes, 13 MB and their names),
             // before the heads are stored and the round plans.
             recovered.merge(ownUnrecordedCommits(consume fetched, scan: scan, bases: bases)) { _, fetched in fetched }
-            // Read from the start of the log (`recover`, or a first sync killed after its commit): a note deleted here
-            // gets no base from this device's own commit, so its delete is not pushed and it comes back from the
-            // server. After a recovery those are deletes the server lost; nothing is deleted for a recovery.
-            if tokenBefore == 0 { recovered = recovered.filter { scan.files[$0.key] != nil } }
+            // A recovery reads the log from its start: a note deleted here gets no base from this device's own
+            // commit, so its delete (one the server lost) is not pushed again and the note comes back from the server;
+            // nothing is deleted for a recovery. (A first sync killed after its commit keeps them: a delete made since
+            // is pushed.)
+            if recovering && tokenBefore == 0 { recovered = recovered.filter { scan.files[$0.key] != nil } }
             if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
             for (name, base) in recovered {
                 scan.rebase(name, from: bases[name], to: base)
@@ -525,7 +527,8 @@ public final class SyncEngine {
         report.pending = try state.outboxCount()
         // `last.sync` is an earlier build's: cleared once (the time is `.notesync/last-sync`'s now).
         var meta: [MetaKey: String?] = [
-            .lastSync: nil, .lastError: nil, .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored
+            .lastSync: nil, .lastError: nil, .plannedToken: String(zone.token), .chainFile: zone.verifiedTail?.stored,
+            .recovering: nil
         ]
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
         if full || report.heldDeletes > 0 {

@@ -242,6 +242,7 @@ extension LocalState {
             try clearPendingWrites()
             for key: MetaKey in [.token, .chain, .chainEarlier, .chainFile, .plannedToken] { try setMeta(key, nil) }
             try setMeta(.serverID, serverID)
+            try setMeta(.recovering, "1")
         }
 
         /// Sets one meta value; a value that is already there is not written again (a sync that changed nothing

@@ -21,6 +21,10 @@ public enum MetaKey: String, CaseIterable, Sendable {
     case chainFile = "chain.file"
     /// The token the last finished sync planned up to.
     case plannedToken = "planned.token"
+    /// Set by `recover` as it forgets the server, cleared by the first sync that finishes after it: until then this
+    /// device's own entries, read again from the log's start, give no base to a note absent here, so a delete the
+    /// server lost is not pushed again (``SyncEngine``).
+    case recovering
     /// Where builds before the state database's `pendingWrite` table recorded the versions a sync was about to write
     /// into notes (JSON): read (and cleared) once, so that a folder such a build left mid-sync recovers.
     case pendingWrites = "pending.writes"
