@@ -49,6 +49,36 @@ import Testing
         #expect(try harness.notes(0) == written)
     }
 
+    /// A rename's moves are read and staged 500 at a time (``SyncEngine/partSize(_:)``), and each part's texts are
+    /// looked for in the packs however few of them are distinct (notes sharing a text): a folder of notes another
+    /// device uploaded (their texts packed) is renamed with no text stored again.
+    @Test func aRenameOfPackedNotesSharingTextsStoresNoTextAgain() throws {
+        let harness = try SyncHarness(deviceCount: 2, persistentState: true)
+        for index in 0..<1_200 {
+            // Every tenth note has the text of the one before it: a part of 500 moves holds 450 distinct texts.
+            try harness.write(0, "work/note \(index).md", Data("note \(index % 10 == 9 ? index - 1 : index)\n".utf8))
+        }
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        let files = try ServerFiles(root: harness.serverRoot)
+        let layout = ServerLayout(root: harness.serverRoot)
+        func stored() throws -> Int {
+            let packs = try files.storage.list(layout.packsDirectory)?.count ?? 0
+            let shards = try files.storage.list(layout.assetsDirectory) ?? []
+            return try shards.reduce(packs) { $0 + (try files.storage.list(layout.assetsDirectory + "/" + $1)?.count ?? 0) }
+        }
+        let before = try stored()
+        #expect(before > 0)
+        guard Glibc.rename(harness.path(1, "work"), harness.path(1, "job")) == 0 else {
+            throw NoteSyncError.posix("rename", path: harness.path(1, "job"), errno: errno)
+        }
+        let pushed = try harness.sync(1)
+        #expect(pushed.count(.move) == 1_200 && pushed.warnings.isEmpty, "\(pushed.warnings)")
+        #expect(try stored() == before, "moved notes' texts stored again")
+        _ = try harness.sync(0)
+        #expect(try harness.notes(0) == (try harness.notes(1)))
+    }
+
     /// A folder of more notes than one commit batch renamed, some notes edited in the same sync: every move goes in
     /// one entry, though its notes are read and their texts staged a batch at a time (so that a rename of half of a
     /// large folder does not hold every moved text at once), and each moved note keeps its own text, the edited ones

@@ -190,6 +190,7 @@ import Testing
                 Issue.record("a plain folder's large entry is not read a piece at a time")
                 return
             }
+            #expect(streamed == (try SealedFile.open(bytes, kind: "entry", as: LogEntry.self)))
             #expect(streamed.changes == changes && streamed.digest == ContentDigest(of: bytes))
         }
         guard case .entry(let read) = try store.readSlot(1) else {
@@ -218,6 +219,12 @@ import Testing
         flipped[flipped.count - ServerStore.entryPieceBytes - 7] ^= 0x01
         try judged(flipped, "checksum")
         try judged(bytes, "misplaced")
+        // A header promising a length no entry may have: torn, as a whole read finds it (not a reader trapping on it).
+        let line = String(decoding: bytes.prefix(200), as: UTF8.self).prefix { $0 != "\n" }
+        let fields = line.split(separator: " ")
+        var lying = Data("\(fields[0]) \(fields[1]) 999999999999999999 \(fields[3])".utf8)
+        lying.append(bytes[(bytes.startIndex + line.utf8.count)...])
+        try judged(lying, "torn")
 
         // A name with a backslash is written escaped: left to `JSONDecoder`, and read all the same.
         let escaped = (0..<4_000).map { index in

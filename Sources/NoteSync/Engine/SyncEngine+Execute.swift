@@ -594,7 +594,8 @@ extension SyncEngine {
         let preparer = try AssetPreparer(store)
         var start = pushes.startIndex
         while start < pushes.endIndex {
-            let part = pushes[start..<min(start + partSize(pushes[start...]), pushes.endIndex)]
+            let size = partSize(pushes[start...])
+            let part = pushes[start..<min(start + size, pushes.endIndex)]
             start = part.endIndex
             // Each text is encoded as it is read, on the reading thread: the batch then holds its texts as they will
             // be stored. A moved note's text is likely on the server already: it is only hashed, and encoded if not.
@@ -619,7 +620,8 @@ extension SyncEngine {
                     prepared.deletes.append(part.startIndex + offset)
                 }
             }
-            prepared.staged.append(try store.stage(texts))
+            // A part of moves is looked for in the packs however few of its texts are distinct.
+            prepared.staged.append(try store.stage(texts, lookUpPacks: size == AssetPack.lookupBatch))
             progress?.add(part.count, bytes: bytes)
         }
         return prepared
@@ -629,8 +631,8 @@ extension SyncEngine {
     /// that many moves come next (a commit puts its moves first), else ``commitBatchSize``. A moved note's text is
     /// held as read until its part is staged (it is only hashed: the server likely has it), where a new or edited
     /// note's is held encoded: a rename of 5,208 of 10,000 notes held 2,000 texts at once, 3.8 MB of its 10 MB heap
-    /// peak. A part of moves is still big enough for its texts to be looked up in the packs; a few moves with other
-    /// pushes stay in one part with them, as before.
+    /// peak. A part of moves has its texts looked up in the packs whatever their number (`stage(_:lookUpPacks:)`);
+    /// a few moves with other pushes stay in one part with them, as before.
     static func partSize(_ pushes: ArraySlice<Push>) -> Int {
         let next = pushes.prefix(AssetPack.lookupBatch)
         let allMoves = next.count == AssetPack.lookupBatch && next.allSatisfy { $0.moveFrom != nil }

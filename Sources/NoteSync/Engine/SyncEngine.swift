@@ -336,7 +336,11 @@ public final class SyncEngine {
             // commit, so its delete (one the server lost) is not pushed again and the note comes back from the server;
             // nothing is deleted for a recovery. (A first sync killed after its commit keeps them: a delete made since
             // is pushed.)
-            if recovering && tokenBefore == 0 { recovered = recovered.filter { scan.files[$0.key] != nil } }
+            if recovering && tokenBefore == 0 {
+                recovered = recovered.filter {
+                    scan.files[$0.key] != nil || scan.isUnreadable($0.key) || scanner.isIgnored($0.key)
+                }
+            }
             if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
             for (name, base) in recovered {
                 scan.rebase(name, from: bases[name], to: base)
@@ -365,7 +369,7 @@ public final class SyncEngine {
             ) { name, local, head, base in
                 historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
             }
-            holdMassDelete(&plan, scan: scan, bases: bases, options: options, report: &report)
+            holdMassDelete(&plan, scan: scan, scanner: scanner, bases: bases, options: options, report: &report)
             do {
                 try resolve(&plan, scan: scan, bases: bases, zone: zone, store: store, report: &report)
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
@@ -652,7 +656,7 @@ public final class SyncEngine {
     /// holds a local delete, it counts every synced note that is gone (an `lstat` per base). Deletes pulled from the
     /// server were decided by another device and are applied whole (to the trash), never guarded here.
     private func holdMassDelete(
-        _ plan: inout [Step], scan: ScanResult, bases: RecordTable<BaseRecord>,
+        _ plan: inout [Step], scan: ScanResult, scanner: Scanner, bases: RecordTable<BaseRecord>,
         options: SyncOptions, report: inout SyncReport
     ) {
         func isLocalDelete(_ step: Step) -> Bool { if case .push(nil, _) = step.decision { true } else { false } }
@@ -663,7 +667,9 @@ public final class SyncEngine {
         let gone =
             scan.scope == nil
             ? deletes
-            : bases.keys.filter { !moved.contains($0) && FileIO.lstatInfo(folder.root + "/" + $0.string) == nil }.count
+            : bases.keys.filter {
+                !moved.contains($0) && !scanner.isIgnored($0) && FileIO.lstatInfo(folder.root + "/" + $0.string) == nil
+            }.count
         let total = max(bases.count, scan.files.count)
         guard gone >= 3 && gone * 2 > total, !options.allowMassDelete else { return }
         plan.removeAll(where: isLocalDelete)

@@ -134,7 +134,7 @@ struct LogEntryStream {
         consumed += end + 1
         if changes.isEmpty, !read.isEmpty {
             let each = max(Double(consumed) / Double(read.count), 57)
-            changes.reserveCapacity(Int(Double(bodyBytes) / each * 1.1) + 16)
+            changes.reserveCapacity(min(Int(Double(bodyBytes) / each * 1.1) + 16, bodyBytes / 57 + 1))
         }
         changes.append(contentsOf: read)
         self.previous = previous

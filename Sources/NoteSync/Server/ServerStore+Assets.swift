@@ -42,8 +42,9 @@ extension ServerStore {
     }
 
     /// ``stageAssets(_:)`` of texts hashed already, and stored already where ``PreparedText/isEncoded`` (made by an
-    /// ``AssetPreparer`` of this store).
-    func stage(_ items: [PreparedText]) throws -> StagedAssets {
+    /// ``AssetPreparer`` of this store). `lookUpPacks`: the texts are looked for in the packs whatever their number
+    /// (moved notes' texts, which the server likely has: a part of a rename's moves).
+    func stage(_ items: [PreparedText], lookUpPacks: Bool = false) throws -> StagedAssets {
         try requireWritable()
         let vault = try requireVault()
         let refs = items.map(\.ref)
@@ -84,7 +85,9 @@ extension ServerStore {
         // them (48 bytes a packed text): a first sync of a folder another device uploaded. A smaller batch of texts
         // not found loose is written: a text packed already is then on the server twice, which costs only room.
         let notLoose = unique.filter { !present.contains($0) }
-        if hasPacks && !notLoose.isEmpty && (notLoose.count >= AssetPack.lookupBatch || packCatalog.loaded != nil) {
+        if hasPacks && !notLoose.isEmpty
+            && (lookUpPacks || notLoose.count >= AssetPack.lookupBatch || packCatalog.loaded != nil)
+        {
             let found = findPacked(notLoose.map { names[$0] }, refs: notLoose.map { refs[$0] })
             for (position, index) in notLoose.enumerated() {
                 guard let pack = found[position] else { continue }

@@ -106,7 +106,9 @@ extension ServerStore {
             }
             if stream == nil {
                 // More than one piece: its header (in the first, well within it) says what the body must be.
-                guard let header = try? SealedFile.header(whole, kind: "entry"), header.format == SealedFile.format
+                // A length no entry file may have is left to the whole read (which finds the file torn).
+                guard let header = try? SealedFile.header(whole, kind: "entry"), header.format == SealedFile.format,
+                    header.length <= Self.maxEntryBytes - header.size
                 else { return false }
                 var file = SHA256()
                 file.update(data: whole)
@@ -118,7 +120,9 @@ extension ServerStore {
             return take(piece)
         }
         guard let read else { return .missing }
-        guard var stream else { return read ? .whole(first ?? Data()) : .readWhole }
+        // Taken out, so that the decoder's arrays are not shared with the variable the closures captured: the
+        // last changes appended would copy all the others.
+        guard var stream = stream.take() else { return read ? .whole(first ?? Data()) : .readWhole }
         guard read, stream.bodyBytes == stream.header.length,
             ContentDigest(stream.body.finalize()) == stream.header.digest,
             var entry = stream.decoder.finish(), entry.seq == seq
