@@ -18,13 +18,7 @@ extension LogEntry {
             // otherwise reserve 16 times its size.
             var changes: [RecordChange] = []
             changes.reserveCapacity(min(raw.count(of: #"{"base":"#.utf8), raw.count / 57 + 1))
-            if !reader.skip("]") {
-                repeat {
-                    guard let change = reader.change() else { return nil }
-                    changes.append(change)
-                } while reader.skip(",")
-                guard reader.skip("]") else { return nil }
-            }
+            guard reader.changes(into: &changes) else { return nil }
             return withChanges(changes, rest: UnsafeRawBufferPointer(rebasing: raw[reader.offset...]))
         }
     }
@@ -98,13 +92,7 @@ struct LogEntryStream {
         return pending.withUnsafeBytes { raw -> LogEntry? in
             var reader = ChangeReader(raw.bindMemory(to: UInt8.self))
             reader.previous = previous
-            if !reader.skip("]") {
-                repeat {
-                    guard let change = reader.change() else { return nil }
-                    changes.append(change)
-                } while reader.skip(",")
-                guard reader.skip("]") else { return nil }
-            }
+            guard reader.changes(into: &changes) else { return nil }
             return LogEntry.withChanges(changes, rest: UnsafeRawBufferPointer(rebasing: raw[reader.offset...]))
         }
     }
@@ -231,6 +219,16 @@ private struct ChangeReader {
             return candidate
         }
         return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// Reads the rest of the changes array, up to and past its `]`, appending each change to `changes`.
+    mutating func changes(into changes: inout [RecordChange]) -> Bool {
+        if skip("]") { return true }
+        repeat {
+            guard let change = change() else { return false }
+            changes.append(change)
+        } while skip(",")
+        return skip("]")
     }
 
     mutating func change() -> RecordChange? {

@@ -9,14 +9,8 @@ import Synchronization
 public enum FileIO {
     /// Reads a regular file whole; `nil` when it does not exist. Refuses symlinks and non-regular files.
     public static func read(_ path: String, limit: Int = 1 << 31) throws -> Data? {
-        guard let (fd, info) = try openRegularFile(path) else { return nil }
+        guard let (fd, size) = try openRegularFile(path, limit: limit) else { return nil }
         defer { close(fd) }
-        let size = Int(info.st_size)
-        guard size <= limit else {
-            throw NoteSyncError(
-                .corrupt, path: path, "is \(size) bytes, over the limit of \(limit)",
-                fix: "move it out of the way")
-        }
         return try readAll(fd: fd, path: path, sizeHint: size)
     }
 
@@ -26,14 +20,8 @@ public enum FileIO {
     public static func readPieces(
         _ path: String, limit: Int, pieceBytes: Int, _ body: (Data) throws -> Bool
     ) throws -> Bool? {
-        guard let (fd, info) = try openRegularFile(path) else { return nil }
+        guard let (fd, size) = try openRegularFile(path, limit: limit) else { return nil }
         defer { close(fd) }
-        let size = Int(info.st_size)
-        guard size <= limit else {
-            throw NoteSyncError(
-                .corrupt, path: path, "is \(size) bytes, over the limit of \(limit)",
-                fix: "move it out of the way")
-        }
         var total = 0
         while true {
             // What `fstat` said is left, and a byte more: a file read to its end ends a piece short of its room.
@@ -81,6 +69,19 @@ public enum FileIO {
         }
         if done < data.count { data.count = done }
         return data
+    }
+
+    /// ``openRegularFile(_:)``, with the file's size, refused as corrupt when it is over `limit`.
+    static func openRegularFile(_ path: String, limit: Int) throws -> (Int32, size: Int)? {
+        guard let (fd, info) = try openRegularFile(path) else { return nil }
+        let size = Int(info.st_size)
+        guard size <= limit else {
+            close(fd)
+            throw NoteSyncError(
+                .corrupt, path: path, "is \(size) bytes, over the limit of \(limit)",
+                fix: "move it out of the way")
+        }
+        return (fd, size)
     }
 
     /// Opens a regular file to read it, with what `fstat` says of it; nil when it does not exist. Refuses links and
