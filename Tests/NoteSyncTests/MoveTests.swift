@@ -148,6 +148,42 @@ import Testing
         for device in 0..<2 { #expect(try harness.notes(device) == ["by-bob.md": Self.text("one")]) }
     }
 
+    /// A folder renamed to two names on two devices ends whole at the later rename's name, in either order of
+    /// syncs: its notes' own ctimes (an edit saved after the rename, a merge a sync wrote into one, a download) do
+    /// not split it note by note; every edit is in the notes at that name (``RenameTimes``).
+    @Test(arguments: [true, false])
+    func aFolderRenamedToTwoNamesEndsWholeAtTheLaterName(earlierSyncsFirst: Bool) throws {
+        var notes: [String: Data] = [:]
+        for index in 0..<6 { notes["work/n\(index).md"] = Self.text("note \(index)") }
+        notes["work/sub/deep.md"] = Self.text("deep")
+        let harness = try Self.synced(notes)
+        // Edited on each side and synced both ways: the files' ctimes differ note by note and device by device.
+        try harness.write(1, "work/n2.md", Self.text("note 2", "bob's edit"))
+        try harness.write(0, "work/n4.md", Self.text("note 4", "alice's edit"))
+        _ = try harness.sync(1)
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        // The server's edit that alice's sync merges into her renamed note (its file written after both renames).
+        try harness.write(1, "work/n1.md", Self.text("note 1", "bob again"))
+        _ = try harness.sync(1)
+        try Self.rename(harness, 0, "work", "by-alice")
+        usleep(20_000)
+        try Self.rename(harness, 1, "work", "by-bob")
+        usleep(20_000)
+        // Saved after both renames, in the folder renamed earlier: its file is the latest, its folder's rename is not.
+        try harness.write(0, "by-alice/n3.md", Self.text("note 3", "alice after the rename"))
+        let order = earlierSyncsFirst ? [0, 1, 0, 1] : [1, 0, 1, 0]
+        for device in order { _ = try harness.sync(device) }
+        var expected: [String: Data] = [:]
+        for (name, data) in notes { expected["by-bob/" + name.dropFirst("work/".count)] = data }
+        expected["by-bob/n1.md"] = Self.text("note 1", "bob again")
+        expected["by-bob/n2.md"] = Self.text("note 2", "bob's edit")
+        expected["by-bob/n3.md"] = Self.text("note 3", "alice after the rename")
+        expected["by-bob/n4.md"] = Self.text("note 4", "alice's edit")
+        for device in 0..<2 { #expect(try harness.notes(device) == expected, "device \(device)") }
+        for device in 0..<2 { #expect(Self.trash(harness, device).isEmpty) }
+    }
+
     /// Renamed on one side, deleted on the other: the rename wins, as an edit does.
     @Test func aRenameBeatsADelete() throws {
         for renamerFirst in [true, false] {
@@ -313,5 +349,40 @@ import Testing
         _ = try harness.sync(1)
         _ = try harness.sync(0)
         for device in 0..<2 { #expect(try harness.notes(device) == ["z.md": Self.text("one", "two by bob")]) }
+    }
+}
+
+/// The time of a rename here (``RenameTimes``), path shape by path shape: the file's own ctime for a rename in its
+/// folder, else the latest ctime of the folders new to its path, and never of a folder both paths share.
+@Suite struct RenameTimesTests {
+    @Test func eachShapeOfRenameTakesTheTimeOfWhatItChanged() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        for folder in ["G", "a/G/s", "a/b"] { try FileIO.makeDirectories(root + "/" + folder) }
+        usleep(20_000)
+        // The folders the paths share change after the ones they moved into: their times must not count.
+        for file in ["a/later.md", "later.md"] { #expect(FileManager.default.createFile(atPath: root + "/" + file, contents: nil)) }
+        func ctime(_ folder: String) throws -> Int64 {
+            let info = try #require(FileIO.lstatInfo(folder.isEmpty ? root : root + "/" + folder))
+            return Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+        }
+        #expect(try ctime("a") > ctime("a/G/s") && ctime("a") > ctime("a/b") && ctime("") > ctime("G"))
+        let times = RenameTimes(root: root)
+        func time(_ from: String, _ to: String) throws -> Int64 {
+            let file = LocalFile(
+                name: try name(to), path: to, fingerprint: StatFingerprint(size: 1, mtime: 1, ctime: 42, inode: 7),
+                digest: ContentDigest(of: Data("x".utf8)), size: 1)
+            return times.time(from: try name(from), to: try name(to), file: file)
+        }
+        #expect(try time("a/x.md", "a/y.md") == 42)
+        #expect(try time("x.md", "y.md") == 42)
+        #expect(try time("F/x.md", "G/x.md") == ctime("G"))
+        #expect(try time("a/F/s/x.md", "a/G/s/x.md") == max(ctime("a/G"), ctime("a/G/s")))
+        #expect(try time("a/x.md", "a/b/x.md") == ctime("a/b"))
+        #expect(try time("a/b/x.md", "a/x.md") == ctime("a"))
+        #expect(try time("a/x.md", "x.md") == ctime(""))
+        #expect(try time("ab/x.md", "a/x.md") == ctime("a"))
+        // A folder that cannot be read: the file's time.
+        #expect(try time("F/x.md", "gone/x.md") == 42)
     }
 }

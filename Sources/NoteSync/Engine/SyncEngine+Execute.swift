@@ -28,17 +28,20 @@ extension SyncEngine {
             var from: RecordName
             var fromBase: Int64
             var forget: RecordName?
+            var time: Int64?
         }
 
         init(
             name: RecordName, path: String?, base: Int64, kind: PlannedChange.Kind, moveFrom: RecordName? = nil,
-            moveFromBase: Int64 = 0, forget: RecordName? = nil
+            moveFromBase: Int64 = 0, forget: RecordName? = nil, moveTime: Int64? = nil
         ) {
             self.name = name
             self.path = path
             self.base = base
             self.kind = kind
-            if let moveFrom { move = Box(MoveParts(from: moveFrom, fromBase: moveFromBase, forget: forget)) }
+            if let moveFrom {
+                move = Box(MoveParts(from: moveFrom, fromBase: moveFromBase, forget: forget, time: moveTime))
+            }
             precondition(moveFrom != nil || forget == nil, "only a move forgets an old name")
         }
 
@@ -48,6 +51,8 @@ extension SyncEngine {
         var moveFromBase: Int64 { move?.value.fromBase ?? 0 }
         /// The name this device last synced the moved note under, whose base goes once the move is committed.
         var forget: RecordName? { move?.value.forget }
+        /// When the note was renamed here (``MovePlan/time``); nil: the ctime of the file committed.
+        var moveTime: Int64? { move?.value.time }
     }
 
     /// Does the plan's resolved steps locally and commits the pushes. Returns false when the commit lost a race and
@@ -302,7 +307,7 @@ extension SyncEngine {
             pushes.append(
                 Push(
                     name: step.name, path: step.name.string, base: move.toBase, kind: .move, moveFrom: from,
-                    moveFromBase: move.pushFromBase, forget: move.source))
+                    moveFromBase: move.pushFromBase, forget: move.source, moveTime: move.time))
         }
 
         let pendingWrites = try recordPendingWrites(plan)
@@ -680,7 +685,7 @@ extension SyncEngine {
             if let from = push.moveFrom {
                 changes += RecordChange.move(
                     from: from, fromBase: push.moveFromBase, to: push.name, toBase: push.base, text: text,
-                    modified: save.fingerprint.mtime, time: save.fingerprint.ctime)
+                    modified: save.fingerprint.mtime, time: push.moveTime ?? save.fingerprint.ctime)
                 newBases.append(CommitBaseUpdate(name: from, save: -1))
                 if let forget = push.forget { newBases.append(CommitBaseUpdate(name: forget, save: -1)) }
             } else {

@@ -183,7 +183,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
     /// A move of the record at `from` (based on `fromBase`) to `to` (based on `toBase`: 0, or a tombstone's tag),
     /// with the text it has at its new name: two changes of one entry, the delete of the old name and the save of
     /// the new one, linked both ways, so the record keeps its line (its history) across the rename. The delete's
-    /// `modified` is `time`, when the note was renamed (the file's ctime): when two devices rename a note to
+    /// `modified` is `time`, when the note was renamed (``RenameTimes``): when two devices rename a note to
     /// different names, the later rename keeps it.
     public static func move(
         from: RecordName, fromBase: Int64, to: RecordName, toBase: Int64, text: AssetRef, modified: Int64, time: Int64

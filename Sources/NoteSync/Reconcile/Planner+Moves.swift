@@ -20,6 +20,9 @@ public struct MovePlan: Sendable, Hashable {
     public var lostName: RecordName?
     /// The device that renamed it on the server (its id), when the server renamed it.
     public var serverDevice: String?
+    /// When it was renamed here (``RenameTimes``), for a rename this device commits: the move's time on the server,
+    /// which decides between two devices' renames of the note.
+    public var time: Int64?
 
     /// The rename the user sees: from the name the note had to the name it ends at.
     public var shownFrom: RecordName { renameFrom ?? source }
@@ -38,7 +41,9 @@ extension SyncEngine {
     /// `names` are in order, each once; so are the lists made from them.
     static func planMoves(
         names: [RecordName], scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String,
-        similarity: ((BaseRecord, LocalFile) -> Double?)?, covered: inout CoveredNames
+        similarity: ((BaseRecord, LocalFile) -> Double?)?,
+        renameTime: (_ from: RecordName, _ to: RecordName, LocalFile) -> Int64 = { _, _, file in file.fingerprint.ctime },
+        covered: inout CoveredNames
     ) -> [Step] {
         // Cheap test first: nothing is gone here and nothing moved on the server (nearly every sync).
         let gone = names.filter { bases[$0] != nil && scan.files[$0] == nil && !scan.isUnreadable($0) }
@@ -133,28 +138,30 @@ extension SyncEngine {
                 continue
             }
             let toBase = zone.heads[pair.to]?.tag ?? 0
+            let time = renameTime(pair.from, pair.to, file)
             guard let destination = destination(pair.from) else {
                 // The server still has the record at the old name (edited there or not): the move is committed, the
                 // server's edit merged into the note at its new name.
                 add(
                     Step(
                         name: pair.to, local: file, base: base, decision: decide(file, base, head),
-                        move: MovePlan(source: pair.from, pushFrom: pair.from, pushFromBase: head.tag, toBase: toBase)),
+                        move: MovePlan(
+                            source: pair.from, pushFrom: pair.from, pushFromBase: head.tag, toBase: toBase, time: time)),
                     covering: [pair.from, pair.to])
                 continue
             }
             // Renamed here and on the server, to different names: the later rename keeps the note (its time here is
-            // the file's ctime, which a rename sets; on the server the time of the move's delete), ties to the larger
-            // device id, as conflicts go.
+            // `renameTime`'s; on the server the time of the move's delete), ties to the larger device id, as
+            // conflicts go.
             guard isFree(destination), knownAbsent(destination), let moved = zone.heads[destination] else { continue }
-            let localWins = (file.fingerprint.ctime, deviceID) > (head.modified, head.device)
+            let localWins = (time, deviceID) > (head.modified, head.device)
             if localWins {
                 add(
                     Step(
                         name: pair.to, local: file, base: base, decision: decide(file, base, moved),
                         move: MovePlan(
                             source: pair.from, pushFrom: destination, pushFromBase: moved.tag, toBase: toBase,
-                            lostName: destination, serverDevice: head.device)),
+                            lostName: destination, serverDevice: head.device, time: time)),
                     covering: [pair.from, pair.to, destination])
             } else {
                 add(

@@ -66,7 +66,8 @@ extension SyncEngine {
     /// Renames are found first (``planMoves(names:scan:bases:zone:deviceID:similarity:covered:)``): each is one step
     /// for the record at its new name, and the names it speaks for are not decided again. `deviceID` breaks the tie
     /// when both sides renamed a note at the same time; `similarity` measures a gone note's text against a new one
-    /// for a rename with an edit (nil: renames are found by identical text only).
+    /// for a rename with an edit (nil: renames are found by identical text only). `renameTime` gives when a note was
+    /// renamed here (``RenameTimes``; the file's ctime by default), which decides between two devices' renames.
     ///
     /// A name `isIgnored` matches (the device's ignore rules, its `.notesyncignore` among them) is not decided: the
     /// scan passes its file over, so its base would read as a delete, and a change the server has for it would be
@@ -76,6 +77,7 @@ extension SyncEngine {
         scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String = "",
         similarity: ((BaseRecord, LocalFile) -> Double?)? = nil,
         isIgnored: (RecordName) -> Bool = { _ in false },
+        renameTime: (_ from: RecordName, _ to: RecordName, LocalFile) -> Int64 = { _, _, file in file.fingerprint.ctime },
         historyBase: (RecordName, LocalFile, RecordHead, BaseRecord?) -> BaseRecord? = { _, _, _, _ in nil }
     ) -> [Step] {
         // The names to decide, in order, each once: an array sorted once, not a set (a set of 101,588 names took
@@ -114,7 +116,8 @@ extension SyncEngine {
         names.removeAll { scan.files[$0] == nil && isIgnored($0) }
         var covered = CoveredNames(names: names)
         var steps = planMoves(
-            names: names, scan: scan, bases: bases, zone: zone, deviceID: deviceID, similarity: similarity, covered: &covered)
+            names: names, scan: scan, bases: bases, zone: zone, deviceID: deviceID, similarity: similarity,
+            renameTime: renameTime, covered: &covered)
         // Room for a step per name at once: a first sync plans one per note, and an array grown by doubling held up
         // to twice that for a moment (a step is about 500 bytes: 71 MB for 100,000 notes, where these take 50).
         steps.reserveCapacity(steps.count + max(0, names.count - covered.count))

@@ -1,0 +1,73 @@
+import Foundation
+
+/// When a note was renamed here, as the file system tells it: what decides which of two renames of one note, made on
+/// two devices, keeps it (the later one).
+///
+/// A note renamed in its folder (`mv a/x.md a/y.md`): its file's ctime, which the rename sets. A note whose folders
+/// changed (`mv a b`, or `mv a/x.md b/x.md`): the latest ctime of the folders on its new path from the first one that
+/// differs from its old path. Renaming a folder sets that folder's ctime and not its notes': the notes of a folder
+/// renamed on two devices to two names all get the same time on each, so the whole folder ends at the later name;
+/// their own ctimes (an edit, or a merge this device wrote into one) would split it note by note. A folder's ctime
+/// also moves when a note is made or renamed in it, so the time is never earlier than the rename.
+///
+/// Each folder is looked up once (`lstat`); the few folders of a rename of many notes cost a few calls.
+final class RenameTimes {
+    private let root: String
+    private var folders: [Substring: Int64?] = [:]
+
+    init(root: String) {
+        self.root = root
+    }
+
+    /// The time of the rename of the note at `from` (its base's name) to `to`, whose file the scan found as `file`
+    /// (its folders are looked up by the file's path as it is on disk).
+    func time(from: RecordName, to: RecordName, file: LocalFile) -> Int64 {
+        let fileTime = file.fingerprint.ctime
+        let old = from.string.utf8
+        let new = file.path
+        // The old and new folders' paths ("" for the notes folder itself).
+        guard let newSlash = new.utf8.lastIndex(of: UInt8(ascii: "/")) else {
+            // Now at the top: renamed in it, or moved up to it (the notes folder's ctime is the move's).
+            guard old.contains(UInt8(ascii: "/")) else { return fileTime }
+            return folderTime("").map { max($0, fileTime) } ?? fileTime
+        }
+        let newFolder = new[..<newSlash]
+        let oldFolder = old.lastIndex(of: UInt8(ascii: "/")).map { from.string[..<$0] } ?? ""
+        if newFolder == oldFolder { return fileTime }
+        // The folders from the first component the two paths differ in, down to the note's own.
+        var common = newFolder.startIndex
+        var newIndex = newFolder.startIndex
+        var oldIndex = oldFolder.startIndex
+        while newIndex < newFolder.endIndex, oldIndex < oldFolder.endIndex, newFolder[newIndex] == oldFolder[oldIndex] {
+            if newFolder[newIndex] == "/" { common = newFolder.index(after: newIndex) }
+            newIndex = newFolder.index(after: newIndex)
+            oldIndex = oldFolder.index(after: oldIndex)
+        }
+        if oldIndex == oldFolder.endIndex && newIndex < newFolder.endIndex && newFolder[newIndex] == "/" {
+            common = newFolder.index(after: newIndex)
+        }
+        // Moved up into a folder the old path holds (`a/b/x.md` to `a/x.md`): that folder's ctime.
+        if newIndex == newFolder.endIndex && oldIndex < oldFolder.endIndex && oldFolder[oldIndex] == "/" {
+            return folderTime(newFolder).map { max($0, fileTime) } ?? fileTime
+        }
+        var latest: Int64?
+        var index = common
+        while true {
+            let end = newFolder[index...].firstIndex(of: "/") ?? newFolder.endIndex
+            if let time = folderTime(newFolder[..<end]) { latest = max(latest ?? time, time) }
+            guard end < newFolder.endIndex else { break }
+            index = newFolder.index(after: end)
+        }
+        return latest ?? fileTime
+    }
+
+    /// A folder's ctime (`path` relative to the notes folder; empty for the notes folder), nil when it cannot be
+    /// read.
+    private func folderTime(_ path: Substring) -> Int64? {
+        if let known = folders[path] { return known }
+        let info = FileIO.lstatInfo(path.isEmpty ? root : root + "/" + path)
+        let time = info.map { Int64($0.st_ctim.tv_sec) * 1_000_000_000 + Int64($0.st_ctim.tv_nsec) }
+        folders[path] = time
+        return time
+    }
+}
