@@ -35,6 +35,9 @@ struct StatusCommand: ParsableCommand {
         var serverToken: Int64?
         var pending: [String]
         var conflicts: [String]
+        /// Notes the server holds in a version this folder does not have, with no local change of them waiting:
+        /// the last sync could not write them here (``waitingNotes(_:zone:folder:)``).
+        var waiting: [String] = []
         var lastSync: String?
         var lastError: String?
         /// Local deletes the mass-delete guard holds.
@@ -46,13 +49,16 @@ struct StatusCommand: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let (folder, state, config) = try folderOptions.open(readOnly: true)
+            let stored = try state.zoneState()
+            let outbox = try state.outbox()
             var status = Status(
                 notes: folder.root, server: config.server, device: config.deviceName, deviceID: config.deviceID,
-                reachable: false, token: try state.zoneState().token,
-                pending: try state.outbox().values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
+                reachable: false, token: stored.token,
+                pending: outbox.values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
                 conflicts: try openConflicts(folder, state).map(\.copy.description),
                 lastSync: try state.lastSync().map(formatTime),
                 lastError: try state.meta(.lastError))
+            status.waiting = try waitingNotes(state, zone: stored, outbox: outbox, folder: folder).map(\.description)
             status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
             status.agent = AgentStatus.read(folder)
             if let held = status.agent?.heldDeletes { status.heldDeletes = held }
@@ -64,7 +70,7 @@ struct StatusCommand: ParsableCommand {
                 let store = try ServerStore(
                     root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
                 if let bound = config.serverID { try store.requireID(bound) }
-                var zone = try state.zoneState()
+                var zone = stored
                 try store.fetch(into: &zone)
                 status.reachable = true
                 status.serverToken = zone.token
@@ -93,6 +99,13 @@ struct StatusCommand: ParsableCommand {
             if status.pending.count > 20 {
                 print("           … and \(status.pending.count - 20) more (`notesync diff` shows what a sync would do)")
             }
+            if !status.waiting.isEmpty {
+                print(
+                    "waiting:   \(status.waiting.count) note(s) the server has that the last sync could not bring here "
+                        + "(its warnings say why; each sync tries again)")
+                for name in status.waiting.prefix(20) { print("           \(name)") }
+                if status.waiting.count > 20 { print("           … and \(status.waiting.count - 20) more") }
+            }
             print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
             if let held = status.heldDeletes {
                 print(
@@ -111,6 +124,28 @@ struct StatusCommand: ParsableCommand {
             return code
         }
     }
+}
+
+/// The notes the server holds in a version this folder does not have (the head at the state's token is not the
+/// note's base: another text, a delete, or a note never written here), with no local change of them waiting and no
+/// rule of the ignore list leaving them out: the last sync could not write them here (a text missing or damaged on
+/// the server, a folder or name in the way, a full disk; its warnings said which), and the next sync tries again.
+/// Nothing before a first sync (no heads yet), nothing after a sync that wrote everything.
+func waitingNotes(_ state: LocalState, zone: ZoneState, outbox: [RecordName: OutboxItem], folder: NotesFolder) throws
+    -> [RecordName]
+{
+    guard !zone.heads.isEmpty else { return [] }
+    let bases = try state.bases(sharingNamesWith: zone.heads)
+    let rules = try folder.ignoreRules()
+    var waiting: [RecordName] = []
+    for (name, head) in zone.heads where outbox[name] == nil {
+        let base = bases[name]
+        let behind = head.deleted ? base.map { $0.tag != head.tag } ?? false : base?.tag != head.tag
+        if behind && head.version <= RecordChange.currentVersion && !rules.isIgnoredPath(name.string, isDirectory: false) {
+            waiting.append(name)
+        }
+    }
+    return waiting.sorted()
 }
 
 /// What the agent's last sync came to: online, offline (the server away; it retries), or stopped by an error

@@ -275,6 +275,14 @@ func printReport(_ report: SyncReport) {
     let summary = counts.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \(label($0.key))" }
     let prefix = report.dryRun ? "dry run, nothing changed — a sync would do: " : "synced: "
     print(prefix + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")) + " (server at \(report.token))")
+    // Notes a change could not be made for (a text missing on the server, a name in the way, a full disk): "nothing
+    // to do" alone would read as all in order.
+    let left = Set(report.warnings.lazy.filter { $0.kind == .note || $0.kind == .failed }.compactMap(\.path))
+    if !left.isEmpty {
+        print(
+            "not synced: \(left.count) note(s) left as they are (the warnings above say why; "
+                + (report.dryRun ? "a sync would try them)" : "the next sync tries again)"))
+    }
     if !report.conflictCopies.isEmpty {
         print("conflicts: \(report.conflictCopies.count) — both versions are kept; see `notesync conflicts`")
     }

@@ -265,11 +265,25 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
         #expect(again.status == 0)
         expectWarning(again.stderr, about: "keep.md: \(assetPath)", saying: reason)
         #expect(w.t.read(w.t.b, "keep.md") == "kept v1\n")
+        // Not "nothing to do" alone: the summary counts the notes left, and `status` names them until they arrive.
+        #expect(again.stdout.contains("not synced: 2 note(s) left as they are"), "\(again.stdout)")
+        let status = try w.t.run(["status", "--notes", w.t.b])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("waiting:   2 note(s)"), "\(status.stdout)")
+        #expect(status.stdout.contains("           keep.md\n") && status.stdout.contains("           new.md\n"))
         // A dry run reports the same instead of failing on it.
         let dry = try w.t.run(["diff", "--notes", w.t.b])
         #expect(dry.status == 0, "\(dry.stderr)")
         expectWarning(dry.stderr, about: "keep.md: \(assetPath)", saying: reason)
         try w.fsckFinds([kind == .symlinkOutside ? "symlink: \(assetPath)" : "missing asset: \(assetPath)"])
+        guard kind == .missing else { return }
+        // The text put back: the next sync writes both notes, and `status` has nothing waiting.
+        try text.write(to: URL(fileURLWithPath: assetPath))
+        let mended = try w.t.run(["sync", "--notes", w.t.b])
+        #expect(mended.status == 0 && !mended.stdout.contains("not synced"), "\(mended.stdout)\(mended.stderr)")
+        #expect(w.t.read(w.t.b, "keep.md") == String(decoding: text, as: UTF8.self))
+        #expect(w.t.read(w.t.b, "new.md") == String(decoding: text, as: UTF8.self))
+        #expect(!(try w.t.run(["status", "--notes", w.t.b]).stdout.contains("waiting:")))
     }
 
     /// A symlink in place of an asset shard folder, pointing outside: no asset is ever written through it; the
