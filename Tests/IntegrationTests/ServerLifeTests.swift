@@ -121,6 +121,49 @@ import Testing
         #expect(try t.run(["server", "fsck", t.server]).status == 0)
     }
 
+    /// An entry damaged on the server after devices read it (a disk error, a replicating tool): B, which had not
+    /// read it yet, skips it with the fix; A, which wrote it, is stopped with the damage named, not told the server
+    /// was replaced; following the printed fix (`recover` on A) brings every text to B, and nothing is lost.
+    @Test func anEntryDamagedAfterItsWriterReadItIsNamedAndRecovered() throws {
+        let t = try TwoDevices("life-damaged-tip")
+        try t.write(t.a, "x.md", "one\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        try t.write(t.a, "x.md", "one\ntwo, in the entry that is damaged\n")
+        try t.write(t.a, "y.md", "made in the entry that is damaged\n")
+        try t.sync(t.a)
+        let entries = try Self.entries(t.server)
+        let last = try #require(entries.keys.max())
+        let path = try #require(entries[last])
+        #expect(truncate(path, try FileIO.read(path)!.count - 3) == 0)
+
+        let skipped = try t.run(["sync", "--notes", t.b])
+        #expect(
+            skipped.stderr.contains(String(format: "%012d", last)) && skipped.stderr.contains("torn")
+                && skipped.stderr.contains("notesync recover"), "\(skipped.stderr)")
+        #expect(t.read(t.b, "x.md") == "one\n" && t.read(t.b, "y.md") == nil)
+
+        let stopped = try t.run(["sync", "--notes", t.a])
+        #expect(stopped.status == 1, "\(stopped.stdout) \(stopped.stderr)")
+        #expect(
+            stopped.stderr.contains("entry \(last), the last one this device read, is damaged now")
+                && stopped.stderr.contains("notesync recover") && !stopped.stderr.contains("replaced"),
+            "\(stopped.stderr)")
+        let status = try t.run(["status", "--notes", t.a])
+        #expect(status.status == 1 && status.stdout.contains("is damaged now"), "\(status.stdout)")
+
+        let preview = try t.run(["recover", "--notes", t.a, "--dry-run"])
+        #expect(preview.status == 0 && preview.stdout.contains("y.md"), "\(preview.stdout) \(preview.stderr)")
+        try t.expectOK(["recover", "--notes", t.a])
+        try t.sync(t.b)
+        try t.sync(t.a)
+        for folder in [t.a, t.b] {
+            #expect(t.read(folder, "x.md") == "one\ntwo, in the entry that is damaged\n")
+            #expect(t.read(folder, "y.md") == "made in the entry that is damaged\n")
+            #expect(try t.run(["status", "--notes", folder]).status == 0)
+        }
+    }
+
     /// The same rollback, then the other device writes on and `server gc --grace 0` compacts the log past what A
     /// read: A's entries are gone, yet A's sync stops with the mismatch (the snapshot links every entry it
     /// compacted) instead of taking B's todo.md for a successor of its own; following the printed fix keeps both

@@ -157,7 +157,8 @@ public struct ZoneState: Sendable, Hashable {
         }
             + damaged.map {
                 "\($0); every device skips this entry, what it held is not applied\n"
-                    + "  fix: run `notesync server fsck` on the server folder; the device that wrote it must save those notes again"
+                    + "  fix: run `notesync server fsck` on the server folder; on the device that wrote it, `notesync recover` "
+                    + "pushes those notes again"
             }
     }
 

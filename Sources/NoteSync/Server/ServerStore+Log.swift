@@ -158,14 +158,34 @@ extension ServerStore {
                 + "it pushes what the server lost and deletes nothing")
     }
 
+    /// The entry this device read last (at `seq`) has been damaged since: not a server replaced or restored, but a
+    /// file changed in place (a disk error, a replicating tool, an edit by hand). Every device skips it; this one
+    /// stops, as for a server that lost an entry, and its fix is the same.
+    func damagedSinceRead(at seq: Int64, _ damage: DamagedEntry) -> NoteSyncError {
+        NoteSyncError(
+            .serverMismatch, path: layout.entryPath(seq),
+            "entry \(seq), the last one this device read, is damaged now (\(damage.reason)): it was changed on the "
+                + "server after it was read (a disk error, a replicating tool, an edit by hand); every device skips "
+                + "it, and this one writes nothing to the server until it syncs again from the log's start",
+            fix: "run `notesync recover --dry-run`, then `notesync recover`: it pushes again what that entry held "
+                + "that this device has, and deletes nothing (`notesync server fsck` lists the damaged entry)")
+    }
+
     /// Checks that `entry` continues the log this device read.
     func verifyLink(_ entry: LogEntry, _ state: ZoneState) throws {
         guard let known = state.chain else { return }
         if let prev = entry.prev {
             if prev != known {
+                // The entry it follows may be the one read, damaged since (a device that skipped it names none).
+                if entry.seq == state.token + 1, case .damaged(let damage)? = try? readSlot(state.token), !damage.isNewerFormat {
+                    throw damagedSinceRead(at: state.token, damage)
+                }
                 throw chainBroken(at: entry.seq, "entry \(entry.seq) does not follow the entry \(entry.seq - 1) this device read")
             }
         } else if marker.format >= 2 && entry.void == nil && entry.seq >= marker.chainFrom ?? 0 {
+            if entry.seq == state.token + 1, case .damaged(let damage)? = try? readSlot(state.token), !damage.isNewerFormat {
+                throw damagedSinceRead(at: state.token, damage)
+            }
             throw chainBroken(at: entry.seq, "entry \(entry.seq) names no entry before it")
         }
     }
@@ -194,12 +214,14 @@ extension ServerStore {
             // With no chain known yet (a token stored by 0.1.0) the entry's digest is taken, as the chain's start.
             if state.chain == nil || digest.flatMap({ $0 }) != state.chain {
                 let found: ContentDigest?
-                switch try readSlot(token) {
+                let slot = try readSlot(token)
+                switch slot {
                 case .missing: found = nil
                 case .entry(let entry): found = entry.chainDigest
                 case .damaged(let damage): found = damage.digest
                 }
                 if let known = state.chain, let found, found != known {
+                    if case .damaged(let damage) = slot, !damage.isNewerFormat { throw damagedSinceRead(at: token, damage) }
                     throw chainBroken(at: token, "entry \(token) is not the entry \(token) this device read")
                 }
                 if state.chain == nil { state.chain = found }
