@@ -58,7 +58,7 @@ struct StatusCommand: ParsableCommand {
                 conflicts: try openConflicts(folder, state).map(\.copy.description),
                 lastSync: try state.lastSync().map(formatTime),
                 lastError: try state.meta(.lastError))
-            status.waiting = try waitingNotes(state, zone: stored, outbox: outbox, folder: folder).map(\.description)
+            status.waiting = try waitingNotes(state, zone: stored, folder: folder).map(\.description)
             status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
             status.agent = AgentStatus.read(folder)
             if let held = status.agent?.heldDeletes { status.heldDeletes = held }
@@ -127,18 +127,18 @@ struct StatusCommand: ParsableCommand {
 }
 
 /// The notes the server holds in a version this folder does not have (the head at the state's token is not the
-/// note's base: another text, a delete, or a note never written here), with no local change of them waiting and no
-/// rule of the ignore list leaving them out: the last sync could not write them here (a text missing or damaged on
+/// note's base: another text, a delete, or a note never written here), and no rule of the ignore list leaving them
+/// out: the last sync could not write them here, nor merge them with a local change (a text missing or damaged on
 /// the server, a folder or name in the way, a full disk; its warnings said which), and the next sync tries again.
 /// Nothing before a first sync (no heads yet), nothing after a sync that wrote everything.
-func waitingNotes(_ state: LocalState, zone: ZoneState, outbox: [RecordName: OutboxItem], folder: NotesFolder) throws
+func waitingNotes(_ state: LocalState, zone: ZoneState, folder: NotesFolder) throws
     -> [RecordName]
 {
     guard !zone.heads.isEmpty else { return [] }
     let bases = try state.bases(sharingNamesWith: zone.heads)
     let rules = try folder.ignoreRules()
     var waiting: [RecordName] = []
-    for (name, head) in zone.heads where outbox[name] == nil {
+    for (name, head) in zone.heads {
         let base = bases[name]
         let behind = head.deleted ? base.map { $0.tag != head.tag } ?? false : base?.tag != head.tag
         if behind && head.version <= RecordChange.currentVersion && !rules.isIgnoredPath(name.string, isDirectory: false) {

@@ -247,7 +247,16 @@ func printReport(_ report: SyncReport) {
     for warning in report.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
     if report.offline {
         print("server unreachable: \(report.offlineReason ?? "")")
-        print("\(report.pending) local change(s) queued; they are pushed by the next sync that reaches the server")
+        if report.dryRun {
+            print(
+                "dry run, nothing changed — a sync would queue \(report.pending) local change(s); they are pushed by "
+                    + "the next sync that reaches the server")
+        } else {
+            print("\(report.pending) local change(s) queued; they are pushed by the next sync that reaches the server")
+        }
+        let queued = report.queued ?? []
+        for item in queued.prefix(20) { print("  \(item)") }
+        if queued.count > 20 { print("  … and \(queued.count - 20) more") }
         return
     }
     func label(_ kind: PlannedChange.Kind) -> String { kind == .move ? "renamed" : kind.rawValue }

@@ -363,6 +363,15 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         try FileManager.default.moveItem(atPath: t.server, toPath: t.server + ".away")
         try t.write(t.a, "n0.md", "edited while offline\n")
         try t.write(t.a, "offline.md", "new while offline\n")
+        // A dry run lists what a sync would queue, from the folder as it is, and queues nothing.
+        try FileManager.default.removeItem(atPath: t.a + "/n5.md")
+        let preview = try t.run(["diff", "--notes", t.a])
+        #expect(preview.status == 3, "\(preview.stdout) \(preview.stderr)")
+        #expect(
+            preview.stdout.contains("a sync would queue 3 local change(s)")
+                && preview.stdout.contains("  save n0.md\n  delete n5.md\n  save offline.md\n"), "\(preview.stdout)")
+        #expect(try t.run(["status", "--notes", t.a]).stdout.contains("pending:   0"), "the dry run queued something")
+        try t.write(t.a, "n5.md", "note 5\n")
         let offline = try t.run(["sync", "--notes", t.a])
         #expect(offline.status == 3, "\(offline.stdout) \(offline.stderr)")
         #expect(offline.stdout.contains("server unreachable") && offline.stdout.contains("2 local change(s) queued"))

@@ -169,7 +169,10 @@ public final class SyncEngine {
             return report
         } catch let away as ServerAway {
             if let kept = away.memo { memo = kept }
-            return try offline(report, away.error, options)
+            // A dry run queued nothing: it lists what a sync would queue from this scan. A sync counts what it
+            // queued (the agent retries offline: no list of a long outbox each time; `status` lists it).
+            let queued = options.dryRun ? try outboxAfter(scan, bases, scanner: scanner) : nil
+            return try offline(report, away.error, options, queued: queued)
         }
     }
 
@@ -706,39 +709,76 @@ public final class SyncEngine {
     /// it goes.
     private func recordLocalChanges(_ scan: ScanResult, _ bases: RecordTable<BaseRecord>, scanner: Scanner) throws {
         let outbox = try state.outbox()
+        try state.update { batch in
+            try Self.localChanges(scan, bases, outbox: outbox, scanner: scanner) { edit in
+                switch edit {
+                case .queue(let item): try batch.queue(item)
+                case .dequeue(let name): try batch.dequeue(name)
+                case .fingerprint(let name, let fingerprint): try batch.setFingerprint(name, fingerprint)
+                }
+            }
+        }
+    }
+
+    /// What ``recordLocalChanges(_:_:scanner:)`` would leave in the outbox, written nowhere: what an offline dry run
+    /// reports as the changes a sync would queue.
+    private func outboxAfter(_ scan: ScanResult, _ bases: RecordTable<BaseRecord>, scanner: Scanner) throws
+        -> [RecordName: OutboxItem]
+    {
+        var outbox = try state.outbox()
+        try Self.localChanges(scan, bases, outbox: outbox, scanner: scanner) { edit in
+            switch edit {
+            case .queue(let item): outbox[item.name] = item
+            case .dequeue(let name): outbox[name] = nil
+            case .fingerprint: break
+            }
+        }
+        return outbox
+    }
+
+    /// One change of the outbox or a base's fingerprint that a scan calls for.
+    private enum LocalChangeEdit {
+        case queue(OutboxItem)
+        case dequeue(RecordName)
+        case fingerprint(RecordName, StatFingerprint)
+    }
+
+    /// The changes of the outbox (and fingerprints) `scan` calls for, given to `apply` in order.
+    private static func localChanges(
+        _ scan: ScanResult, _ bases: RecordTable<BaseRecord>, outbox: [RecordName: OutboxItem], scanner: Scanner,
+        apply: (LocalChangeEdit) throws -> Void
+    ) throws {
         let now = Clock.nowNanoseconds()
         // A full scan names the files it hashed: the others have their base's fingerprint and digest.
         let examined = scan.scope == nil ? scan.changed + outbox.keys.filter { scan.files[$0] != nil } : Array(scan.files.keys)
-        try state.update { batch in
-            for name in Set(examined) {
-                guard let file = scan.files[name] else { continue }
-                if let base = bases[name], base.digest == file.digest {
-                    if !base.matches(file.fingerprint) { try batch.setFingerprint(name, file.fingerprint) }
-                    if outbox[name] != nil { try batch.dequeue(name) }
-                } else if outbox[name]?.digest != file.digest || outbox[name]?.op != .save {
-                    try batch.queue(OutboxItem(name: name, op: .save, digest: file.digest, size: file.size, queued: now))
-                }
+        for name in Set(examined) {
+            guard let file = scan.files[name] else { continue }
+            if let base = bases[name], base.digest == file.digest {
+                if !base.matches(file.fingerprint) { try apply(.fingerprint(name, file.fingerprint)) }
+                if outbox[name] != nil { try apply(.dequeue(name)) }
+            } else if outbox[name]?.digest != file.digest || outbox[name]?.op != .save {
+                try apply(.queue(OutboxItem(name: name, op: .save, digest: file.digest, size: file.size, queued: now)))
             }
-            let candidates: [RecordName]
-            if let scope = scan.scope {
-                candidates = scope.filter { bases[$0] != nil }
-            } else {
-                candidates = scan.baseMatches < bases.count ? Array(bases.keys) : []
-            }
-            for name in candidates
-            where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete
-                && !scanner.isIgnored(name)
-            {
-                try batch.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now))
-            }
-            for name in outbox.keys where scan.files[name] == nil && scanner.isIgnored(name) { try batch.dequeue(name) }
-            // A note queued and then deleted or moved away before it reached the server: nothing left to push.
-            for name in outbox.keys
-            where scan.files[name] == nil && bases[name] == nil && !scan.isUnreadable(name)
-                && (scan.scope?.contains(name) ?? true)
-            {
-                try batch.dequeue(name)
-            }
+        }
+        let candidates: [RecordName]
+        if let scope = scan.scope {
+            candidates = scope.filter { bases[$0] != nil }
+        } else {
+            candidates = scan.baseMatches < bases.count ? Array(bases.keys) : []
+        }
+        for name in candidates
+        where scan.files[name] == nil && !scan.isUnreadable(name) && outbox[name]?.op != .delete
+            && !scanner.isIgnored(name)
+        {
+            try apply(.queue(OutboxItem(name: name, op: .delete, digest: nil, size: 0, queued: now)))
+        }
+        for name in outbox.keys where scan.files[name] == nil && scanner.isIgnored(name) { try apply(.dequeue(name)) }
+        // A note queued and then deleted or moved away before it reached the server: nothing left to push.
+        for name in outbox.keys
+        where scan.files[name] == nil && bases[name] == nil && !scan.isUnreadable(name)
+            && (scan.scope?.contains(name) ?? true)
+        {
+            try apply(.dequeue(name))
         }
     }
 
@@ -764,11 +804,18 @@ public final class SyncEngine {
         zone.markSaved()
     }
 
-    private func offline(_ report: SyncReport, _ error: NoteSyncError, _ options: SyncOptions) throws -> SyncReport {
+    private func offline(
+        _ report: SyncReport, _ error: NoteSyncError, _ options: SyncOptions, queued: [RecordName: OutboxItem]?
+    ) throws -> SyncReport {
         var report = report
         report.offline = true
         report.offlineReason = error.description
-        report.pending = try state.outboxCount()
+        if let queued {
+            report.pending = queued.count
+            report.queued = queued.values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" }
+        } else {
+            report.pending = try state.outboxCount()
+        }
         if !options.dryRun { try state.setMeta([.lastError: error.description]) }
         logger.notice("server.unreachable", metadata: ["server.path": "\(config.server)"])
         return report

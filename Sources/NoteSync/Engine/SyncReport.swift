@@ -114,6 +114,9 @@ public struct SyncReport: Codable, Sendable {
     public var offlineReason: String?
     /// Local changes still waiting for the server.
     public var pending = 0
+    /// Offline, in a dry run: the local changes a sync would queue for the server, as `save NAME` or `delete NAME`,
+    /// in name order (nil otherwise: `status` lists the queue).
+    public var queued: [String]?
     public var token: Int64 = 0
     public var rounds = 0
     /// Notes whose content was read and hashed by the first scan (the rest were proven unchanged by their stat).

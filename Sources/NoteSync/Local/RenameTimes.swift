@@ -4,11 +4,12 @@ import Foundation
 /// two devices, keeps it (the later one).
 ///
 /// A note renamed in its folder (`mv a/x.md a/y.md`): its file's ctime, which the rename sets. A note whose folders
-/// changed (`mv a b`, or `mv a/x.md b/x.md`): the latest ctime of the folders on its new path from the first one that
-/// differs from its old path. Renaming a folder sets that folder's ctime and not its notes': the notes of a folder
-/// renamed on two devices to two names all get the same time on each, so the whole folder ends at the later name;
-/// their own ctimes (an edit, or a merge this device wrote into one) would split it note by note. A folder's ctime
-/// also moves when a note is made or renamed in it, so the time is never earlier than the rename.
+/// changed (`mv a b`, or `mv a/x.md b/x.md`): the ctime of the first folder on its new path that its old path lacks
+/// (`b`). Renaming a folder sets that folder's ctime and not its notes': the notes of a folder renamed on two devices
+/// to two names all get the same time on each, so the whole folder ends at one name; their own ctimes (an edit, or a
+/// merge this device wrote into one) split it note by note. The time is never earlier than the rename, but it can be
+/// later: a folder's ctime moves whenever a file is made, removed or renamed in it (an editor's swap file, a save by
+/// rename), and the rename then counts as made at that time. Nothing records the moment of a `mv` itself.
 ///
 /// Each folder is looked up once (`lstat`); the few folders of a rename of many notes cost a few calls.
 final class RenameTimes {
@@ -50,15 +51,10 @@ final class RenameTimes {
         if newIndex == newFolder.endIndex && oldIndex < oldFolder.endIndex && oldFolder[oldIndex] == "/" {
             return folderTime(newFolder).map { max($0, fileTime) } ?? fileTime
         }
-        var latest: Int64?
-        var index = common
-        while true {
-            let end = newFolder[index...].firstIndex(of: "/") ?? newFolder.endIndex
-            if let time = folderTime(newFolder[..<end]) { latest = max(latest ?? time, time) }
-            guard end < newFolder.endIndex else { break }
-            index = newFolder.index(after: end)
-        }
-        return latest ?? fileTime
+        // The first folder of the new path that the old one lacks: what `mv` renamed (or made, or moved the note
+        // into). Only that one: every note below a renamed folder gets its time, whatever changed deeper since.
+        let end = newFolder[common...].firstIndex(of: "/") ?? newFolder.endIndex
+        return folderTime(newFolder[..<end]) ?? fileTime
     }
 
     /// A folder's ctime (`path` relative to the notes folder; empty for the notes folder), nil when it cannot be
