@@ -307,6 +307,37 @@ import Testing
         #expect(agent.process.isRunning)
     }
 
+    /// A note a sync could not write (its text missing on the server) while the agent runs: `notesync sync`, served
+    /// by the agent from what its watch saw change, tries it again as a sync run alone does: it says the note is
+    /// left, and once the text is back it writes it (following the fix works with the agent running).
+    @Test func aSyncServedByTheAgentTriesAgainWhatWasLeft() throws {
+        let t = try TwoDevices("rails-agent-retry")
+        try t.write(t.a, "a.md", "one\n")
+        try t.sync(t.a)
+        try t.sync(t.b)
+        let text = "one\ntwo, whose text goes missing\n"
+        try t.write(t.a, "a.md", text)
+        try t.sync(t.a)
+        let asset = ServerLayout(root: t.server).assetPath(ContentDigest(of: Data(text.utf8)))
+        #expect(rename(asset, t.scratch.path + "/asset") == 0)
+        let agent = try NotesyncProcess(["watch", "--notes", t.b], scratch: t.scratch.path)
+        defer {
+            agent.process.terminate()
+            #expect(agent.wait().status == 0)
+        }
+        #expect(eventually(30) { FileManager.default.fileExists(atPath: t.b + "/.notesync/status.json") }, "\(agent.stderrText)")
+        for command in ["sync", "diff"] {
+            let left = try t.run([command, "--notes", t.b])
+            #expect(left.stdout.contains("not synced: 1 note(s)") && left.stderr.contains("a.md"), "\(left.stdout) \(left.stderr)")
+        }
+        #expect(t.read(t.b, "a.md") == "one\n")
+        #expect(rename(t.scratch.path + "/asset", asset) == 0)
+        let mended = try t.run(["sync", "--notes", t.b])
+        #expect(mended.status == 0 && mended.stdout.contains("download") && !mended.stdout.contains("not synced"), "\(mended.stdout)")
+        #expect(t.read(t.b, "a.md") == text)
+        #expect(!(try t.run(["status", "--notes", t.b]).stdout.contains("waiting:")))
+    }
+
     /// One exit code per condition, whatever the command: 1 for a folder that is not a notes folder, for a server
     /// that is not this folder's and for a damaged server marker, 64 for a bad option, 3 for a server that cannot
     /// be reached: its folder missing, or empty (the mount point of a share that is not mounted).

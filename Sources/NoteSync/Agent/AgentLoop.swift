@@ -32,6 +32,10 @@ final class AgentLoop {
     private var retryAt: ContinuousClock.Instant?
     private var backoff: Backoff
     private var stopping = false
+    /// Notes a sync left as they were (a change it could not make: a text missing on the server, a name in the way,
+    /// a full disk). A command's sync served from the watch's paths tries them again, as a sync run alone does; the
+    /// agent's own syncs leave them to the next full one (trying them at every event would warn at every event).
+    private var leftAsTheyWere: Set<String> = []
     private var cookiesSeen = Set<String>()
     private var cookies = 0
 
@@ -213,6 +217,13 @@ final class AgentLoop {
         for warning in report.warnings where warning.kind != .deletesHeld {
             logger.warning("sync.warning", metadata: ["detail": "\(warning)"])
         }
+        if !report.offline {
+            // Only a note's own name (a warning's path is the name as printed, escaped where it must be).
+            let left = report.warnings.lazy.filter { $0.kind == .note || $0.kind == .failed }.compactMap(\.path).filter {
+                (try? RecordName(validating: $0))?.description == $0
+            }
+            if full { leftAsTheyWere = Set(left) } else { leftAsTheyWere.formUnion(left) }
+        }
         for change in report.changes where change.kind != .adopt {
             logger.info("sync.change", metadata: ["note.path": "\(change.name)", "sync.kind": "\(change.kind.rawValue)"])
         }
@@ -370,14 +381,18 @@ final class AgentLoop {
     private func serveSync(_ asked: AgentSocket.Request) -> Result<SyncReport, any Error> {
         // Only a sync or a dry run of what changed waits for the watch to catch up.
         let incremental = !asked.allowMassDelete && !asked.recover && status.heldDeletes == nil && watchIsCurrent()
+        // With the notes an earlier sync left as they were: tried again (a text put back on the server since).
+        let retried = incremental ? leftAsTheyWere.subtracting(pending.paths) : []
         if asked.dryRun {
             var syncOptions = SyncOptions(
                 dryRun: true, withDiffs: true, colorDiffs: asked.colorDiffs, allowMassDelete: asked.allowMassDelete)
             syncOptions.forgetServer = asked.recover
-            return Result { try engine.sync(syncOptions, only: incremental ? pending.paths : nil) }
+            return Result { try engine.sync(syncOptions, only: incremental ? pending.paths + retried : nil) }
         }
         let paths = incremental ? pending.paths : nil
-        let outcome = syncNow(paths, allowMassDelete: asked.allowMassDelete, forCommand: true)
+        // Those the sync leaves again come back through its report (``synced(_:full:)``).
+        leftAsTheyWere.subtract(retried)
+        let outcome = syncNow(paths.map { $0 + retried }, allowMassDelete: asked.allowMassDelete, forCommand: true)
         if case .success(let report) = outcome, !report.offline {
             if let paths {
                 pending.remove(paths)
@@ -385,6 +400,8 @@ final class AgentLoop {
                 pending.removeAll()
                 nextFull = clock.now + options.fullScanInterval
             }
+        } else {
+            leftAsTheyWere.formUnion(retried)
         }
         return outcome
     }
