@@ -390,6 +390,41 @@ struct InotifyWatcherTests {
         }
     }
 
+    /// A root removed and made again (a server folder replaced by a copy, a share mounted again) is watched again:
+    /// its return is reported and the events in it arrive as before.
+    @Test func aRootMadeAgainIsWatchedAgain() async throws {
+        let dir = try TempDirectory()
+        let log = dir.sub("log")
+        try makeDirectories(log + "/sub")
+        try await withWatcher(roots: [(log, noIgnore)]) { watch, ids in
+            try FileManager.default.removeItem(atPath: log)
+            #expect(await watch.wait(for: .directoryRemoved(root: ids[0], path: "")))
+            let start = watch.events.count
+            try makeDirectories(log + "/sub")
+            #expect(await watch.wait(for: .directoryAppeared(root: ids[0], path: ""), from: start))
+            try writeFile(log + "/sub/entry", Data("x".utf8))
+            #expect(await watch.wait(for: .changed(root: ids[0], path: "sub/entry"), from: start))
+        }
+    }
+
+    /// A root whose folder is moved away while another takes its path (`mv server server.old; cp -a …`): the watch
+    /// does not follow the old folder; the new one is watched, and events in the old one are not reported.
+    @Test func aRootReplacedByAnotherFolderFollowsThePath() async throws {
+        let dir = try TempDirectory()
+        let log = dir.sub("log")
+        try makeDirectories(log)
+        try await withWatcher(roots: [(log, noIgnore)]) { watch, ids in
+            #expect(rename(log, dir.sub("log.old")) == 0)
+            try makeDirectories(log)
+            #expect(await watch.wait(for: .directoryAppeared(root: ids[0], path: "")))
+            let start = watch.events.count
+            try writeFile(dir.sub("log.old") + "/stale", Data("x".utf8))
+            try writeFile(log + "/entry", Data("x".utf8))
+            #expect(await watch.wait(for: .changed(root: ids[0], path: "entry"), from: start))
+            #expect(!watch.events[start...].contains(.changed(root: ids[0], path: "stale")))
+        }
+    }
+
     @Test func oneWatcherPerProcessAndNoStaleEventsForTheNext() async throws {
         let first = try TempDirectory()
         let second = try TempDirectory()

@@ -251,6 +251,7 @@ extension InotifyWatcher {
                     if code == 0 {
                         settlePendingMove()
                         if owedOverflow && offer(.overflow) { owedOverflow = false }
+                        checkRoots()
                         continue
                     }
                     if code == EINTR { continue }
@@ -423,6 +424,31 @@ extension InotifyWatcher {
                 return
             }
             forget(wd)
+        }
+
+        /// Each root's path still names the directory watched, and a root that went is watched again once its path
+        /// is a directory again: a server folder replaced by a copy (the watch followed the old one away, or went
+        /// with it), a share mounted again. One `lstat` a root, in a second without events. A root watched again
+        /// reports `directoryAppeared` at its top: whatever happened meanwhile is looked at.
+        func checkRoots() {
+            for root in roots.values {
+                let info = FileIO.lstatInfo(root.path).flatMap { ($0.st_mode & S_IFMT) == S_IFDIR ? $0 : nil }
+                if root.alive {
+                    guard let wd = descriptors[Location(root: root.id, path: "")], let watched = directories[wd] else { continue }
+                    if let info, watched.device == UInt64(info.st_dev) && watched.inode == UInt64(info.st_ino) { continue }
+                    rootGone(root)
+                }
+                guard let info, var back = roots[root.id] else { continue }
+                back.alive = true
+                roots[root.id] = back
+                guard ensureWatched(back, "", info) != nil else {
+                    roots[root.id]?.alive = false
+                    continue
+                }
+                if back.recursive { walk(back, "", announce: false) }
+                logger.notice("watch.root.back", metadata: ["watch.root": "\(root.id)", "watch.path": "\(root.path)"])
+                emit(.directoryAppeared(root: root.id, path: ""))
+            }
         }
 
         func rootGone(_ root: Root) {

@@ -299,6 +299,11 @@ extension SyncEngine {
                 report.changes[index].detail = "edited on the server, renamed here: the edit is in the renamed note"
             }
             for index in (pushesBefore..<pushes.count).reversed() where pushes[index].name == step.name {
+                // A merge of both sides' edits, written here, is committed as the move's save: still a merge, as the
+                // dry run says (the commit reports only the move).
+                if pushes[index].kind == .merge {
+                    report.changes.append(PlannedChange(kind: .merge, name: step.name.description, detail: nil))
+                }
                 pushes.remove(at: index)
             }
             for index in (basesBefore..<baseUpdates.count).reversed() where baseUpdates[index].name == step.name {
