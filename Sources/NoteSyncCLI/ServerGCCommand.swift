@@ -13,6 +13,16 @@ struct Duration: ExpressibleByArgument {
     static var defaultCompletionKind: CompletionKind { .default }
 }
 
+extension Duration: CustomStringConvertible {
+    /// As an option takes it (`1d`, `12h`, `90m`, or seconds): what `--help` shows as a default.
+    var description: String {
+        for (unit, length) in [("d", Int64(86_400)), ("h", 3_600), ("m", 60)] where seconds != 0 && seconds % length == 0 {
+            return "\(seconds / length)\(unit)"
+        }
+        return "\(seconds)"
+    }
+}
+
 struct ServerGC: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gc",
