@@ -46,16 +46,25 @@ import Testing
         let json = try t.run(["diff", "--notes", t.a, "--json"])
         let report = try JSONDecoder().decode(SyncReport.self, from: Data(json.stdout.utf8))
         #expect(report.heldDeletes == 8 && report.warnings.map(\.kind) == [.deletesHeld], "\(json.stdout)")
+        // Another device edits four of them: they come back here, and the four still gone, now fewer than half
+        // the notes, stay held (not pushed by the next plain sync).
+        for index in 0..<4 { try t.write(t.b, "old/n\(index).md", "edited on B\n") }
+        try t.sync(t.b)
+        let fewer = try t.run(["sync", "--notes", t.a])
+        #expect(fewer.status == 1 && fewer.stderr.contains("4 of 9 notes are gone"), "\(fewer.stdout) \(fewer.stderr)")
+        #expect(try Self.deleteEntries(t.server) == 0, "deletes held before were pushed without approval")
+        #expect(t.read(t.a, "old/n0.md") == "edited on B\n")
+
         let approved = try t.run(["diff", "--notes", t.a, "--allow-mass-delete"])
         #expect(
-            approved.status == 0 && approved.stdout.contains("old/n0.md") && approved.stdout.contains("old/n7.md"),
+            approved.status == 0 && approved.stdout.contains("old/n4.md") && approved.stdout.contains("old/n7.md"),
             "\(approved.stdout)")
         #expect(try Self.deleteEntries(t.server) == 0, "a preview committed deletes")
 
         try t.expectOK(["sync", "--notes", t.a, "--allow-mass-delete"])
-        #expect(try Self.deleteEntries(t.server) == 8)
+        #expect(try Self.deleteEntries(t.server) == 4)
         try t.sync(t.b)
-        #expect(try t.notes(t.b).keys.sorted() == ["keep.md"])
+        #expect(try t.notes(t.b).keys.sorted() == ["keep.md", "old/n0.md", "old/n1.md", "old/n2.md", "old/n3.md"])
         #expect(!(try t.run(["status", "--notes", t.a]).stdout.contains("HELD")))
     }
 

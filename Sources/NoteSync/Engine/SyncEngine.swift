@@ -674,7 +674,10 @@ public final class SyncEngine {
                 !moved.contains($0) && !scanner.isIgnored($0) && FileIO.lstatInfo(folder.root + "/" + $0.string) == nil
             }.count
         let total = max(bases.count, scan.files.count)
-        guard gone >= 3 && gone * 2 > total, !options.allowMassDelete else { return }
+        // Held whole until approved: once held, the deletes stay held while three or more notes are still gone, also
+        // when fewer than half are now (a note brought back by another device's edit, some put back by hand).
+        let stillHeld = gone >= 3 && (try? state.meta(.heldDeletes)) != nil
+        guard gone >= 3 && gone * 2 > total || stillHeld, !options.allowMassDelete else { return }
         plan.removeAll(where: isLocalDelete)
         report.heldDeletes = gone
         report.warnings.append(SyncWarning(.deletesHeld, Self.massDeleteWarning(gone, of: total, root: folder.root)))
