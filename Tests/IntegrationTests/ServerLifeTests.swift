@@ -141,6 +141,10 @@ import Testing
         #expect(
             skipped.stderr.contains(String(format: "%012d", last)) && skipped.stderr.contains("torn")
                 && skipped.stderr.contains("notesync recover"), "\(skipped.stderr)")
+        // Its bytes still name the writer and the notes: which device to run the fix on, and what is missing.
+        #expect(
+            skipped.stderr.contains("(by its bytes: \"alice\" (") && skipped.stderr.contains("(by its bytes: x.md, y.md)"),
+            "\(skipped.stderr)")
         #expect(t.read(t.b, "x.md") == "one\n" && t.read(t.b, "y.md") == nil)
 
         let stopped = try t.run(["sync", "--notes", t.a])

@@ -562,3 +562,26 @@ import Testing
         }
     }
 }
+
+/// What a damaged entry's bytes still say, for the warning's fix (``DamagedEntry``): the writer's id and the note
+/// names, whole ones only, escaped, at most five and a count of the rest.
+@Suite struct DamagedEntryHintTests {
+    @Test func theBytesNameTheWriterAndTheNotes() {
+        let names = ["a.md", #"sub/q\"uote.md"#, #"bell\u0007.md"#, "d.md", "e.md", "f.md", "g.md"]
+        let json =
+            #"{"changes":["# + names.map { #"{"base":0,"name":""# + $0 + #"","op":"save"}"# }.joined(separator: ",")
+            + #"],"commit":"c","device":"2895cb3bfdb224de","seq":3}"#
+        let whole = Data(json.utf8)
+        #expect(DamagedEntry.writerID(in: whole) == "2895cb3bfdb224de")
+        #expect(
+            DamagedEntry.noteNames(in: whole) == ["a.md", #"sub/q"uote.md"#, DisplayName.escape("bell\u{7}.md"), "d.md", "e.md", "2 more"])
+        // Torn inside the second name and before the device: only what is whole.
+        let cut = json.utf8.distance(from: json.utf8.startIndex, to: json.range(of: "q\\")!.lowerBound.samePosition(in: json.utf8)!)
+        let torn = Data(json.utf8.prefix(cut))
+        #expect(DamagedEntry.writerID(in: torn) == nil)
+        #expect(DamagedEntry.noteNames(in: torn) == ["a.md"])
+        // A device field torn in its middle names nobody.
+        #expect(DamagedEntry.writerID(in: Data(#"{"device":"2895cb"#.utf8)) == nil)
+        #expect(DamagedEntry.writerID(in: Data(#"{"device":"not-hex"}"#.utf8)) == nil)
+    }
+}

@@ -94,6 +94,63 @@ public struct DamagedEntry: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether the entry was sealed in a format newer than this build's: it may be valid, only unreadable here.
     public var isNewerFormat = false
+
+    /// The device its bytes name as the writer (its name and id, escaped), when they still say it (a plain server's
+    /// entry torn after its `device` field, or damaged elsewhere): a hint for the user, never trusted for anything
+    /// else.
+    public var writer: String?
+
+    /// The note names its bytes still hold (at most 5, escaped, and how many more): what is missing where it was
+    /// skipped. A hint, as ``writer``.
+    public var names: [String] = []
+
+    /// Who can push again what the entry held: its writer, named when its bytes say which.
+    var fix: String {
+        let notes = names.isEmpty ? "" : " (by its bytes: \(names.joined(separator: ", ")))"
+        return "on the device that wrote it\(writer.map { " (by its bytes: \($0))" } ?? ""), `notesync recover` "
+            + "pushes those notes again\(notes)"
+    }
+
+    /// The note names a plain entry's bytes hold whole (`"name":"…"`), escaped for display, at most `limit` and a
+    /// count of the rest.
+    static func noteNames(in data: Data, limit: Int = 5) -> [String] {
+        let key = Array(#""name":""#.utf8)
+        var found: [String] = []
+        var more = 0
+        var from = data.startIndex
+        while let range = data[from...].firstRange(of: key) {
+            var end = range.upperBound
+            var escaped = false
+            while end < data.endIndex, escaped || data[end] != UInt8(ascii: "\"") {
+                escaped = !escaped && data[end] == UInt8(ascii: "\\")
+                end = data.index(after: end)
+            }
+            guard end < data.endIndex else { break }
+            if found.count < limit {
+                let raw = String(decoding: data[range.upperBound..<end], as: UTF8.self)
+                let text = (try? JSONDecoder().decode(String.self, from: Data(("\"" + raw + "\"").utf8))) ?? raw
+                found.append(DisplayName.escape(text))
+            } else {
+                more += 1
+            }
+            from = data.index(after: end)
+        }
+        if more > 0 { found.append("\(more) more") }
+        return found
+    }
+
+    /// The device id a plain entry's bytes name (`"device":"<hex>"`), when they hold it whole.
+    static func writerID(in data: Data) -> String? {
+        let key = Array(#""device":""#.utf8)
+        guard let start = data.firstRange(of: key)?.upperBound else { return nil }
+        let digits = data[start...].prefix {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+        }
+        guard (1...64).contains(digits.count), data.index(start, offsetBy: digits.count) < data.endIndex,
+            data[data.index(start, offsetBy: digits.count)] == UInt8(ascii: "\"")
+        else { return nil }
+        return String(decoding: digits, as: UTF8.self)
+    }
 }
 
 /// The heads of every record in a zone as of one log position (the change token).
@@ -157,8 +214,7 @@ public struct ZoneState: Sendable, Hashable {
         }
             + damaged.map {
                 "\($0); every device skips this entry, what it held is not applied\n"
-                    + "  fix: run `notesync server fsck` on the server folder; on the device that wrote it, `notesync recover` "
-                    + "pushes those notes again"
+                    + "  fix: run `notesync server fsck` on the server folder; \($0.fix)"
             }
     }
 

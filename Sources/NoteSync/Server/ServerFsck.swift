@@ -429,7 +429,7 @@ public struct ServerFsck {
                 add(.missingEntry, layout.entryPath(seq), "vanished while checking")
                 fold.state.skip(seq: seq)
             case .damaged(let damage):
-                add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot")
+                add(.damagedEntry, damage.path, damage.reason + "; every device skips this slot; " + damage.fix)
                 fold.state.skip(seq: seq)
             case .entry(let entry):
                 report.entries += 1

@@ -62,6 +62,10 @@ extension ServerStore {
             var damage = DamagedEntry(seq: seq, path: path, reason: error.description)
             damage.digest = digest
             if case .newerFormat = error { damage.isNewerFormat = true }
+            if !marker.isEncrypted {
+                if let id = DamagedEntry.writerID(in: data) { damage.writer = "\"\(deviceName(id))\" (\(id))" }
+                damage.names = DamagedEntry.noteNames(in: data)
+            }
             return .damaged(damage)
         }
     }
