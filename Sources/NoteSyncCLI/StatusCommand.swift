@@ -120,7 +120,8 @@ struct StatusCommand: ParsableCommand {
                 print("agent:     not running")
             }
             print("last sync: \(status.lastSync ?? "never")")
-            if let error = status.lastError { print("last error: \(error)") }
+            // Said once: a stopped server's error is on the server line already.
+            if let error = status.lastError, error != status.serverError { print("last error: \(error)") }
             return code
         }
     }
