@@ -24,6 +24,7 @@ struct HistoryCommand: ParsableCommand {
                 root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
             // Another server at the path is not this folder's history.
             if let bound = config.serverID { try store.requireID(bound) }
+            try SyncEngine.requireKey(store, folder: folder, config: config)
             let versions = try store.history(of: name)
             if versions.isEmpty { print("no versions of \(name) on the server") }
             let current = try state.bases()[name]?.tag

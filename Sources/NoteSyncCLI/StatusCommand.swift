@@ -70,6 +70,7 @@ struct StatusCommand: ParsableCommand {
                 let store = try ServerStore(
                     root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
                 if let bound = config.serverID { try store.requireID(bound) }
+                try SyncEngine.requireKey(store, folder: folder, config: config)
                 var zone = stored
                 try store.fetch(into: &zone)
                 status.reachable = true

@@ -164,6 +164,16 @@ import Testing
         let without = try devices.run(["sync", "--notes", devices.a], environment: ["NOTESYNC_PASSPHRASE": ""])
         #expect(without.status == 1 && without.stderr.contains("run `notesync init --notes "), "\(without.stderr)")
         #expect(try devices.notes(devices.a)["kept.md"] == Data("kept\n".utf8), "the note is kept")
+        // `history` and `status` say the same, also once a gc has left a snapshot (history read "no versions" and
+        // exit 0 then, and called the snapshot damaged; status said "reachable").
+        try devices.expectOK(["server", "gc", devices.server, "--grace", "0"])
+        for command in [["history", "kept.md"], ["history", "a-note-never-synced.md"], ["status"]] {
+            let result = try devices.run(command + ["--notes", devices.a], environment: ["NOTESYNC_PASSPHRASE": ""])
+            #expect(
+                result.status == 1 && (result.stdout + result.stderr).contains("run `notesync init --notes ")
+                    && !result.stdout.contains("no versions") && !result.stderr.contains("damaged"),
+                "\(command): \(result.stdout) \(result.stderr)")
+        }
         try devices.expectOK(["init", "--notes", devices.a, "--server", devices.server])
         try devices.sync(devices.a)
         try devices.sync(devices.b)

@@ -603,16 +603,21 @@ public final class SyncEngine {
         } else if let bound = boundServerID {
             try opened.requireID(bound)
         }
-        if opened.marker.isEncrypted && (opened.vault == nil || config.vaultServerID != opened.marker.id) {
-            throw NoteSyncError(
-                .key, path: opened.layout.marker,
-                "is the marker of an encrypted server, and this notes folder has no key for it",
-                fix: "run `notesync init --notes \(folder.root) --server \(config.server)` with the server's passphrase "
-                    + "(--passphrase-file FILE, NOTESYNC_PASSPHRASE, or typed at the prompt): it keeps the key and every note")
-        }
+        try Self.requireKey(opened, folder: folder, config: config)
         store = opened
         markerSeen = opened.storage.info(opened.layout.marker)?.fingerprint
         return opened
+    }
+
+    /// An encrypted server opened for `folder` needs the key the folder keeps (`.notesync/vault-key`, for that
+    /// server): without it nothing of the server can be read, and every command that reads it says so, with the fix.
+    public static func requireKey(_ opened: ServerStore, folder: NotesFolder, config: FolderConfig) throws {
+        guard opened.marker.isEncrypted && (opened.vault == nil || config.vaultServerID != opened.marker.id) else { return }
+        throw NoteSyncError(
+            .key, path: opened.layout.marker,
+            "is the marker of an encrypted server, and this notes folder has no key for it",
+            fix: "run `notesync init --notes \(folder.root) --server \(config.server)` with the server's passphrase "
+                + "(--passphrase-file FILE, NOTESYNC_PASSPHRASE, or typed at the prompt): it keeps the key and every note")
     }
 
     /// How far ahead of this device's clock a time may be before it is reported (a note's mtime, the server's).

@@ -147,7 +147,10 @@ extension ServerStore {
     public func anchoredSnapshot(_ seq: Int64) -> Snapshot? {
         let snapshot: Snapshot
         do { snapshot = try readSnapshot(seq) } catch {
-            logger.error("server.snapshot.damaged", metadata: ["server.seq": "\(seq)", "reason": "\(error)"])
+            // Without the key nothing reads: not a damaged snapshot (the caller's own reads say what is missing).
+            if (error as? NoteSyncError)?.kind != .key {
+                logger.error("server.snapshot.damaged", metadata: ["server.seq": "\(seq)", "reason": "\(error)"])
+            }
             return nil
         }
         guard let chain = snapshot.chain else { return snapshot }
