@@ -166,6 +166,10 @@ extension SshfsTests {
             }, "the agent reports itself offline with the edit, the new note and the delete queued: \(shown)")
         let status = try notesync(["status", "--notes", t.first], scratch: scratch)
         #expect(status.stdout.contains("OFFLINE") && status.stdout.contains("UNREACHABLE"), "\(status.stdout)")
+        if how == .sshfsKilled {
+            // A dead FUSE mount answers ENOTCONN until it is unmounted: the fix says so (and it is followed below).
+            #expect(status.stdout.contains("fusermount -u"), "\(status.stdout)")
+        }
         #expect(
             laptop.status?.online == false && laptop.process.stderrText.contains("server.unreachable"),
             "the agent's status and log say it is offline")

@@ -171,10 +171,17 @@ public final class ServerStore: Sendable {
         }
         ServerRoots.register(layout.root)
         guard let info = FileIO.lstatInfo(layout.root) else {
+            let code = errno
+            // A FUSE mount whose process died (sshfs killed) stays mounted and answers nothing: it must be unmounted
+            // before it can be mounted again.
+            let unmount =
+                code == ENOTCONN
+                ? "unmount the dead mount first (`fusermount -u MOUNTPOINT`, or `umount -l MOUNTPOINT`), then mount the share "
+                : "mount the share "
             throw NoteSyncError(
                 .serverUnreachable, path: layout.root, "the server folder cannot be reached",
-                fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then",
-                errno: errno)
+                fix: unmount + "(or bring the server folder back at this path); notes are kept and changes wait until then",
+                errno: code)
         }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
             throw NoteSyncError(
