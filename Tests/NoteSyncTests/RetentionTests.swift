@@ -247,6 +247,28 @@ import Testing
         #expect(try ServerFiles(store).listing() == listing)
     }
 
+    /// With an earlier gc's mark still waiting, a dry run says what the real run then removes: each text, entry and
+    /// snapshot counted once, not once per mark that names it.
+    @Test func aDryRunCountsWhatAnEarlierMarkNamesOnce() throws {
+        let dir = try TempDirectory()
+        let store = try makeServer(dir)
+        var state = ZoneState()
+        for step in 0..<20 { try save(store, &state, "a.md", "v\(step)", at: now - 5 * 3600 * Self.second + Int64(step) * Self.second) }
+        waitOutTheSecondOfTheWrites(store)
+        let marked = try store.collectGarbage(grace: RetentionPolicy.day, dryRun: false, now: now)
+        #expect(marked.assetsRemoved == 0 && marked.marksWaiting == 1, "\(marked)")
+        let listing = try ServerFiles(store).listing()
+        let preview = try store.collectGarbage(grace: 0, dryRun: true, now: now)
+        #expect(try ServerFiles(store).listing() == listing)
+        waitOutTheSecondOfTheWrites(store)
+        let swept = try store.collectGarbage(grace: 0, dryRun: false, now: now)
+        #expect(swept.assetsRemoved == 19 && swept.entriesRemoved == 19, "\(swept)")
+        #expect(
+            preview.assetsRemoved == swept.assetsRemoved && preview.bytesRemoved == swept.bytesRemoved
+                && preview.entriesRemoved == swept.entriesRemoved && preview.entryBytesRemoved == swept.entryBytesRemoved
+                && preview.snapshotsRemoved == swept.snapshotsRemoved, "\(preview) against \(swept)")
+    }
+
     /// gc stopped at each of its steps leaves a server that fsck finds clean and a new device reads whole; the next
     /// gc finishes the work.
     @Test(arguments: ["gc.snapshotWritten", "gc.marked", "gc.assetRemoved", "gc.entryRemoved", "gc.markSwept"])

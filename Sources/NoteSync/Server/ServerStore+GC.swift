@@ -371,12 +371,17 @@ extension ServerStore {
         guard !due.isEmpty else { return }
         var (live, newest) = try liveAssets()
         var sweptPacks = Set<String>()
+        // What an earlier due mark of this sweep removed is not counted again by a later one: removed, it is not
+        // found again, but a dry run removes nothing (it counted an earlier gc's mark and its own twice).
+        var sweptAssets = Set<ContentDigest>()
+        var sweptSnapshots = Set<Int64>()
+        var entriesSweptBelow: Int64 = 0
         if let pending {
             live = pending.live
             newest = max(newest, pending.snapshot)
         }
         for (path, markTime, mark) in due {
-            for digest in mark.assets where !live.contains(digest) {
+            for digest in mark.assets where !live.contains(digest) && !sweptAssets.contains(digest) {
                 let asset = layout.assetPath(digest)
                 guard let info = storage.info(asset), info.isFile else { continue }
                 // A writer that reused the asset since the mark touched it.
@@ -387,6 +392,7 @@ extension ServerStore {
                 }
                 report.assetsRemoved += 1
                 report.bytesRemoved += info.size
+                sweptAssets.insert(digest)
             }
             try sweepPacks(
                 dead: Set(mark.assets).subtracting(live), markTime: markTime, dryRun: dryRun, pending: path.isEmpty,
@@ -394,11 +400,15 @@ extension ServerStore {
             // Entries below the mark's snapshot go only while a snapshot at least that new reads. Older snapshots
             // first: a gc killed among the entries leaves no snapshot whose entry is gone.
             if mark.snapshot > 0 && newest >= mark.snapshot {
-                for seq in try snapshotSequences() where seq < mark.snapshot {
+                for seq in try snapshotSequences() where seq < mark.snapshot && !sweptSnapshots.contains(seq) {
                     if !dryRun { _ = try? storage.remove(layout.snapshotPath(seq)) }
                     report.snapshotsRemoved += 1
+                    sweptSnapshots.insert(seq)
                 }
-                try removeEntries(below: mark.snapshot, dryRun: dryRun, report: &report)
+                if mark.snapshot > entriesSweptBelow {
+                    try removeEntries(below: mark.snapshot, from: entriesSweptBelow, dryRun: dryRun, report: &report)
+                    entriesSweptBelow = mark.snapshot
+                }
             }
             if !dryRun && !path.isEmpty {
                 _ = try? storage.remove(path)
@@ -484,8 +494,9 @@ extension ServerStore {
         return names.contains { name in Int64(name.prefix { $0.isNumber }).map { $0 < seq } ?? false }
     }
 
-    /// Removes every entry file in a slot below `seq`, and the log folders that leaves empty.
-    private func removeEntries(below seq: Int64, dryRun: Bool, report: inout GCReport) throws {
+    /// Removes every entry file in a slot below `seq`, and the log folders that leaves empty; those below `from` are
+    /// taken as removed already (by an earlier mark of the same sweep) and neither removed nor counted again.
+    private func removeEntries(below seq: Int64, from: Int64 = 0, dryRun: Bool, report: inout GCReport) throws {
         let lastShard = ServerLayout.shardName(of: seq)
         for shard in (try storage.list(layout.logDirectory) ?? []).sorted()
         where shard <= lastShard && shard.utf8.count == lastShard.utf8.count {
@@ -498,6 +509,7 @@ extension ServerStore {
                     left += 1
                     continue
                 }
+                if slot < from { continue }
                 if !dryRun {
                     _ = try? storage.remove(folder + "/" + name)
                     try FaultPoint.hit("gc.entryRemoved")
