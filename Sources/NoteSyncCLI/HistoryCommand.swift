@@ -32,6 +32,8 @@ struct HistoryCommand: ParsableCommand {
                 let (seq, change) = (version.seq, version.change)
                 let device = store.deviceName(version.entry.device)
                 var what = change.op == .delete ? "deleted" : "saved \(change.text?.size ?? 0) bytes"
+                // The delete of a move is no delete of the note: it went on under its new name.
+                if change.op == .delete, let to = change.movedTo { what = "renamed to \(DisplayName.escape(to))" }
                 if let from = change.movedFrom {
                     what = "renamed from \(DisplayName.escape(from)), " + what
                 } else if change.name != name.string {

@@ -59,6 +59,9 @@ import Testing
         #expect(history[0].hasPrefix("version 1") && history[0].hasSuffix("as x.md"))
         #expect(history[1].contains("renamed from x.md"))
         #expect(history[2].contains("synced here"))
+        // Under its old name the move shows as a rename, not a delete.
+        let old = try t.expectOK(["history", "--notes", t.a, "x.md"]).stdout
+        #expect(old.contains("renamed to y.md") && !old.contains("deleted"), "\(old)")
         // A version from before the rename is one of the note's versions.
         try t.expectOK(["restore", "--notes", t.a, "y.md", "--version", "1"])
         #expect(t.read(t.a, "y.md") == "one\ntwo\nthree\n")
