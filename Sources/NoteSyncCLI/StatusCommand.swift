@@ -35,8 +35,8 @@ struct StatusCommand: ParsableCommand {
         var serverToken: Int64?
         var pending: [String]
         var conflicts: [String]
-        /// Notes the server holds in a version this folder does not have, with no local change of them waiting:
-        /// the last sync could not write them here (``waitingNotes(_:zone:folder:)``).
+        /// Notes the server holds in a version this folder does not have (a local change of them may be queued
+        /// too): the last sync could not write or merge them here (``waitingNotes(_:zone:folder:)``).
         var waiting: [String] = []
         var lastSync: String?
         var lastError: String?

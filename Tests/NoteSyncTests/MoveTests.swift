@@ -353,7 +353,8 @@ import Testing
 }
 
 /// The time of a rename here (``RenameTimes``), path shape by path shape: the file's own ctime for a rename in its
-/// folder, else the ctime of the first folder new to its path, and never of a folder both paths share.
+/// folder or moved up, else the later ctime of the first folder new to its path and of its own folder, and never of
+/// a folder both paths share.
 @Suite struct RenameTimesTests {
     @Test func eachShapeOfRenameTakesTheTimeOfWhatItChanged() throws {
         let dir = try TempDirectory()
@@ -382,11 +383,13 @@ import Testing
         #expect(try time("a/x.md", "a/y.md") == 42)
         #expect(try time("x.md", "y.md") == 42)
         #expect(try time("F/x.md", "G/x.md") == ctime("G"))
-        // Only the renamed folder: a subfolder changed since does not count.
-        #expect(try time("a/F/s/x.md", "a/G/s/x.md") == ctime("a/G"))
+        // The renamed folder and the note's own: a subfolder changed since counts (moved into an existing folder).
+        #expect(try time("a/F/s/x.md", "a/G/s/x.md") == ctime("a/G/s"))
+        #expect(try time("F/x.md", "a/G/x.md") == max(ctime("a"), ctime("a/G")))
         #expect(try time("a/x.md", "a/b/x.md") == ctime("a/b"))
-        #expect(try time("a/b/x.md", "a/x.md") == ctime("a"))
-        #expect(try time("a/x.md", "x.md") == ctime(""))
+        // Moved up: only the note was renamed (the folders' ctimes move with every temp file made in them).
+        #expect(try time("a/b/x.md", "a/x.md") == 42)
+        #expect(try time("a/x.md", "x.md") == 42)
         #expect(try time("ab/x.md", "a/x.md") == ctime("a"))
         // A folder that cannot be read: the file's time.
         #expect(try time("F/x.md", "gone/x.md") == 42)

@@ -26,6 +26,12 @@ extension InotifyWatcher {
         var lastWatchError: Int32 = 0
         /// Set when ``events`` was full and dropped an event: the consumer is owed an overflow.
         var owedOverflow = false
+        /// Roots whose return could not be watched, with the directory (device, inode) found then: not tried again,
+        /// nor logged again, until another directory is at the path (``checkRoots()``).
+        var revivalFailed: [Int: (UInt64, UInt64)] = [:]
+        /// Live roots whose path did not read at the last check: dropped at the second miss in a row (one failed
+        /// `lstat` on a flaky mount is no root gone).
+        var rootMisses: Set<Int> = []
 
         struct Root {
             let id: Int
@@ -435,16 +441,26 @@ extension InotifyWatcher {
                 let info = FileIO.lstatInfo(root.path).flatMap { ($0.st_mode & S_IFMT) == S_IFDIR ? $0 : nil }
                 if root.alive {
                     guard let wd = descriptors[Location(root: root.id, path: "")], let watched = directories[wd] else { continue }
-                    if let info, watched.device == UInt64(info.st_dev) && watched.inode == UInt64(info.st_ino) { continue }
+                    if let info, watched.device == UInt64(info.st_dev) && watched.inode == UInt64(info.st_ino) {
+                        rootMisses.remove(root.id)
+                        continue
+                    }
+                    // Another directory there is gone at once; a path that did not read, at the second time.
+                    if info == nil && rootMisses.insert(root.id).inserted { continue }
+                    rootMisses.remove(root.id)
                     rootGone(root)
                 }
                 guard let info, var back = roots[root.id] else { continue }
+                let found = (UInt64(info.st_dev), UInt64(info.st_ino))
+                if let failed = revivalFailed[root.id], failed == found { continue }
                 back.alive = true
                 roots[root.id] = back
                 guard ensureWatched(back, "", info) != nil else {
                     roots[root.id]?.alive = false
+                    revivalFailed[root.id] = found
                     continue
                 }
+                revivalFailed[root.id] = nil
                 if back.recursive { walk(back, "", announce: false) }
                 logger.notice("watch.root.back", metadata: ["watch.root": "\(root.id)", "watch.path": "\(root.path)"])
                 emit(.directoryAppeared(root: root.id, path: ""))

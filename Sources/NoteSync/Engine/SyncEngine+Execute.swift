@@ -301,7 +301,10 @@ extension SyncEngine {
             for index in (pushesBefore..<pushes.count).reversed() where pushes[index].name == step.name {
                 // A merge of both sides' edits, written here, is committed as the move's save: still a merge, as the
                 // dry run says (the commit reports only the move).
-                if pushes[index].kind == .merge {
+                // Once: a round after a lost race merges the note again.
+                if pushes[index].kind == .merge
+                    && !report.changes.contains(where: { $0.kind == .merge && $0.name == step.name.description })
+                {
                     report.changes.append(PlannedChange(kind: .merge, name: step.name.description, detail: nil))
                 }
                 pushes.remove(at: index)

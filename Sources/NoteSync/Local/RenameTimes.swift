@@ -3,13 +3,14 @@ import Foundation
 /// When a note was renamed here, as the file system tells it: what decides which of two renames of one note, made on
 /// two devices, keeps it (the later one).
 ///
-/// A note renamed in its folder (`mv a/x.md a/y.md`): its file's ctime, which the rename sets. A note whose folders
-/// changed (`mv a b`, or `mv a/x.md b/x.md`): the ctime of the first folder on its new path that its old path lacks
-/// (`b`). Renaming a folder sets that folder's ctime and not its notes': the notes of a folder renamed on two devices
-/// to two names all get the same time on each, so the whole folder ends at one name; their own ctimes (an edit, or a
-/// merge this device wrote into one) split it note by note. The time is never earlier than the rename, but it can be
-/// later: a folder's ctime moves whenever a file is made, removed or renamed in it (an editor's swap file, a save by
-/// rename), and the rename then counts as made at that time. Nothing records the moment of a `mv` itself.
+/// A note renamed in its folder (`mv a/x.md a/y.md`) or moved up (`mv a/b/x.md a/`): its file's ctime, which the
+/// rename sets. A note whose folders changed (`mv a b`, or `mv a/x.md b/c/x.md`): the later ctime of the first folder
+/// on its new path that its old path lacks (`b`) and of its own folder (`b/c`). Renaming a folder sets that folder's
+/// ctime and not its notes': the notes of a folder renamed on two devices to two names all get the same time on
+/// each, so the whole folder ends at one name; their own ctimes (an edit, or a merge this device wrote into one) split
+/// it note by note. The time is never earlier than the rename, but it can be later: a folder's ctime moves whenever
+/// a file is made, removed or renamed in it (an editor's swap file, a save by rename), and the rename then counts as
+/// made at that time. Nothing records the moment of a `mv` itself.
 ///
 /// Each folder is looked up once (`lstat`); the few folders of a rename of many notes cost a few calls.
 final class RenameTimes {
@@ -28,9 +29,9 @@ final class RenameTimes {
         let new = file.path
         // The old and new folders' paths ("" for the notes folder itself).
         guard let newSlash = new.utf8.lastIndex(of: UInt8(ascii: "/")) else {
-            // Now at the top: renamed in it, or moved up to it (the notes folder's ctime is the move's).
-            guard old.contains(UInt8(ascii: "/")) else { return fileTime }
-            return folderTime("").map { max($0, fileTime) } ?? fileTime
+            // Now at the top: renamed in it, or moved up to it. No folder rename moves a note up: the note itself was
+            // renamed, and its ctime is the rename's (the notes folder's moves with every temp file made in it).
+            return fileTime
         }
         let newFolder = new[..<newSlash]
         let oldFolder = old.lastIndex(of: UInt8(ascii: "/")).map { from.string[..<$0] } ?? ""
@@ -47,14 +48,19 @@ final class RenameTimes {
         if oldIndex == oldFolder.endIndex && newIndex < newFolder.endIndex && newFolder[newIndex] == "/" {
             common = newFolder.index(after: newIndex)
         }
-        // Moved up into a folder the old path holds (`a/b/x.md` to `a/x.md`): that folder's ctime.
+        // Moved up into a folder the old path holds (`a/b/x.md` to `a/x.md`): the note itself was renamed.
         if newIndex == newFolder.endIndex && oldIndex < oldFolder.endIndex && oldFolder[oldIndex] == "/" {
-            return folderTime(newFolder).map { max($0, fileTime) } ?? fileTime
+            return fileTime
         }
-        // The first folder of the new path that the old one lacks: what `mv` renamed (or made, or moved the note
-        // into). Only that one: every note below a renamed folder gets its time, whatever changed deeper since.
+        // The first folder of the new path that the old one lacks (what `mv` renamed, or made), and the note's own
+        // folder (what a note moved into an existing folder changed): one of the two is what the `mv` touched. For
+        // the notes of a renamed folder the first is the same, and the second unchanged since unless a file was made
+        // or removed in it later.
         let end = newFolder[common...].firstIndex(of: "/") ?? newFolder.endIndex
-        return folderTime(newFolder[..<end]) ?? fileTime
+        let first = folderTime(newFolder[..<end])
+        let own = end == newFolder.endIndex ? first : folderTime(newFolder)
+        guard let first, let own else { return first ?? own ?? fileTime }
+        return max(first, own)
     }
 
     /// A folder's ctime (`path` relative to the notes folder; empty for the notes folder), nil when it cannot be
