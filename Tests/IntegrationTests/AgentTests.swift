@@ -98,6 +98,33 @@ import Testing
         #expect(!status.contains("HELD"), "\(status)")
     }
 
+    /// A note's Unicode twin made while both agents run (`café.md` in NFC, then in NFD beside it): the agent's
+    /// partial scan of the one path inotify names sees the other twin too, and does what a one-shot sync does: one
+    /// keeps the name, the other becomes a conflict copy, and both texts reach the other device and stay there
+    /// through later edits of each; the server holds two records, and a served sync has nothing left to do.
+    @Test func unicodeTwinsMadeUnderTheAgentsBothArrive() throws {
+        let agents = try TwoAgents("agent-twins")
+        defer { agents.stop() }
+        let t = agents.devices
+        func texts(_ folder: String) -> Set<String> {
+            Set(((try? t.notes(folder)) ?? [:]).values.map { String(decoding: $0, as: UTF8.self) })
+        }
+        try t.write(t.a, "caf\u{E9}.md", "composed\n")
+        #expect(eventually { t.read(t.b, "caf\u{E9}.md") == "composed\n" }, "\(agents.logs())")
+        try t.write(t.a, "cafe\u{301}.md", "decomposed\n")
+        #expect(eventually { texts(t.b) == ["composed\n", "decomposed\n"] }, "both twins' texts: \(agents.logs())")
+        // Each twin is a note of its own now: an edit of either reaches B and overwrites nothing of the other.
+        try t.write(t.a, "cafe\u{301}.md", "decomposed, edited\n")
+        #expect(eventually { texts(t.b) == ["composed\n", "decomposed, edited\n"] }, "\(agents.logs())")
+        let copy = try #require(try t.notes(t.a).first { $0.value == Data("composed\n".utf8) }?.key)
+        try t.write(t.a, copy, "composed, edited\n")
+        #expect(eventually { texts(t.b) == ["composed, edited\n", "decomposed, edited\n"] }, "\(agents.logs())")
+        #expect(try serverHeads(t.server).values.filter { !$0.deleted }.count == 2)
+        let served = try t.expectOK(["sync", "--notes", t.a])
+        #expect(served.stdout.contains("nothing to do"), "\(served.stdout)")
+        #expect(texts(t.a) == ["composed, edited\n", "decomposed, edited\n"])
+    }
+
     /// A note rewritten every 0.1 s for 3 s (an autosave) with `--pace 1`: the other device ends with the last text,
     /// and the server gained a few versions, not thirty (CommitPacerTests: the first save after a quiet spell goes at once).
     @Test func autosaveIsPacedAndTheLastSaveArrives() throws {

@@ -53,4 +53,18 @@ import Testing
         #expect(DisplayName.escape("c1\u{85}") == "c1\\u{85}")
         #expect(DisplayName.escape("ls\u{2028}ps\u{2029}") == "ls\\u{2028}ps\\u{2029}")
     }
+
+    /// The only scalars whose NFC holds an ASCII character are the three ``RecordName/mayHaveUnicodeTwin(_:)``
+    /// names: an ASCII name without `K`, a backtick or `;` has no Unicode twin, and a partial scan lists no folder
+    /// for it.
+    @Test func onlyThreeScalarsNormaliseToASCII() {
+        var found: [UInt32] = []
+        for value in UInt32(0x80)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            if RecordName.nfc(String(Character(scalar))).utf8.contains(where: { $0 < 0x80 }) { found.append(value) }
+        }
+        #expect(found == [0x37E, 0x1FEF, 0x212A])
+        #expect(RecordName.mayHaveUnicodeTwin("K.md") && RecordName.mayHaveUnicodeTwin("a;b") && RecordName.mayHaveUnicodeTwin("`"))
+        #expect(!RecordName.mayHaveUnicodeTwin("notes/plan-k.md"))
+    }
 }

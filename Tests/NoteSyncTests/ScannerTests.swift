@@ -116,6 +116,50 @@ import Testing
         #expect(scan.warnings.filter { $0.kind == .unicodeTwin }.count == 1, "\(scan.warnings)")
     }
 
+    /// A partial scan given one twin (the agent's scan of the one path inotify named), the other, both, or the
+    /// record's NFC name keeps the twin a full scan keeps and leaves the other out with a warning, in the root and
+    /// in twin folders; given a twin that is gone, it finds the one that is left. Without this every partial scan of
+    /// either twin took its file as the record's, and the two overwrote each other's record under the agent.
+    @Test func aPartialScanOfOneTwinSeesTheOther() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        let composed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        for folder in [composed, decomposed] {
+            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+            try writeFile(root + "/" + folder + "/n.md", Data(folder.utf8))
+            try writeFile(root + "/" + folder + ".md", Data(folder.utf8))
+        }
+        try writeFile(root + "/K.md", Data("ascii\n".utf8))
+        try writeFile(root + "/\u{212A}.md", Data("kelvin\n".utf8))
+        let scanner = Scanner(root: root, rules: .builtIn)
+        let full = try scanner.scan(bases: [:])
+        let cases: [[String]] = [
+            [composed + ".md"], [decomposed + ".md"], [composed + ".md", decomposed + ".md"], [composed + "/n.md"],
+            [decomposed + "/n.md"], [composed], [composed, decomposed + "/n.md"], ["K.md"], ["\u{212A}.md"]
+        ]
+        for only in cases {
+            let scan = try scanner.scan(bases: [:], only: only)
+            let names = Set(try only.filter { $0.hasSuffix(".md") }.map { try name(RecordName.nfc($0)) })
+            for (name, file) in scan.files {
+                let kept = try #require(full.files[name], "\(name)")
+                #expect(Array(file.path.utf8) == Array(kept.path.utf8), "\(only)")
+            }
+            #expect(names.isSubset(of: Set(scan.files.keys)), "\(only)")
+            let left = scan.unicodeTwins.map { Array($0.utf8) }
+            #expect(Set(left).count == left.count, "each twin left out once: \(only)")
+            #expect(scan.warnings.filter { $0.kind == .unicodeTwin }.count == left.count, "\(only)")
+            #expect(!left.isEmpty, "\(only)")
+            for path in scan.unicodeTwins { #expect(full.unicodeTwins.contains { UTF8Bytes.equal($0, path) }, "\(only)") }
+        }
+        // The twin kept by a full scan is gone: a partial scan of its path finds the other.
+        try FileManager.default.removeItem(atPath: root + "/" + decomposed + ".md")
+        let after = try scanner.scan(bases: [:], only: [decomposed + ".md"])
+        let left = try #require(after.files[try name(composed + ".md")])
+        #expect(Array(left.path.utf8) == Array((composed + ".md").utf8))
+        #expect(after.unicodeTwins.isEmpty)
+    }
+
     /// A partial scan that finds the notes under a folder through the state database's index takes the same scope
     /// as one that goes over every base: a folder gone, one renamed to a file, neighbours whose names start alike
     /// (`a/b-x`, `a/b0`, `a/bc/…`, `a/b` itself), and names past ASCII. A name only the database has (no base here)
@@ -279,7 +323,12 @@ import Testing
             bases[name] = BaseRecord(tag: 1, digest: file.digest, size: file.size, modified: file.modified, fingerprint: file.fingerprint)
         }
         #expect(bases.count == 2)
-        for scan in [try scanner.scan(bases: bases, only: nil), try scanner.scan(bases: bases, only: onDisk)] {
+        // Given the records' NFC names (a later round's scope, a server change), the scan finds the files in NFD.
+        let names = bases.keys.map(\.string)
+        for scan in [
+            try scanner.scan(bases: bases, only: nil), try scanner.scan(bases: bases, only: onDisk),
+            try scanner.scan(bases: bases, only: names)
+        ] {
             #expect(scan.hashed == 0)
             #expect(scan.baseMatches == 2)
             let paths = scan.files.values.map { Array($0.path.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }

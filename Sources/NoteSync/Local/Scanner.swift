@@ -133,6 +133,9 @@ public struct Scanner: Sendable {
     public let rules: IgnoreRules
     /// Counts the notes a full scan hashes (``SyncOptions/progress``).
     public var progress: SyncProgress?
+    /// A file bigger than this, changed since its base (or new), is left out: not hashed, counted unreadable (so
+    /// never taken as deleted, nor written over by a pull), and warned about (``SyncWarning/Kind/tooBig``).
+    public var maxFileSize = FileSizeLimit(bytes: nil)
 
     public init(root: String, rules: IgnoreRules) {
         self.root = root
@@ -161,7 +164,9 @@ public struct Scanner: Sendable {
         var candidates: [Candidate] = []
         do {
             var scope = Set<RecordName>()
-            let unique = Set(paths).sorted()
+            // By bytes: `Set<String>` and `<` compare canonical equivalence, and would keep one of two twins given.
+            var seen = Set<[UInt8]>()
+            let unique = paths.filter { seen.insert(Array($0.utf8)).inserted }.sorted(by: UTF8Bytes.precedes)
             // The notes under each path (a folder may be gone): from the database's index when given; else a pass
             // over the bases for a few paths (the agent's usual batch), a binary search of the sorted names for many.
             var sortedBases: [RecordName]?
@@ -185,10 +190,14 @@ public struct Scanner: Sendable {
                 let parent = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
                 if rules.isIgnoredPath(path, isDirectory: false) && rules.isIgnoredPath(path, isDirectory: true) { continue }
                 if !parent.isEmpty, rules.isIgnoredPath(parent, isDirectory: true) { continue }
-                guard let info = FileIO.lstatInfo(root + "/" + path) else { continue }
-                try visit(
-                    FileIO.DirectoryEntry(name: (path as NSString).lastPathComponent, isValidUTF8: true), path: path,
-                    info: info, into: &result, candidates: &candidates)
+                // Every file of this name in any Unicode form, as a full walk meets them: the path given may be one
+                // twin (or a record's NFC name for a file in NFD), and the scan must see all to keep one per record.
+                for onDisk in twins(of: path) {
+                    guard let info = FileIO.lstatInfo(root + "/" + onDisk) else { continue }
+                    try visit(
+                        FileIO.DirectoryEntry(name: (onDisk as NSString).lastPathComponent, isValidUTF8: true),
+                        path: onDisk, info: info, into: &result, candidates: &candidates)
+                }
             }
             var found = Candidates(candidates)
             Self.dropUnicodeTwins(&found, in: &result)
@@ -197,6 +206,36 @@ public struct Scanner: Sendable {
             result.scope = scope
             return try complete(Walked(result: result, candidates: found), bases: bases)
         }
+    }
+
+    /// The paths on disk whose names are `path`'s in some Unicode form (`path` itself among them when it exists), in
+    /// byte order; `[path]` when no other form can exist. A component that could have a twin (see
+    /// ``RecordName/mayHaveUnicodeTwin(_:)``) is looked up by listing its folder; the rest are taken as they are.
+    func twins(of path: String) -> [String] {
+        let components = RecordName.components(of: path)
+        guard components.contains(where: { RecordName.mayHaveUnicodeTwin(String($0)) }) else { return [path] }
+        var prefixes = [""]
+        for component in components {
+            let part = String(component)
+            guard RecordName.mayHaveUnicodeTwin(part) else {
+                prefixes = prefixes.map { $0.isEmpty ? part : $0 + "/" + part }
+                continue
+            }
+            let form = RecordName.nfc(part)
+            var next: [String] = []
+            for prefix in prefixes {
+                guard let entries = try? FileIO.listEntries(prefix.isEmpty ? root : root + "/" + prefix) else {
+                    next.append(prefix.isEmpty ? part : prefix + "/" + part)
+                    continue
+                }
+                for entry in entries where entry.isValidUTF8 && UTF8Bytes.equal(RecordName.nfc(entry.name), form) {
+                    next.append(prefix.isEmpty ? entry.name : prefix + "/" + entry.name)
+                }
+            }
+            prefixes = next
+            if prefixes.isEmpty { return [path] }
+        }
+        return prefixes.sorted(by: UTF8Bytes.precedes)
     }
 
     /// What a walk of the whole folder found: every note's path and fingerprint, not yet compared with the bases.
@@ -278,6 +317,10 @@ public struct Scanner: Sendable {
                 }
                 if match.row >= 0 {
                     result.baseMatches += 1
+                } else if !maxFileSize.allows(candidate.fingerprint.size) {
+                    result.files[file.name] = nil
+                    result.unreadable.insert(file.name)
+                    result.warnings.append(Self.tooBigWarning(file.name, size: candidate.fingerprint.size, limit: maxFileSize))
                 } else {
                     toHash.append((file.name, file.path))
                 }
@@ -348,6 +391,18 @@ public struct Scanner: Sendable {
         // What the walk allocated is freed by now; its pages go back to the system before the sync goes on to plan.
         if result.scope == nil { MallocTuning.trim() }
         return result
+    }
+
+    /// The warning for a note left out of the sync for its size, here or on the server (`server`).
+    static func tooBigWarning(_ name: RecordName, size: Int64, limit: FileSizeLimit, server: Bool = false) -> SyncWarning {
+        SyncWarning(
+            .tooBig, path: name.description,
+            "\(name): \(FileSizeLimit.format(size)), over max-file-size (\(limit)): "
+                + (server
+                    ? "not downloaded (the server keeps it; nothing of it here is changed)"
+                    : "not uploaded (left as it is, never taken as deleted)")
+                + "; every other note syncs\n  fix: `notesync config --max-file-size "
+                + FileSizeLimit.suggestion(for: size) + "` to sync it, or add it to .notesyncignore")
     }
 
     /// How many files a scan hashes between putting outcomes in the table.
@@ -539,6 +594,10 @@ public struct Scanner: Sendable {
     /// Keeps one file per record name: where two files' names differ only in Unicode normalisation (NFC and NFD
     /// on a filesystem that keeps both), the first in walk order syncs and the other is skipped with a warning.
     /// Only a file whose name is not in NFC as found can have a twin, so a walk that found none skips this pass.
+    ///
+    /// Walk order between twins is byte order of their paths (their components differ first in a name, and a full
+    /// walk takes a folder's entries in byte order), so a partial scan, which meets files in the order it is given
+    /// them, keeps the same twin as a full one: the one of lowest bytes.
     static func dropUnicodeTwins(
         _ candidates: inout Candidates,
         in result: inout ScanResult
@@ -546,14 +605,17 @@ public struct Scanner: Sendable {
         guard result.denormalized else { return }
         let suspects = Set(candidates.lazy.filter { !$0.name.string.utf8.elementsEqual($0.path.utf8) }.map(\.name))
         var first: [RecordName: String] = [:]
+        for candidate in candidates where suspects.contains(candidate.name) {
+            if let other = first[candidate.name], !UTF8Bytes.precedes(candidate.path, other) { continue }
+            first[candidate.name] = candidate.path
+        }
         var dropped = false
+        // A partial scan may meet a file twice (given itself and its folder): it is one twin, said once.
+        var left = Set<[UInt8]>()
         candidates.removeAll { candidate in
-            guard suspects.contains(candidate.name) else { return false }
-            guard let other = first[candidate.name] else {
-                first[candidate.name] = candidate.path
-                return false
-            }
+            guard suspects.contains(candidate.name), let other = first[candidate.name] else { return false }
             if other.utf8.elementsEqual(candidate.path.utf8) { return false }
+            guard left.insert(Array(candidate.path.utf8)).inserted else { return true }
             result.warnings.append(
                 SyncWarning(
                     .unicodeTwin, path: DisplayName.escape(candidate.path),

@@ -49,6 +49,14 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
         UTF8Bytes.isASCII(text) ? text : String(decoding: text._nfcCodeUnits, as: UTF8.self)
     }
 
+    /// Whether another string could have `text`'s NFC (``nfc(_:)``): any name with a non-ASCII character, and an
+    /// ASCII one only through the three scalars whose NFC is ASCII (U+212A KELVIN SIGN is `K`, U+1FEF GREEK VARIA
+    /// is a backtick, U+037E GREEK QUESTION MARK is `;`).
+    static func mayHaveUnicodeTwin(_ text: String) -> Bool {
+        guard UTF8Bytes.isASCII(text) else { return true }
+        return text.utf8.contains { $0 == UInt8(ascii: "K") || $0 == UInt8(ascii: "`") || $0 == UInt8(ascii: ";") }
+    }
+
     /// Whether `text` is in the standard library's NFC (see `nfc(_:)`), compared byte by byte without copying.
     static func isNFC(_ text: String) -> Bool {
         var bytes = text.utf8.makeIterator()
