@@ -21,6 +21,11 @@ struct InitCommand: ParsableCommand {
     @Option(help: "The server: a folder (local, or an NFS/SMB/sshfs mount), or s3://BUCKET/PREFIX.") var server: String
     @OptionGroup var location: EndpointOption
     @Option(help: "This device's name in conflict copies (default: the host name).") var deviceName: String?
+    @Option(
+        help: ArgumentHelp(
+            "The largest note this device syncs (default \(FileSizeLimit.default); 0: no limit); see `notesync config`.",
+            valueName: "size"))
+    var maxFileSize: String?
     @Flag(help: "Make the server directory a new server if it is not one yet.") var createServer = false
     @Flag(help: "With --create-server: make it an encrypted server (`notesync server init --encrypt`).") var encrypt = false
     @OptionGroup var secret: PassphraseOptions
@@ -31,6 +36,7 @@ struct InitCommand: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let folder = NotesFolder(root: notes)
+            let sizeLimit = try maxFileSize.map(FileSizeLimit.init(parsing:))
             let serverRoot = ServerAddress.normalized(server)
             let endpoint = location.endpoint
             if encrypt && !createServer {
@@ -156,6 +162,7 @@ struct InitCommand: ParsableCommand {
                 .created: String(Clock.nowNanoseconds())
             ])
             if let endpoint, ServerAddress.isObjectStore(serverRoot) { try state.setMeta([.serverEndpoint: endpoint]) }
+            if let sizeLimit { try state.setMeta([.maxFileSize: sizeLimit.stored]) }
             try LocalState.writeDeviceFile(folder.database, device: id)
             try? store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: Clock.nowNanoseconds(), token: 0))
             print(

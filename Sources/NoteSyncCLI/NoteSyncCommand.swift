@@ -78,7 +78,7 @@ struct NoteSyncCommand: AsyncParsableCommand {
         version: NoteSyncVersion.full,
         subcommands: [
             InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self,
-            ConflictsCommand.self,
+            ConflictsCommand.self, ConfigCommand.self,
             HistoryCommand.self, RestoreCommand.self, ServerCommand.self, ServiceCommand.self, DebugCommand.self,
             GenerateManualCommand.self
         ]

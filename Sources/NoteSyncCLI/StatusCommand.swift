@@ -38,6 +38,10 @@ struct StatusCommand: ParsableCommand {
         /// Notes the server holds in a version this folder does not have (a local change of them may be queued
         /// too): the last sync could not write or merge them here (``waitingNotes(_:zone:folder:)``).
         var waiting: [String] = []
+        /// The largest note this device syncs (`notesync config --max-file-size`), and the notes the last syncs left
+        /// out for being bigger, here or on the server.
+        var maxFileSize: String = FileSizeLimit.default.description
+        var tooBig: [String] = []
         var lastSync: String?
         var lastError: String?
         /// Local deletes the mass-delete guard holds.
@@ -60,6 +64,8 @@ struct StatusCommand: ParsableCommand {
                 lastError: try state.meta(.lastError))
             status.waiting = try waitingNotes(state, zone: stored, folder: folder).map(\.description)
             status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
+            status.maxFileSize = try FileSizeLimit.stored(in: state).description
+            status.tooBig = (try state.meta(.tooBig) ?? "").split(separator: "\n").map(String.init)
             status.agent = AgentStatus.read(folder)
             if let held = status.agent?.heldDeletes { status.heldDeletes = held }
             if let agent = status.agent {
@@ -106,6 +112,14 @@ struct StatusCommand: ParsableCommand {
                         + "(its warnings say why; each sync tries again)")
                 for name in status.waiting.prefix(20) { print("           \(name)") }
                 if status.waiting.count > 20 { print("           … and \(status.waiting.count - 20) more") }
+            }
+            if !status.tooBig.isEmpty {
+                print(
+                    "too big:   \(status.tooBig.count) note(s) over max-file-size (\(status.maxFileSize)) left out of the "
+                        + "sync, here or on the server; every other note syncs (`notesync config --max-file-size SIZE` "
+                        + "raises the limit)")
+                for name in status.tooBig.prefix(20) { print("           \(name)") }
+                if status.tooBig.count > 20 { print("           … and \(status.tooBig.count - 20) more") }
             }
             print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
             if let held = status.heldDeletes {

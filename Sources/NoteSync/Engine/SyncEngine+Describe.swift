@@ -107,7 +107,11 @@ extension SyncEngine {
                     (conflict.localWins
                         ? "the local version keeps the name; the server's becomes "
                         : "the server's version keeps the name; the local one becomes ") + conflict.copy.description
-                if conflict.binary { detail += " (binary content is never merged)" }
+                if conflict.tooBigToMerge {
+                    detail += " (notes over \(FileSizeLimit.format(FileSizeLimit.mergeBytes)) are never merged)"
+                } else if conflict.binary {
+                    detail += " (binary content is never merged)"
+                }
             }
             return change(.conflict, detail, try diff(try localData(), try serverData(conflict.server), local, server))
         case .leave(let kind, let detail):

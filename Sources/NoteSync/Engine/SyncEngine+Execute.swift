@@ -562,7 +562,9 @@ extension SyncEngine {
         let finished = try BatchPipeline.run(
             total: pushes.count, batchSize: batchSize,
             overlapped: pushes.count > batchSize && !FaultPoint.isActive,
-            prepare: { [pushes] range in try Self.prepareBatch(pushes[range], root: root, store: store, progress: progress) },
+            prepare: { [pushes, maxFileSize] range in
+                try Self.prepareBatch(pushes[range], root: root, store: store, progress: progress, maxFileSize: maxFileSize)
+            },
             process: { prepared, range, isLast, writer in
                 // The packs' indexes a large sync read to find its texts (a rename's 50,000: 5 MB) are not held through
                 // its last commit, where it peaks: every batch is staged by now, and the commits before are done. A later
@@ -598,7 +600,7 @@ extension SyncEngine {
     /// is kept until the commit publishes it: on a folder, temp files, or nothing for a text the server has; on an
     /// object store, a text sent without looking for it first is staged in memory (up to 64 KiB each).
     private static func prepareBatch(
-        _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?
+        _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?, maxFileSize: FileSizeLimit
     ) throws -> PreparedBatch {
         var prepared = PreparedBatch(saves: [], deletes: [], staged: [])
         let saves = pushes.lazy.filter { $0.path != nil }.count
@@ -615,9 +617,12 @@ extension SyncEngine {
             let reads = Parallel.map(part.count) { offset in
                 Result { () -> (PreparedText, StatFingerprint)? in
                     let push = part[part.startIndex + offset]
-                    guard let path = push.path, let (data, fingerprint) = try FileIO.readStable(root + "/" + path) else {
+                    guard let path = push.path else { return nil }
+                    // Grown past the limit since the scan: not read whole (the next scan warns about it).
+                    if let info = FileIO.lstatInfo(root + "/" + path), !maxFileSize.allows(Int64(info.st_size)) {
                         return nil
                     }
+                    guard let (data, fingerprint) = try FileIO.readStable(root + "/" + path) else { return nil }
                     return (push.moveFrom == nil ? preparer.encoded(data) : preparer.named(data), fingerprint)
                 }
             }
@@ -625,7 +630,13 @@ extension SyncEngine {
             var bytes: Int64 = 0
             for (offset, push) in part.enumerated() {
                 if push.path != nil {
-                    guard let (text, fingerprint) = try reads[offset]!.get() else { continue }
+                    // A note that cannot be read now is left queued and said; the others are committed.
+                    let read: (PreparedText, StatFingerprint)?
+                    do { read = try reads[offset]!.get() } catch let error as NoteSyncError {
+                        prepared.warnings.append(SyncWarning.note(push.name, error))
+                        continue
+                    }
+                    guard let (text, fingerprint) = read else { continue }
                     texts.append(text)
                     bytes += text.ref.size
                     prepared.saves.append((part.startIndex + offset, fingerprint))
@@ -703,6 +714,7 @@ extension SyncEngine {
             kinds[push.name] = push.kind
         }
         guard !changes.isEmpty else {
+            report.warnings += prepared.warnings
             progress?.addCommitted(slice.count)
             return .committed(foldedOthers: false)
         }
@@ -722,6 +734,8 @@ extension SyncEngine {
         changes = []
         switch outcome {
         case .committed(let seq):
+            // Said once: a batch that loses its slot is prepared (and warns) again.
+            report.warnings += prepared.warnings
             try putBackSwept(prepared, slice, texts: texts, store: store)
             // Every head folded in since the last save: ours, and those of entries that won a slot first.
             let changedHeads = zone.takeUnsaved()
@@ -810,6 +824,8 @@ extension SyncEngine {
         var local: Data
         var server: Data
         var result: MergeResult
+        /// Not merged for its size (``FileSizeLimit/mergeBytes``): `result` is `.binary`.
+        var tooBig = false
     }
 
     /// Three-way merges a local note with the server head.
@@ -817,6 +833,13 @@ extension SyncEngine {
         _ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,
         server: RecordHead, store: ServerStore
     ) throws -> MergeOutcome {
+        // A big note is not merged line by line (a merge holds about thirteen times its texts): both versions are
+        // kept, as for a binary note, and none is read here.
+        if let text = server.text, max(local.size, text.size, ancestorSize ?? 0) > FileSizeLimit.mergeBytes {
+            return MergeOutcome(
+                resolution: .conflict(localWins: (local.modified, config.deviceID) > (server.modified, server.device)),
+                local: Data(), server: Data(), result: .binary, tooBig: true)
+        }
         guard let localData = try FileIO.read(folder.root + "/" + local.path), let text = server.text else {
             throw NoteSyncError(.io, path: local.path, "vanished during the sync", fix: "sync again")
         }

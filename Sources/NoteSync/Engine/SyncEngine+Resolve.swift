@@ -39,6 +39,8 @@ extension SyncEngine {
         /// time), found wherever the user moved it. It is not made again; it syncs as the new note it is.
         var madeBefore: Bool
         var binary: Bool
+        /// Not merged for its size (``FileSizeLimit/mergeBytes``), whatever its content.
+        var tooBigToMerge = false
     }
 
     /// Works out every step's action, once, in plan order. A step whose action cannot be worked out (a note or a
@@ -58,6 +60,13 @@ extension SyncEngine {
         let madeBefore = merges ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone, renamed: renamed) : [:]
         var copies: Set<RecordName> = []
         for index in plan.indices {
+            // A server text over the limit is not read: the note is left as it is here, and `status` lists it as
+            // waiting. A local text over it never gets here (the scan left it out).
+            if let text = Self.serverTextRead(by: plan[index]), !maxFileSize.allows(text.size) {
+                report.warnings.append(
+                    Scanner.tooBigWarning(plan[index].name, size: text.size, limit: maxFileSize, server: true))
+                continue
+            }
             do {
                 // Nil: nothing to do (the planner leaves such records out; a merge needs the note it merges).
                 plan[index].action = try action(plan[index], madeBefore: madeBefore, store: store) { copy in
@@ -69,6 +78,18 @@ extension SyncEngine {
             }
         }
         plan.removeAll { $0.action == nil }
+    }
+
+    /// The server text a step's action reads (to write it here, or to merge it), if any.
+    static func serverTextRead(by step: Step) -> AssetRef? {
+        switch step.decision {
+        case .pull(let head) where !head.deleted && !(step.move != nil && head.text?.sha256 == step.local?.digest):
+            return head.text
+        case .restoreServer(let head), .merge(_, let head):
+            return head.text
+        default:
+            return nil
+        }
     }
 
     /// One step's action.
@@ -116,7 +137,7 @@ extension SyncEngine {
                     return .conflict(
                         Conflict(
                             server: server, localWins: true, copy: made, copyDevice: deviceName(server.device, store: store),
-                            madeBefore: true, binary: binary))
+                            madeBefore: true, binary: binary, tooBigToMerge: merged.tooBig))
                 }
                 let device = localWins ? deviceName(server.device, store: store) : config.deviceName
                 let modified = localWins ? server.modified : local.modified
@@ -125,7 +146,7 @@ extension SyncEngine {
                 return .conflict(
                     Conflict(
                         server: server, localWins: localWins, copy: copy, copyDevice: device, madeBefore: false,
-                        binary: binary))
+                        binary: binary, tooBigToMerge: merged.tooBig))
             }
         case .newerVersion:
             return .leave(.newerVersion, "written by a newer notesync; left alone")

@@ -115,6 +115,8 @@ public final class SyncEngine {
     public var leavesMemoryToExit = false
     /// The running sync's ``SyncOptions/progress``.
     var progress: SyncProgress?
+    /// The running sync's limit on a note's size (``MetaKey/maxFileSize``).
+    var maxFileSize = FileSizeLimit.default
 
     public init(folder: NotesFolder, state: LocalState, config: FolderConfig, logger: Logger) {
         self.folder = folder
@@ -139,6 +141,9 @@ public final class SyncEngine {
         progress?.enter(.scanning)
         var scanner = Scanner(root: folder.root, rules: try folder.ignoreRules())
         scanner.progress = options.progress
+        // Read at every sync: `notesync config` changes it under a running agent.
+        maxFileSize = try FileSizeLimit.stored(in: state)
+        scanner.maxFileSize = maxFileSize
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
         var (bases, zone, scan) = try loadAndScan(scanner, options: options, only: paths, phases: &phases)
         report.hashed = scan.hashed
@@ -540,6 +545,13 @@ public final class SyncEngine {
         // What `status` says of held deletes: set by any sync that holds them, cleared by a full sync that does not.
         if full || report.heldDeletes > 0 {
             meta[.heldDeletes] = report.heldDeletes > 0 ? String(report.heldDeletes) : nil
+        }
+        // What `status` lists as left out for its size: a full sync's findings, or those added since by partial ones.
+        let tooBig = report.warnings.filter { $0.kind == .tooBig }.compactMap(\.path)
+        if full || !tooBig.isEmpty {
+            var listed = full ? [] : (try state.meta(.tooBig) ?? "").split(separator: "\n").map(String.init)
+            for line in tooBig where !listed.contains(line) { listed.append(line) }
+            meta[.tooBig] = listed.isEmpty ? nil : listed.joined(separator: "\n")
         }
         // Values that did not change are not written (`Batch.setMeta`), and the time is a file's.
         try state.setMeta(meta)

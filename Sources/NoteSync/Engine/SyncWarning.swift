@@ -29,6 +29,9 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
         case deleteForgotten = "delete-forgotten"
         /// A note edited during the sync: left for the next round.
         case note
+        /// A note bigger than the folder's `max-file-size`, here or on the server: left out of the sync (never deleted),
+        /// every other note syncs.
+        case tooBig = "too-big"
         /// A note whose change could not be made (it could not be read, written or deleted: a read-only folder, a
         /// full disk): tried again by the next sync; the sync stops short (exit 1).
         case failed

@@ -1,0 +1,86 @@
+import Foundation
+import NoteSync
+import Testing
+
+/// `max-file-size`: a note over the limit is left out with a warning that names it and the fix, listed by `status`,
+/// never deleted anywhere, and every other note syncs; big notes are kept as conflict copies rather than merged.
+@Suite struct BigFileTests {
+    /// `count` bytes of text lines (a merge reads it as text).
+    static func text(_ count: Int, _ tag: String) -> String {
+        let line = "\(tag) " + String(repeating: "x", count: 70) + "\n"
+        return String(repeating: line, count: count / line.utf8.count + 1)
+    }
+
+    @Test func aNoteOverTheLimitHereIsLeftOutAndTheOthersSync() throws {
+        let devices = try TwoDevices("bigfile-up")
+        try devices.expectOK(["config", "--notes", devices.a, "--max-file-size", "1M"])
+        try devices.write(devices.a, "small.md", "small\n")
+        try devices.write(devices.a, "big.md", Self.text(2 << 20, "big"))
+        let synced = try devices.sync(devices.a)
+        #expect(synced.stderr.contains("big.md: 2.0 MiB, over max-file-size (1 MiB): not uploaded"), "\(synced.stderr)")
+        #expect(synced.stderr.contains("fix: `notesync config --max-file-size 3M`"), "\(synced.stderr)")
+        let status = try devices.expectOK(["status", "--notes", devices.a])
+        #expect(status.stdout.contains("too big:   1 note(s) over max-file-size (1 MiB)"), "\(status.stdout)")
+        #expect(status.stdout.contains("           big.md"), "\(status.stdout)")
+        try devices.sync(devices.b)
+        #expect(devices.read(devices.b, "small.md") == "small\n")
+        #expect(devices.read(devices.b, "big.md") == nil)
+        // Still there, and synced once the limit allows it; `status` lists it no more.
+        #expect(devices.read(devices.a, "big.md") != nil)
+        let config = try devices.expectOK(["config", "--notes", devices.a, "--max-file-size", "3M"])
+        #expect(config.stdout.contains("max-file-size: 3 MiB"), "\(config.stdout)")
+        let again = try devices.sync(devices.a)
+        #expect(again.stdout.contains("upload           big.md"), "\(again.stdout)")
+        #expect(!(try devices.expectOK(["status", "--notes", devices.a])).stdout.contains("too big:"))
+        try devices.sync(devices.b)
+        #expect(devices.read(devices.b, "big.md") == devices.read(devices.a, "big.md"))
+    }
+
+    @Test func aNoteOverTheLimitOnTheServerIsNotDownloadedAndTheOthersArrive() throws {
+        let devices = try TwoDevices("bigfile-down")
+        try devices.expectOK(["config", "--notes", devices.a, "--max-file-size", "0"])
+        try devices.expectOK(["config", "--notes", devices.b, "--max-file-size", "1M"])
+        for index in 0..<5 { try devices.write(devices.a, "n\(index).md", "note \(index)\n") }
+        try devices.write(devices.a, "big.md", Self.text(2 << 20, "big"))
+        try devices.sync(devices.a)
+        let pulled = try devices.sync(devices.b)
+        #expect(pulled.stderr.contains("big.md: 2.0 MiB, over max-file-size (1 MiB): not downloaded"), "\(pulled.stderr)")
+        for index in 0..<5 { #expect(devices.read(devices.b, "n\(index).md") == "note \(index)\n") }
+        #expect(devices.read(devices.b, "big.md") == nil)
+        let status = try devices.expectOK(["status", "--notes", devices.b])
+        #expect(status.stdout.contains("too big:   1 note(s)") && status.stdout.contains("           big.md"), "\(status.stdout)")
+        // Nothing of it is deleted on the server: A's next sync changes nothing.
+        let next = try devices.sync(devices.a)
+        #expect(!next.stdout.contains("big.md"), "\(next.stdout)")
+        #expect(devices.read(devices.a, "big.md") != nil)
+    }
+
+    @Test func aSizeThatIsNotOneIsRefusedWithTheFix() throws {
+        let devices = try TwoDevices("bigfile-usage")
+        let refused = try devices.run(["config", "--notes", devices.a, "--max-file-size", "lots"])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("lots: is not a file size") && refused.stderr.contains("fix:"), "\(refused.stderr)")
+        let shown = try devices.expectOK(["config", "--notes", devices.a])
+        #expect(shown.stdout.contains("max-file-size: \(FileSizeLimit.default) (the default)"), "\(shown.stdout)")
+    }
+
+    /// Both devices edit a note over the merge limit: no line merge (it would hold thirteen times the texts), both
+    /// versions kept, one as a conflict copy.
+    @Test func bigNotesEditedOnBothSidesAreKeptAsAConflictCopy() throws {
+        let devices = try TwoDevices("bigfile-merge")
+        let base = Self.text(5 << 20, "base")
+        try devices.write(devices.a, "big.md", base)
+        try devices.sync(devices.a)
+        try devices.sync(devices.b)
+        try devices.write(devices.a, "big.md", "alice's line\n" + base)
+        try devices.sync(devices.a)
+        try devices.write(devices.b, "big.md", base + "bob's line\n")
+        let merged = try devices.sync(devices.b)
+        #expect(merged.stdout.contains("conflict"), "\(merged.stdout.prefix(2000))")
+        let notes = try devices.notes(devices.b)
+        // Digests, not texts: a failure prints what it compares.
+        let texts = Set(notes.values.map { ContentDigest(of: $0) })
+        #expect(notes.count == 2, "\(notes.keys.sorted())")
+        #expect(texts == [ContentDigest(of: Data(("alice's line\n" + base).utf8)), ContentDigest(of: Data((base + "bob's line\n").utf8))])
+    }
+}
