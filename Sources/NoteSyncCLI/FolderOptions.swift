@@ -30,7 +30,10 @@ struct FolderOptions: ParsableArguments {
     /// Opens the folder's state and configuration; `readOnly` writes nothing (dry runs, status).
     func open(readOnly: Bool = false) throws -> (NotesFolder, LocalState, FolderConfig) {
         let folder = try folder()
-        if !readOnly { folder.keepOtherToolsOut() }
+        if !readOnly {
+            folder.keepOtherToolsOut()
+            folder.keepStatePrivate()
+        }
         let state = try LocalState(path: folder.database, readOnly: readOnly)
         return (folder, state, try FolderConfig(state: state, folder: folder))
     }

@@ -148,8 +148,9 @@ struct InitCommand: ParsableCommand {
             let vault = try created?.vault ?? unlockAhead?.vault(for: opened) ?? secret.vault(opened)
             let name = Self.sanitize(deviceName ?? ProcessInfo.processInfo.hostName)
             try FileIO.makeDirectories(folder.root)
-            try FileIO.makeDirectory(folder.stateDirectory)
+            try FileIO.makeDirectory(folder.stateDirectory, mode: NotesFolder.stateDirectoryMode)
             folder.keepOtherToolsOut()
+            folder.keepStatePrivate()
             // A new state has not synced yet (a database deleted by hand, or one moved aside above): `status` says so.
             LocalState.removeLastSync(folder.database)
             let state = try LocalState(path: folder.database)

@@ -25,6 +25,9 @@ struct ServerInit: ParsableCommand {
             docs/encryption.md): a random key is wrapped with the passphrase (asked twice on the terminal, or \
             --passphrase-file, or NOTESYNC_PASSPHRASE) and with a recovery key, printed once: keep it somewhere \
             safe. Each device's `notesync init` asks for the passphrase once and keeps the key.
+            With --private, DIR is made mode 0700 and everything written in it 0700 (folders) or 0600 (files): only \
+            its owner can read the server. A setgid, group-writable DIR (chmod 2775) is shared by its group: \
+            folders are made 2775 and files 0664 whatever each user's umask (docs/server-format.md, "Modes").
             """
     )
 
@@ -33,6 +36,7 @@ struct ServerInit: ParsableCommand {
     var directory: String
     @OptionGroup var location: EndpointOption
     @Flag(help: "Encrypt everything the server holds, with a passphrase (see the discussion).") var encrypt = false
+    @Flag(name: .customLong("private"), help: "Make the server readable by its owner only (mode 0700).") var ownerOnly = false
     @OptionGroup var secret: PassphraseOptions
 
     func run() throws {
@@ -40,7 +44,7 @@ struct ServerInit: ParsableCommand {
         try reportingErrors {
             let encryption = encrypt ? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
             let marker = try ServerStore.create(
-                root: directory, endpoint: location.endpoint, logger: logger, encryption: encryption)
+                root: directory, endpoint: location.endpoint, logger: logger, encryption: encryption, ownerOnly: ownerOnly)
             print("created notesync server \(marker.id) in \(DisplayName.escape(directory))")
             if let encryption { Self.printRecovery(encryption.recovery) }
             return ExitCodes.ok

@@ -153,10 +153,13 @@ extension SyncEngine {
                 return nil
             }
         }
-        func writeHead(_ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?) throws -> StatFingerprint? {
+        func writeHead(
+            _ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?, modeOf: String? = nil
+        ) throws -> StatFingerprint? {
             guard let text = head.text else { return nil }
             let data = try store.readAsset(text)
-            return written(try applier.write(name, path: path, data: data, modified: head.modified, expected: expected), name)
+            return written(
+                try applier.write(name, path: path, data: data, modified: head.modified, expected: expected, modeOf: modeOf), name)
         }
 
         // One function per kind of action.
@@ -232,9 +235,10 @@ extension SyncEngine {
                         date: Date(timeIntervalSince1970: Double(conflict.server.modified) / 1e9)
                     ) { plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases) }
                 }
+                // The copy has its note's mode: a private note's other version is as private as the note.
                 let outcome = try applier.write(
                     copy, path: copy.string, data: try store.readAsset(text), modified: conflict.server.modified,
-                    expected: nil)
+                    expected: nil, modeOf: local.path)
                 _ = written(outcome, copy)
                 keepCopy(copy, of: step.name, device: conflict.copyDevice)
                 pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
@@ -245,7 +249,10 @@ extension SyncEngine {
                     date: Date(timeIntervalSince1970: Double(local.modified) / 1e9)
                 ) { $0 != conflict.copy && (plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases)) }
                 keepCopy(copy, of: step.name, device: conflict.copyDevice)
-                setBase(step.name, conflict.server, try writeHead(step.name, conflict.server, path: local.path, expected: nil))
+                // The note was renamed to the copy: the server's version takes the mode the note had.
+                setBase(
+                    step.name, conflict.server,
+                    try writeHead(step.name, conflict.server, path: local.path, expected: nil, modeOf: copy.string))
             }
         }
 

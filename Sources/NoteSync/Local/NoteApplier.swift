@@ -117,23 +117,37 @@ public struct NoteApplier: Sendable {
     }
 
     /// Writes `data` as the note `name` (at `path`, relative). `expected` is the digest the file must still have
-    /// (its base), or `nil` when the note must not exist yet.
+    /// (its base), or `nil` when the note must not exist yet. The version gets the mode of the file at `modeOf`
+    /// (relative; the note's own path when nil): see ``mode(for:)``.
     public func write(
         _ name: RecordName, path relative: String, data: Data, modified: Int64,
-        expected: ContentDigest?
+        expected: ContentDigest?, modeOf: String? = nil
     ) throws -> Outcome {
+        let mode = Self.mode(for: root + "/" + (modeOf ?? relative))
         do {
-            return try write(name, path: relative, data: data, modified: modified, expected: expected, beside: false)
+            return try write(name, path: relative, data: data, modified: modified, expected: expected, mode: mode, beside: false)
         } catch let error as NoteSyncError where error.errno == EXDEV {
             // The note's folder is another mount of the same filesystem (a bind mount): renames cannot cross it, and
             // nothing was moved yet. The temp goes beside the note.
-            return try write(name, path: relative, data: data, modified: modified, expected: expected, beside: true)
+            return try write(name, path: relative, data: data, modified: modified, expected: expected, mode: mode, beside: true)
         }
     }
 
+    /// The mode of a version to be written as the file at `path`: a file there keeps its own permission bits
+    /// exactly (a note the user made private stays private when an edit arrives from another device, and is never
+    /// readable by others in the staging folder on its way in); a new file gets what an editor gives one, 0666 less
+    /// the umask.
+    static func mode(for path: String) -> (bits: mode_t, exact: Bool) {
+        guard let info = FileIO.lstatInfo(path), (info.st_mode & S_IFMT) == S_IFREG else { return (Self.newNoteMode, false) }
+        return (info.st_mode & 0o777, true)
+    }
+
+    /// A new note's mode before the umask, as editors create files.
+    static let newNoteMode: mode_t = 0o666
+
     private func write(
         _ name: RecordName, path relative: String, data: Data, modified: Int64,
-        expected: ContentDigest?, beside: Bool
+        expected: ContentDigest?, mode: (bits: mode_t, exact: Bool), beside: Bool
     ) throws -> Outcome {
         try FaultPoint.hit("apply.begin")
         let path = root + "/" + relative
@@ -143,7 +157,7 @@ public struct NoteApplier: Sendable {
         let temp = staged.path
         var cleanup = true
         defer { discard(staged, keepingFile: !cleanup) }
-        try FileIO.createAndSync(temp, data)
+        try FileIO.createAndSync(temp, data, mode: mode.bits, exactMode: mode.exact)
         try setModified(temp, modified)
         let written = try writtenFingerprint(temp)
         try FaultPoint.hit("apply.tempWritten")
@@ -206,7 +220,7 @@ public struct NoteApplier: Sendable {
                 let temp =
                     (stagingDevice != nil && FileIO.lstatInfo(directory)?.st_dev == stagingDevice ? staging : directory)
                     + "/" + IgnoreRules.agentTempPrefix + FileIO.randomToken()
-                try FileIO.createAndSync(temp, note.data, sync: false)
+                try FileIO.createAndSync(temp, note.data, mode: Self.newNoteMode, sync: false)
                 temps[index] = temp
                 try setModified(temp, note.modified)
                 writtenPrints[index] = try writtenFingerprint(temp)

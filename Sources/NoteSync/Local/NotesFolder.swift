@@ -44,6 +44,20 @@ public struct NotesFolder: Sendable, Hashable {
         try? FileIO.createAndSync(gitignore, Data("# notesync's own state: never commit it\n*\n".utf8))
     }
 
+    /// Makes ``stateDirectory`` mode 0700 if it grants anything to group or others (one `lstat` otherwise): it holds
+    /// the state database, versions on their way in and out of notes (staging), deleted notes (trash) and an
+    /// encrypted server's key, none of them for other users, whatever the notes' own modes. Best effort: a
+    /// filesystem without modes keeps what it has.
+    public func keepStatePrivate() {
+        guard let info = FileIO.lstatInfo(stateDirectory), (info.st_mode & S_IFMT) == S_IFDIR,
+            info.st_mode & 0o077 != 0
+        else { return }
+        _ = chmod(stateDirectory, Self.stateDirectoryMode)
+    }
+
+    /// The state folder's mode: its owner's only.
+    public static let stateDirectoryMode: mode_t = 0o700
+
     /// A notes folder inside this one (its `.notesync/state.sqlite`), if there is one: walks the folder, skipping
     /// what notesync never syncs (other tools' folders such as `.git`), as the scanner walks it: into mounted
     /// filesystems, never through a symlink (the root's own excepted), not into folders whose names are not UTF-8.

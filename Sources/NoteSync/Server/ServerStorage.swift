@@ -169,6 +169,8 @@ public final class FolderStorage: ServerStorage {
     public let isNetwork: Bool
     public var isObjectStore: Bool { false }
     let tmpDirectory: String
+    /// What the server folder's own mode calls for, read when the server is opened.
+    public let modes: ServerModes
     private let forcedPrimitive: PublishPrimitive?
     private let probedPrimitive = Mutex<PublishPrimitive?>(nil)
 
@@ -178,6 +180,7 @@ public final class FolderStorage: ServerStorage {
         self.root = root
         self.tmpDirectory = tmpDirectory
         self.isNetwork = (try? FilesystemKind(path: root))?.isNetwork ?? true
+        self.modes = ServerModes(root: root)
         self.forcedPrimitive = primitive
         self.logger = logger
     }
@@ -218,7 +221,9 @@ public final class FolderStorage: ServerStorage {
         return zip(entries, infos).map { ($0.name, $1.map(StorageInfo.init)) }
     }
 
-    public func makeDirectory(_ directory: String) throws { try FileIO.makeDirectory(directory) }
+    public func makeDirectory(_ directory: String) throws {
+        try FileIO.makeDirectory(directory, mode: modes.folder, exactMode: modes.exact)
+    }
 
     public func syncDirectory(_ directory: String) throws { try FileIO.syncDirectory(directory) }
 
@@ -227,7 +232,7 @@ public final class FolderStorage: ServerStorage {
     /// `tmp/<device>-<hex>.<suffix>`: a device finds its own leftovers by the prefix (``ServerStore/removeOwnTemps()``).
     public func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {
         let temp = tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix
-        try FileIO.createAndSync(temp, data, sync: sync)
+        try FileIO.createAndSync(temp, data, mode: modes.file, exactMode: modes.exact, sync: sync)
         return StagedFile(temp: temp)
     }
 
@@ -241,7 +246,8 @@ public final class FolderStorage: ServerStorage {
 
     /// A temp file in `tmp/`, as ``stage(_:device:suffix:sync:)`` names it, written as the pieces come.
     public func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink {
-        try FileIO.WriteFile(tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix)
+        try FileIO.WriteFile(
+            tmpDirectory + "/" + device + "-" + FileIO.randomToken() + "." + suffix, mode: modes.file, exactMode: modes.exact)
     }
 
     public func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome {
@@ -267,7 +273,7 @@ public final class FolderStorage: ServerStorage {
     }
 
     public func move(_ path: String, to target: String) throws -> Bool {
-        try FileIO.makeDirectories(parent(of: target))
+        try FileIO.makeDirectories(parent(of: target), mode: modes.folder, exactMode: modes.exact)
         return rename(path, target) == 0
     }
 

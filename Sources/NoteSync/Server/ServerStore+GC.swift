@@ -381,6 +381,21 @@ extension ServerStore {
             newest = max(newest, pending.snapshot)
         }
         for (path, markTime, mark) in due {
+            // The versions the snapshot replaces go before the texts only they reference: a gc killed among the
+            // texts, and then the snapshot's own entry lost (fsck takes the snapshot as lost), leaves no snapshot or
+            // entry that names a text gone. Entries below the mark's snapshot go only while a snapshot at least that
+            // new reads. Older snapshots first: a gc killed among the entries leaves no snapshot whose entry is gone.
+            if mark.snapshot > 0 && newest >= mark.snapshot {
+                for seq in try snapshotSequences() where seq < mark.snapshot && !sweptSnapshots.contains(seq) {
+                    if !dryRun { _ = try? storage.remove(layout.snapshotPath(seq)) }
+                    report.snapshotsRemoved += 1
+                    sweptSnapshots.insert(seq)
+                }
+                if mark.snapshot > entriesSweptBelow {
+                    try removeEntries(below: mark.snapshot, from: entriesSweptBelow, dryRun: dryRun, report: &report)
+                    entriesSweptBelow = mark.snapshot
+                }
+            }
             for digest in mark.assets where !live.contains(digest) && !sweptAssets.contains(digest) {
                 let asset = layout.assetPath(digest)
                 guard let info = storage.info(asset), info.isFile else { continue }
@@ -397,19 +412,6 @@ extension ServerStore {
             try sweepPacks(
                 dead: Set(mark.assets).subtracting(live), markTime: markTime, dryRun: dryRun, pending: path.isEmpty,
                 swept: &sweptPacks, report: &report)
-            // Entries below the mark's snapshot go only while a snapshot at least that new reads. Older snapshots
-            // first: a gc killed among the entries leaves no snapshot whose entry is gone.
-            if mark.snapshot > 0 && newest >= mark.snapshot {
-                for seq in try snapshotSequences() where seq < mark.snapshot && !sweptSnapshots.contains(seq) {
-                    if !dryRun { _ = try? storage.remove(layout.snapshotPath(seq)) }
-                    report.snapshotsRemoved += 1
-                    sweptSnapshots.insert(seq)
-                }
-                if mark.snapshot > entriesSweptBelow {
-                    try removeEntries(below: mark.snapshot, from: entriesSweptBelow, dryRun: dryRun, report: &report)
-                    entriesSweptBelow = mark.snapshot
-                }
-            }
             if !dryRun && !path.isEmpty {
                 _ = try? storage.remove(path)
                 try FaultPoint.hit("gc.markSwept")

@@ -233,12 +233,19 @@ public final class ServerStore: Sendable {
 
     /// Creates a new server in `root` (created if missing). Refuses a non-empty folder that is not a server.
     /// With `encryption`, the server is encrypted (docs/encryption.md): its key file is published before the marker,
-    /// so a marker never names keys that are not there.
+    /// so a marker never names keys that are not there. With `ownerOnly` (`server init --private`), the folder is
+    /// made mode 0700: only its owner can read it, and everything written in it later is 0600 or 0700
+    /// (``ServerModes``); an object store has no modes (its bucket's policy says who may read it) and is refused so.
     @discardableResult
     public static func create(
-        root: String, endpoint: String? = nil, logger: Logger, encryption: NewVault? = nil
+        root: String, endpoint: String? = nil, logger: Logger, encryption: NewVault? = nil, ownerOnly: Bool = false
     ) throws -> ServerMarker {
         if ServerAddress.isObjectStore(root) {
+            if ownerOnly {
+                throw NoteSyncError(
+                    .usage, path: root, "is an object store: its objects have no modes, and --private has nothing to set",
+                    fix: "leave --private out; who may read the bucket is set by its policy (private unless you share it)")
+            }
             return try ServerAddress.createObjectStore(root, endpoint: endpoint, logger: logger, encryption: encryption)
         }
         let layout = ServerLayout(root: root)
@@ -258,18 +265,25 @@ public final class ServerStore: Sendable {
         } else {
             try FileIO.makeDirectories(layout.root)
         }
+        if ownerOnly, chmod(layout.root, ServerModes.ownerOnly.folder) != 0 {
+            throw NoteSyncError(
+                .io, path: layout.root, "cannot be made private (mode 0700): \(String(cString: strerror(errno)))",
+                fix: "create the server as the folder's owner, on a filesystem with modes, or leave --private out")
+        }
+        let modes = ServerModes(root: layout.root)
         for directory in [
             layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
             layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory
         ] {
-            try FileIO.makeDirectory(directory)
+            try FileIO.makeDirectory(directory, mode: modes.folder, exactMode: modes.exact)
         }
         let marker = newMarker(layout, encrypted: encryption != nil)
         let primitive = try FilesystemProbe.choosePrimitive(in: layout.tmpDirectory, device: "init")
         if let encryption {
-            try FileIO.makeDirectory(layout.keysDirectory)
+            try FileIO.makeDirectory(layout.keysDirectory, mode: modes.folder, exactMode: modes.exact)
             let keysTemp = layout.tmpDirectory + "/keys-" + FileIO.randomToken()
-            try FileIO.createAndSync(keysTemp, try firstKeys(encryption, serverID: marker.id))
+            try FileIO.createAndSync(
+                keysTemp, try firstKeys(encryption, serverID: marker.id), mode: modes.file, exactMode: modes.exact)
             defer { unlink(keysTemp) }
             guard try AtomicPublish.publish(keysTemp, as: layout.keysPath(1), using: primitive) == .published else {
                 throw NoteSyncError(
@@ -279,7 +293,7 @@ public final class ServerStore: Sendable {
             try FileIO.syncDirectory(layout.keysDirectory)
         }
         let temp = layout.tmpDirectory + "/marker-" + FileIO.randomToken()
-        try FileIO.createAndSync(temp, try encoded(marker))
+        try FileIO.createAndSync(temp, try encoded(marker), mode: modes.file, exactMode: modes.exact)
         defer { unlink(temp) }
         guard try AtomicPublish.publish(temp, as: layout.marker, using: primitive) == .published else {
             throw NoteSyncError(

@@ -186,8 +186,11 @@ public enum FileIO {
         return Data(bytesNoCopy: buffer, count: filled, deallocator: .free)
     }
 
-    /// Creates `path` exclusively (`O_CREAT|O_EXCL`), writes `data`, fsyncs and closes it.
-    public static func createAndSync(_ path: String, _ data: Data, mode: mode_t = 0o644, sync: Bool = true) throws {
+    /// Creates `path` exclusively (`O_CREAT|O_EXCL`) with `mode` (less the umask, or exactly `mode` with `exactMode`:
+    /// ``setModeExactly(_:_:)``), writes `data`, fsyncs and closes it.
+    public static func createAndSync(
+        _ path: String, _ data: Data, mode: mode_t = 0o644, exactMode: Bool = false, sync: Bool = true
+    ) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
         var ok = false
@@ -195,6 +198,7 @@ public enum FileIO {
             close(fd)
             if !ok { unlink(path) }
         }
+        if exactMode { setModeExactly(fd, mode) }
         try writeAll(fd: fd, data, path: path)
         if sync, fsync(fd) != 0 { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
         ok = true
@@ -210,10 +214,11 @@ public enum FileIO {
         private var pending = Data()
         private var pendingOffset: Int64 = 0
 
-        init(_ path: String, mode: mode_t = 0o644) throws {
+        init(_ path: String, mode: mode_t = 0o644, exactMode: Bool = false) throws {
             self.path = path
             fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
             if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
+            if exactMode { setModeExactly(fd, mode) }
         }
 
         func write(_ bytes: Data, at offset: Int64) throws {
@@ -299,9 +304,26 @@ public enum FileIO {
         }
     }
 
-    /// mkdir(2) that accepts an existing directory (but not a symlink or file in its place).
-    public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws {
-        if mkdir(path, mode) == 0 { return }
+    /// `fchmod(2)` to `mode`, whatever the umask took away at creation; best effort: a filesystem without modes
+    /// (vfat, exFAT, many FUSE and SMB mounts) refuses or ignores it, and what is written there is written all the same.
+    static func setModeExactly(_ fd: Int32, _ mode: mode_t) {
+        _ = fchmod(fd, mode)
+    }
+
+    /// mkdir(2) that accepts an existing directory (but not a symlink or file in its place). A directory it makes
+    /// has `mode` less the umask, or exactly `mode` with `exactMode` (``setModeExactly(_:_:)``, through a descriptor
+    /// opened without following a link).
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o755, exactMode: Bool = false) throws {
+        if mkdir(path, mode) == 0 {
+            if exactMode {
+                let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if fd >= 0 {
+                    setModeExactly(fd, mode)
+                    close(fd)
+                }
+            }
+            return
+        }
         let code = errno
         if code == EEXIST, let info = lstatInfo(path) {
             if (info.st_mode & S_IFMT) == S_IFDIR { return }
@@ -327,12 +349,12 @@ public enum FileIO {
         return head.isEmpty ? "/" : String(head)
     }
 
-    /// Creates `path` and its missing parents.
-    public static func makeDirectories(_ path: String) throws {
+    /// Creates `path` and its missing parents (as ``makeDirectory(_:mode:exactMode:)`` does).
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o755, exactMode: Bool = false) throws {
         if let info = lstatInfo(path), (info.st_mode & S_IFMT) == S_IFDIR { return }
         let parent = parent(of: path)
-        if !parent.isEmpty && parent != path && parent != "/" { try makeDirectories(parent) }
-        try makeDirectory(path)
+        if !parent.isEmpty && parent != path && parent != "/" { try makeDirectories(parent, mode: mode, exactMode: exactMode) }
+        try makeDirectory(path, mode: mode, exactMode: exactMode)
     }
 
     /// Removes `path` and the folders under it, as far as they are empty: a file anywhere keeps its folders.
