@@ -352,6 +352,10 @@ public final class SyncEngine {
             if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
             for (name, base) in recovered {
                 scan.rebase(name, from: bases[name], to: base)
+                // A full scan hashes only notes whose fingerprint left their base's, and the planner looks only at
+                // those: a note still as its old base (the user saved that text again after the killed commit) now
+                // differs from its new base, and is a change to push.
+                if let file = scan.files[name], file.digest != base?.digest { scan.changed.append(name) }
                 bases[name] = base
             }
             // Many heads changed since they were last saved (a fetch of many changes, mostly): what was read (the

@@ -1121,6 +1121,54 @@ import Testing
                 ]))
     }
 
+    /// Bob's commit of b/c.md is killed right after it claimed its slot; offline, he saves the text the note had
+    /// before that commit (the server's previous version) again, and his next sync neither pushed nor pulled it
+    /// (soak seed 1023562384186174721, shrunk).
+    @Test func aTextSavedBackAfterAKilledCommitIsPushed() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.pool(4), .rewriteShared(0), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .sync(.userEdit(at: 2, .existing(1)), full: false)),
+                    .init(1, .sync(.crashAtPoint(3, occurrence: 0), full: false)),
+                    .init(1, .goOffline),
+                    .init(1, .edit(.pool(4), .rewriteShared(0), .inPlace)),
+                    .init(1, .sync(nil, full: false))
+                ]))
+    }
+
+    /// gc is killed after it removed its first text, entry 1's, which its new snapshot no longer keeps; then the
+    /// snapshot's own entry is lost, fsck takes the snapshot as lost, and entry 1 (left) named a text gone: the
+    /// sweep removed texts before the entries and older snapshots that still named them (soak seed
+    /// 1023562384186183645, shrunk; there snapshot 2 kept the version gone).
+    @Test func aGCKilledAmongItsTextsThenItsSnapshotLostLeavesNoTextMissing() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.pool(2), .append, .inPlace)),
+                    .init(2, .sync(.race(at: 0, device: 0), full: false)),
+                    .init(2, .edit(.existing(1), .rewrite(lines: 1), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 0, crashAt: 2)),
+                    .init(0, .serverFault(.loseEntry(fromEnd: 0)))
+                ]))
+    }
+
+    /// Soak seed 1023562384186183645 as found: a backup put back, entries held and lost, gc killed at
+    /// `gc.assetRemoved`; `server fsck` then found note.md's version 1, kept by snapshot 2, missing.
+    @Test func seed1023562384186183645() {
+        Self.expectClean(SimSchedule.forSeed(1_023_562_384_186_183_645))
+    }
+
+    /// Soak seed 1023562384186174721 as found (``aTextSavedBackAfterAKilledCommitIsPushed()``).
+    @Test func seed1023562384186174721() {
+        Self.expectClean(SimSchedule.forSeed(1_023_562_384_186_174_721))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()
