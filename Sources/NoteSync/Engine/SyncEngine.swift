@@ -552,8 +552,14 @@ public final class SyncEngine {
         }
         // What `status` lists as left out for its size: a full sync's findings, or those added since by partial ones.
         let tooBig = report.warnings.filter { $0.kind == .tooBig }.compactMap(\.path)
-        if full || !tooBig.isEmpty {
-            var listed = full ? [] : (try state.meta(.tooBig) ?? "").split(separator: "\n").map(String.init)
+        let stored = full ? nil : try state.meta(.tooBig)
+        if full || !tooBig.isEmpty || stored != nil {
+            var listed = (stored ?? "").split(separator: "\n").map(String.init)
+            // A note this sync moved is no longer left out (the limit was raised, the note shrank).
+            if !listed.isEmpty && !report.changes.isEmpty {
+                let moved = Set(report.changes.map(\.name))
+                listed.removeAll { moved.contains($0) }
+            }
             for line in tooBig where !listed.contains(line) { listed.append(line) }
             meta[.tooBig] = listed.isEmpty ? nil : listed.joined(separator: "\n")
         }
