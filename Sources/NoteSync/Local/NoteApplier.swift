@@ -163,15 +163,11 @@ public struct NoteApplier: Sendable {
         try FaultPoint.hit("apply.tempWritten")
 
         if expected == nil {
-            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
+            if try FolderRename.noReplace(temp, path) {
                 cleanup = false
                 try FaultPoint.hit("apply.renamedIn")
                 return try finish(path, directory, written)
             }
-            guard errno == EEXIST || AtomicPublish.isUnsupported(renameErrno: errno) else {
-                throw NoteSyncError.posix("rename", path: path, errno: errno)
-            }
-            if errno != EEXIST, Glibc.link(temp, path) == 0 { return try finish(path, directory, written) }
             // Someone created the note while we synced: keep theirs as a conflict copy, then put ours in place.
             return try replaceExisting(
                 name, relative: relative, temp: temp, directory: directory, expected: nil,
@@ -240,7 +236,7 @@ public struct NoteApplier: Sendable {
         var published: [Int] = []
         for (index, note) in notes.enumerated() {
             guard let temp = temps[index] else { continue }
-            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, root + "/" + note.path) == 0 {
+            if (try? FolderRename.noReplace(temp, root + "/" + note.path)) == true {
                 temps[index] = nil
                 published.append(index)
                 continue
@@ -283,13 +279,13 @@ public struct NoteApplier: Sendable {
     ) throws -> Outcome {
         let path = root + "/" + relative
         try requireNoteOrNothing(path)
-        if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 {
+        if FolderRename.renameExchange(temp, path) == 0 {
             // `temp` now holds what was at `path`: from here on it is never unlinked unseen. If a folder or link
             // took the name since the check, swap back: it must neither be hidden under a temp name nor deleted.
             cleanup = false
             if let swapped = notANote(temp) {
                 // Should swapping back fail, both stay as they are, and the next sync settles the temp.
-                if ns_rename_exchange(AT_FDCWD, temp, AT_FDCWD, path) == 0 { cleanup = true }
+                if FolderRename.renameExchange(temp, path) == 0 { cleanup = true }
                 throw Self.notANoteError(path, swapped)
             }
             try FaultPoint.hit("apply.exchanged")
@@ -306,17 +302,22 @@ public struct NoteApplier: Sendable {
         let code = errno
         if code == ENOENT {
             // The note vanished (deleted by the user meanwhile): put the new version in place, no-replace.
-            if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) == 0 || Glibc.link(temp, path) == 0 {
+            if try FolderRename.noReplace(temp, path) {
                 cleanup = false
                 try FaultPoint.hit("apply.renamedIn")
                 return try finish(path, directory, written)
             }
-            throw NoteSyncError.posix("rename", path: path, errno: errno)
+            throw NoteSyncError.posix("rename", path: path, errno: EEXIST)
         }
         guard AtomicPublish.isUnsupported(renameErrno: code) else {
             throw NoteSyncError.posix("renameat2(RENAME_EXCHANGE)", path: path, errno: code)
         }
-        // No exchange here: move the note aside, check it, then rename the new version in.
+        if !FolderRename.placesWithoutReplacing(probe: temp) {
+            return try replaceInPlace(
+                name, path: path, temp: temp, directory: directory, expected: expected, written: written,
+                cleanup: &cleanup)
+        }
+        // No exchange here: move the note aside, check it, then rename the new version in (no-replace).
         let asideTemp = try makeTemp(for: relative, in: directory, beside: beside)
         let aside = asideTemp.path
         if rename(path, aside) != 0 {
@@ -327,8 +328,8 @@ public struct NoteApplier: Sendable {
         if let moved = notANote(aside) {
             // Put it back without replacing anything: no-replace rename, else link (a link or FIFO), else rename(2)
             // for a folder, which it cannot put over anything but an empty folder.
-            if ns_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, path) != 0 {
-                if Glibc.link(aside, path) == 0 { unlink(aside) } else if moved == Self.folder { rename(aside, path) }
+            if FolderRename.renameNoReplace(aside, path) != 0 {
+                if FolderRename.hardLink(aside, path) == 0 { unlink(aside) } else if moved == Self.folder { rename(aside, path) }
             }
             discard(asideTemp, keepingFile: true)
             throw Self.notANoteError(path, moved)
@@ -338,15 +339,57 @@ public struct NoteApplier: Sendable {
             if old.digest != expected { copy = try keepAsConflictCopy(name, from: aside) } else { unlink(aside) }
         }
         discard(asideTemp, keepingFile: true)
-        if ns_rename_noreplace(AT_FDCWD, temp, AT_FDCWD, path) != 0 && Glibc.link(temp, path) != 0 {
+        return try putIn(temp, path: path, directory: directory, written: written, copy: copy, cleanup: &cleanup)
+    }
+
+    /// Puts the new version `temp` at `path`, which was just emptied (no-replace); `copy` is the conflict copy a
+    /// local edit was kept as. A file that took the name meanwhile stays, and so does the new version, in its temp.
+    private func putIn(
+        _ temp: String, path: String, directory: String, written: StatFingerprint, copy: RecordName?, cleanup: inout Bool
+    ) throws -> Outcome {
+        guard try FolderRename.noReplace(temp, path) else {
             cleanup = false
             throw NoteSyncError(
                 .io, path: path, "a new file appeared while notesync replaced it; the server version stays at \(temp)",
-                fix: "sync again", errno: errno)
+                fix: "sync again", errno: EEXIST)
         }
+        cleanup = false
         let print = try finish(path, directory, written)
         guard case .written(let fp) = print else { return print }
         return copy.map { .writtenKeepingLocalEdit(fp, copy: $0) } ?? print
+    }
+
+    /// Replaces the note at `path` with `temp` on a folder without `RENAME_EXCHANGE`, `RENAME_NOREPLACE` or hard links
+    /// (exFAT, vfat), keeping the note in place until the new version is there: the note is hashed, and if it is
+    /// still `expected` (nil: nothing may be there), `rename(2)` puts the new version over it, its fingerprint checked
+    /// right before. A note that is not `expected` is the user's: moved to a conflict copy first. A note that changes
+    /// while it is checked is checked again; one that keeps changing is left alone and the sync says so.
+    private func replaceInPlace(
+        _ name: RecordName, path: String, temp: String, directory: String, expected: ContentDigest?,
+        written: StatFingerprint, cleanup: inout Bool
+    ) throws -> Outcome {
+        for _ in 0..<3 {
+            guard let info = FileIO.lstatInfo(path) else {
+                return try putIn(temp, path: path, directory: directory, written: written, copy: nil, cleanup: &cleanup)
+            }
+            if let what = notANote(path) { throw Self.notANoteError(path, what) }
+            let before = StatFingerprint(info)
+            guard let old = try FileDigest.of(path: path) else { continue }
+            if old.digest == expected {
+                if try FolderRename.replace(temp, over: path, ifStill: before) {
+                    cleanup = false
+                    try FaultPoint.hit("apply.renamedIn")
+                    return try finish(path, directory, written)
+                }
+                continue
+            }
+            let copy = try keepAsConflictCopy(name, from: path)
+            try FaultPoint.hit("apply.copyKept")
+            return try putIn(temp, path: path, directory: directory, written: written, copy: copy, cleanup: &cleanup)
+        }
+        throw NoteSyncError(
+            .conflict, path: path, "changed each time notesync checked it: left as it is, the server's version is not written",
+            fix: "sync again once it is saved")
     }
 
     /// Gives a note that already holds the record's bytes the record's `modified` as its mtime, so every device
@@ -413,11 +456,7 @@ public struct NoteApplier: Sendable {
     private func putBack(_ source: String, as relative: String, name: RecordName) throws {
         let path = root + "/" + relative
         try makeParents(of: relative)
-        if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, path) == 0 { return }
-        if AtomicPublish.isUnsupported(renameErrno: errno), Glibc.link(source, path) == 0 {
-            unlink(source)
-            return
-        }
+        if try FolderRename.noReplace(source, path) { return }
         _ = try keepAsConflictCopy(name, from: source)
     }
 
@@ -452,11 +491,8 @@ public struct NoteApplier: Sendable {
     private func moveToTrash(_ folder: String, as stamp: String) throws {
         try FileIO.makeDirectories(trash)
         let final = trash + "/" + stamp
-        if ns_rename_noreplace(AT_FDCWD, folder, AT_FDCWD, final) != 0
-            && ns_rename_noreplace(AT_FDCWD, folder, AT_FDCWD, final + "-" + FileIO.randomToken()) != 0
-        {
-            throw NoteSyncError.posix("rename into the trash", path: folder, errno: errno)
-        }
+        guard try FolderRename.noReplace(folder, final) || FolderRename.noReplace(folder, final + "-" + FileIO.randomToken())
+        else { throw NoteSyncError.posix("rename into the trash", path: folder, errno: EEXIST) }
         rmdir(uncheckedTrash)
     }
 
@@ -479,19 +515,15 @@ public struct NoteApplier: Sendable {
             // The note's folder may be gone (deleted by the user while the version waited in the staging folder).
             try makeParents(of: copyName.string)
             let target = root + "/" + copyName.string
-            if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
+            if try FolderRename.noReplace(source, target) {
                 try FileIO.syncDirectory(FileIO.parent(of: target))
                 return copyName
             }
-            if errno == EEXIST && attempt < 100 {
+            if attempt < 100 {
                 attempt += 1
                 continue
             }
-            if AtomicPublish.isUnsupported(renameErrno: errno), Glibc.link(source, target) == 0 {
-                unlink(source)
-                return copyName
-            }
-            throw NoteSyncError.posix("rename to conflict copy", path: target, errno: errno)
+            throw NoteSyncError.posix("rename to conflict copy", path: target, errno: EEXIST)
         }
     }
 
@@ -504,18 +536,11 @@ public struct NoteApplier: Sendable {
         let target = root + "/" + to
         if let what = notANote(source) { throw Self.notANoteError(source, what) }
         try makeParents(of: to)
-        if ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) != 0 {
-            let error = errno
-            guard AtomicPublish.isUnsupported(renameErrno: error), Glibc.link(source, target) == 0 else {
-                if error == EEXIST || errno == EEXIST {
-                    throw NoteSyncError(
-                        .conflict, path: target,
-                        "was renamed from \(DisplayName.escape(from)) on another device, but a file has this name here now: "
-                            + "left as it is", fix: "sync again: the two are then reconciled as two notes")
-                }
-                throw NoteSyncError.posix("rename a note", path: target, errno: error)
-            }
-            unlink(source)
+        guard try FolderRename.noReplace(source, target) else {
+            throw NoteSyncError(
+                .conflict, path: target,
+                "was renamed from \(DisplayName.escape(from)) on another device, but a file has this name here now: "
+                    + "left as it is", fix: "sync again: the two are then reconciled as two notes")
         }
         try FaultPoint.hit("apply.followedRename")
         if flush { try flushRenames([from, to]) }
