@@ -83,7 +83,7 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
     /// Log entries that fail at each layer: the seal (torn, damaged), the JSON, the record names.
     enum BadEntry: String, CaseIterable, CustomStringConvertible, Sendable {
         case truncated, checksumMismatch, malformedJSON, wrongShapeJSON, dotDot, absolutePath, nul, controlCharacters,
-            terminalEscapes, overLongNames, agentOwnedNames, hundredMegabytes
+            terminalEscapes, overLongNames, agentOwnedNames, agentOwnedSpellings, hundredMegabytes
         var description: String { rawValue }
     }
 
@@ -164,6 +164,16 @@ func expectWarning(_ text: String, about path: String, saying reason: String, so
             expected.append("fine.md")
         case .agentOwnedNames:
             try w.forger.plantBytes(try entry(try named([".notesync/state.sqlite", ".notesync/lock", "sub/.notesync-tmp-0123"])), seq: seq)
+            reason = "names notesync's own state or temp files"
+            expected.append("fine.md")
+        case .agentOwnedSpellings:
+            // What a case-folding, dot-stripping or short-name folder takes for `.notesync`: refused on every device.
+            try w.forger.plantBytes(
+                try entry(
+                    try named([
+                        ".Notesync/state.sqlite", ".NOTESYNC/evil.md", ".note\u{17F}ync/x.md", ".notesync./y.md",
+                        "NOTESY~1/state.sqlite", "sub/.NoteSync-Tmp-0123"
+                    ])), seq: seq)
             reason = "names notesync's own state or temp files"
             expected.append("fine.md")
         case .hundredMegabytes:

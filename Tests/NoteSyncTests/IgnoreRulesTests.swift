@@ -70,6 +70,21 @@ struct BuiltInIgnoreRulesTests {
         #expect(!IgnoreRules.isAgentOwned(IgnoreRules.fileName))
     }
 
+    /// A folder that differs from the state directory only in case (or in what vfat and CIFS strip) is notesync's
+    /// own on every device: on a case-folding folder it is the state directory, and on any other it could not be
+    /// written on such a device, so it is never synced; `!` cannot bring it back, and the rule says why.
+    @Test func otherSpellingsOfTheStateDirectoryAreIgnored() throws {
+        let ignore = try rules("!.NoteSync/\n!*")
+        for path in [".NoteSync/x.md", ".NOTESYNC/state.sqlite", "sub/.noteſync/x.md", ".notesync../x", "NOTESY~1/x"] {
+            #expect(ignore.isIgnoredPath(path, isDirectory: false), "\(path)")
+        }
+        #expect(ignore.isIgnored(".Notesync-Tmp-abc", isDirectory: false))
+        #expect(!ignore.isIgnoredPath(".NotesyncIgnore", isDirectory: false))
+        #expect(!ignore.isIgnoredPath("Notesync/x.md", isDirectory: false))
+        let rule = try #require(ignore.decidingRule(for: ".NoteSync/x.md", isDirectory: false))
+        #expect(rule.description.contains("in any case"), "\(rule)")
+    }
+
     @Test func userRulesCannotReincludeAgentNames() throws {
         let ignore = try rules("!.notesync\n!.notesync/\n!.notesync/**\n!.notesync-tmp-*\n!*")
         #expect(ignore.isIgnored(".notesync", isDirectory: true))

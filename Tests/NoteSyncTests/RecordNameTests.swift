@@ -6,7 +6,8 @@ import Testing
 @Suite struct RecordNameTests {
     @Test(arguments: [
         "note.md", "work/plan.md", "a/b/c/d.txt", "café.md", "日本語/メモ.md", ".hidden", "a b (1).md",
-        String(repeating: "x", count: 255)
+        String(repeating: "x", count: 255), ".notesyncignore", "sub/.NotesyncIgnore", "notesync/x.md", ".notesync-tmp",
+        "notesy~1.md", "notesy~", "NOTES~1/x", "n.md", "N"
     ])
     func acceptsOrdinaryNames(_ text: String) throws {
         #expect(try RecordName(validating: text).string == text)
@@ -18,7 +19,12 @@ import Testing
         ("bell\u{7}", "control"), ("esc\u{1B}[31mred", "control"), ("del\u{7F}", "control"), ("c1\u{85}", "control"),
         ("new\nline", "control"), (String(repeating: "x", count: 256), "255 bytes"),
         (String(repeating: "é", count: 128), "255 bytes"), ("cafe\u{301}.md", "NFC"),
-        (".notesync/state.db", "state or temp"), ("sub/.notesync-tmp-1", "state or temp"), ("bad\u{FFFD}.md", "UTF-8")
+        (".notesync/state.db", "state or temp"), ("sub/.notesync-tmp-1", "state or temp"), ("bad\u{FFFD}.md", "UTF-8"),
+        // Spellings a case-folding, dot-stripping or short-name folder takes for notesync's own.
+        (".Notesync/state.sqlite", "state or temp"), (".NOTESYNC/evil.md", "state or temp"),
+        (".note\u{17F}ync/x.md", "state or temp"), (".notesync./x.md", "state or temp"), (".notesync /x", "state or temp"),
+        ("a/.NoteSync-TMP-x.md", "state or temp"), ("\u{200B}.notesync/x", "state or temp"), ("NOTESY~1/x", "state or temp"),
+        ("d/notesy~12", "state or temp")
     ])
     func refusesHostileNames(_ text: String, _ reason: String) {
         #expect(throws: RecordName.NameError.self) { try RecordName(validating: text) }

@@ -98,6 +98,23 @@ import Testing
         }
     }
 
+    /// A folder named as notesync's state in another case (`.NoteSync` on ext4) is passed over as notesync's own, by
+    /// a full and a partial scan: a device whose folder folds case could not write it anywhere but into its state.
+    @Test func aFolderSpelledAsTheStateDirectoryIsNotScanned() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        try FileManager.default.createDirectory(atPath: root + "/.NoteSync", withIntermediateDirectories: true)
+        try writeFile(root + "/.NoteSync/state.sqlite", Data("not a note\n".utf8))
+        try writeFile(root + "/note.md", Data("note\n".utf8))
+        let scanner = Scanner(root: root, rules: .builtIn)
+        for only in [nil, [".NoteSync"], [".NoteSync/state.sqlite"]] as [[String]?] {
+            let scan = try scanner.scan(bases: [:], only: only)
+            #expect(scan.files.keys.allSatisfy { $0.string == "note.md" }, "\(String(describing: only))")
+            #expect(scan.warnings.isEmpty, "\(String(describing: only)): \(scan.warnings)")
+        }
+        #expect(Set(try scanner.scan(bases: [:]).files.keys) == [try name("note.md")])
+    }
+
     /// Twins whose folders differ in Unicode form are found too, though each folder is walked on a thread of its
     /// own and its files kept apart from the other's (``Candidates``): one syncs, the other is skipped with a
     /// warning, and the files after them are all there, in walk order.

@@ -9,8 +9,9 @@ import Foundation
 /// as in git, the last matching rule wins, and a file inside an ignored directory cannot be
 /// re-included (the walker never enters the directory; `isIgnoredPath` checks the ancestors).
 /// Built-in rules come first, so a user `!` rule can re-include any of them except the agent's
-/// own names (`.notesync` and `agentTempPrefix`), which are always ignored: syncing the local
-/// state or a half-written temp would corrupt the other devices. Only the file at the root of the
+/// own names (`.notesync` and `agentTempPrefix`, in any spelling a folder may take for them:
+/// `.NoteSync`, `.notesync.`), which are always ignored: syncing the local state or a
+/// half-written temp would corrupt the other devices. Only the file at the root of the
 /// notes folder is read; `.notesyncignore` itself is a note and syncs, so every device applies
 /// the same rules. Matching is case-sensitive, as Linux filesystems are.
 public struct IgnoreRules: Sendable, Equatable {
@@ -107,7 +108,8 @@ public struct IgnoreRules: Sendable, Equatable {
         return decision(components[...], isDirectory: isDirectory)
     }
 
-    /// Whether `name` (one path component) belongs to the agent itself: its state directory or a temp.
+    /// Whether `name` (one path component) belongs to the agent itself: its state directory or a temp, in any
+    /// spelling some folder takes for the same name (the scalar overload says which).
     public static func isAgentOwned(_ name: String) -> Bool {
         isAgentOwned(Array(name.unicodeScalars))
     }
@@ -140,14 +142,42 @@ public struct IgnoreRules: Sendable, Equatable {
     private static let stateDirectoryScalars = Array(stateDirectoryName.unicodeScalars)
     private static let agentTempPrefixScalars = Array(agentTempPrefix.unicodeScalars)
 
+    /// Whether the component `name` is, on some notes folder, the state directory or a temp: compared as the most
+    /// lenient folder compares names, so that a record never reaches `.notesync/` through another spelling and a
+    /// file no other device could write is never synced. Unicode case folding (`.NoteSync`, `.noteſync`: a
+    /// case-folding ext4, vfat, exFAT, CIFS), default-ignorable code points left out (case-folding filesystems
+    /// that ignore them), trailing dots and spaces dropped (vfat and CIFS strip them), and the state directory's
+    /// 8.3 short name (`NOTESY~1`, which vfat resolves to `.notesync`). Refused for every folder, whatever this
+    /// one compares: a name that passes here must be writable on every device.
     private static func isAgentOwned(_ name: [Unicode.Scalar]) -> Bool {
-        name == stateDirectoryScalars || name.starts(with: agentTempPrefixScalars)
+        // Nearly every name: its first scalar rules it out (the key starts with `.` or `n`).
+        guard let first = name.first else { return false }
+        if first.isASCII && first != "." && first != "n" && first != "N" { return false }
+        var key = String.UnicodeScalarView()
+        var ascii = true
+        for scalar in name where scalar.isASCII || !scalar.properties.isDefaultIgnorableCodePoint {
+            key.append(scalar)
+            ascii = ascii && scalar.isASCII
+        }
+        guard let start = key.first, start == "." || start == "n" || start == "N" || !start.isASCII else { return false }
+        var folded = ascii ? String(key).lowercased() : String(key).folding(options: [.caseInsensitive], locale: nil)
+        while let last = folded.unicodeScalars.last, last == "." || last == " " { folded.unicodeScalars.removeLast() }
+        let scalars = Array(folded.unicodeScalars)
+        if scalars == stateDirectoryScalars || scalars.starts(with: agentTempPrefixScalars) { return true }
+        let digits = scalars.dropFirst(shortNamePrefixScalars.count)
+        return scalars.starts(with: shortNamePrefixScalars) && !digits.isEmpty
+            && digits.allSatisfy { ("0"..."9").contains($0) }
     }
+
+    /// The state directory's 8.3 short name on vfat, before its number: `NOTESY~1`, case-folded.
+    private static let shortNamePrefixScalars = Array("notesy~".unicodeScalars)
 
     private static let agentOwnedRule = Rule(
         pattern: "\(stateDirectoryName)  \(agentTempPrefix)*",
         isNegated: false,
-        origin: .builtIn(madeBy: "notesync's own state and temp files; cannot be re-included"),
+        origin: .builtIn(
+            madeBy: "notesync's own state and temp files, in any case, with trailing dots or spaces, and the short "
+                + "name NOTESY~1 (a case-folding folder would take them for its own); cannot be re-included"),
         matcher: .agentOwned
     )
 }

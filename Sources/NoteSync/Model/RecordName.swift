@@ -114,7 +114,9 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
                         return (ascii, "contains a \"..\" component")
                     }
                     if length > maxComponentBytes { return (ascii, "a component is longer than \(maxComponentBytes) bytes") }
-                    if bytes[componentStart] == 0x2E,
+                    // A component notesync's own could fold to starts with `.`, `n`/`N` or a non-ASCII scalar.
+                    let lead = bytes[componentStart]
+                    if lead == 0x2E || lead == 0x6E || lead == 0x4E || lead >= 0x80,
                         IgnoreRules.isAgentOwned(
                             String(decoding: UnsafeBufferPointer(rebasing: bytes[componentStart..<index]), as: UTF8.self))
                     {
