@@ -90,6 +90,50 @@ struct FakeInstant: InstantProtocol {
         #expect(settler.isEmpty)
     }
 
+    /// `mv proj archive` of a big folder, however the agent's batches split the watch's three events (`proj` gone,
+    /// the rename, `archive` appeared; the rename is noted with both names): the first settled batch that holds
+    /// either name holds both, so one sync sees every note gone and at its new name, never the deletes or the new
+    /// notes alone.
+    @Test(arguments: [0, 5, 25, 100, 350])
+    func aFolderRenameSettlesWholeHoweverItsEventsAreBatched(gap: Int) {
+        let folder = Probe(isRegularFile: false, size: 4096)
+        let probe: (String) -> Probe? = { $0 == "archive" ? folder : nil }
+        for appearedAfter in [0, 5, 25, 100, 500] {
+            var settler = settler()
+            var now = 0
+            var batches: [[String]] = []
+            func run(until end: Int) {
+                while now < end {
+                    now += 5
+                    let taken = settler.takeSettled(at: at(now), probe: probe)
+                    if !taken.isEmpty { batches.append(taken) }
+                }
+            }
+            settler.noted("proj", at: at(0), size: nil)
+            run(until: gap)
+            settler.renamed("proj", to: "archive", at: at(now), fromSize: nil, toSize: 4096)
+            run(until: gap + appearedAfter)
+            settler.noted("archive", at: at(now), size: 4096)
+            run(until: gap + appearedAfter + 1000)
+            #expect(batches.first == ["archive", "proj"], "gap \(gap) ms, appeared \(appearedAfter) ms later: \(batches)")
+            #expect(batches.dropFirst().allSatisfy { $0 == ["archive"] }, "\(batches)")
+            #expect(settler.isEmpty)
+        }
+    }
+
+    /// The watch reports a rename before its new name's own event: noted by the rename, the new name settles with the
+    /// old, and the old one does not wait as a vanished note does.
+    @Test func aRenameNotesBothNames() {
+        var settler = settler()
+        let file = Probe(isRegularFile: true, size: 4)
+        settler.renamed("a.md", to: "b.md", at: at(0), fromSize: nil, toSize: 4)
+        #expect(Set(settler.paths) == ["a.md", "b.md"])
+        #expect(settler.nextDeadline == at(30), "no delete delay")
+        #expect(settler.takeSettled(at: at(30)) { $0 == "b.md" ? file : nil } == ["a.md", "b.md"])
+        settler.renamed("c.md", to: "c.md", at: at(40), fromSize: 4, toSize: 4)
+        #expect(settler.isEmpty, "a rename onto itself is nothing")
+    }
+
     /// A chain of renames (a → b → c) goes whole; a vanished note beside it still waits for the deletes.
     @Test func aChainOfRenamesGoesWholeAndDeletesStillWait() {
         var settler = settler()

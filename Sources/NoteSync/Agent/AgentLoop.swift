@@ -286,8 +286,12 @@ final class AgentLoop {
                 }
             case .renamed(let root, let from, let to):
                 // The two names of a rename settle together, the old one without waiting as a vanished note does:
-                // one sync sees the note gone and the new one, and commits a move.
-                if root == notesRoot { pending.linked(from, to: to) }
+                // one sync sees the note gone and the new one, and commits a move. Noted here, with the link, as the
+                // watch reports the rename before the new name's own event, which may come in a later batch.
+                if root == notesRoot {
+                    let size = { (path: String) in FileIO.lstatInfo(self.folder.root + "/" + path).map { Int64($0.st_size) } }
+                    pending.renamed(from, to: to, at: arrived, fromSize: size(from), toSize: size(to))
+                }
             case .overflow:
                 logger.warning("watch.overflow")
                 needFull = true

@@ -68,6 +68,18 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         links[from] = to
     }
 
+    /// The watch saw `from` renamed to `to` at `now`; the sizes are the two paths' now (nil: gone or not a file).
+    /// Both names are noted with the link, whichever of their own events came or come in another batch: the new
+    /// name never settles without the old one, and the old one never goes alone for want of a new name noted
+    /// yet. A folder renamed is one such pair, whose scan covers every note below either name: one sync sees
+    /// every note gone from the old name and at the new one, and commits moves.
+    mutating func renamed(_ from: String, to: String, at now: Instant, fromSize: Int64?, toSize: Int64?) {
+        guard from != to else { return }
+        noted(from, at: now, size: fromSize)
+        noted(to, at: now, size: toSize)
+        linked(from, to: to)
+    }
+
     /// Whether the file name of `path` reads as a temp a tool writes next to a note before renaming it over the
     /// note: hidden, and the rest a name with an extension and a suffix of its own (`.note.md.new`, `.note.md.tmp`,
     /// rsync's `.note.md.Xy12Ab`). A hidden note of one extension (`.todo.md`) is not one.

@@ -363,12 +363,14 @@ extension InotifyWatcher {
                         fileMoveFrom = PendingMove(cookie: event.cookie, location: Location(root: root.id, path: path))
                     }
                 } else if mask & UInt32(IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_MOVED_TO) != 0 {
-                    emit(.changed(root: root.id, path: path))
+                    // The rename before the new name's event: a consumer that takes events in batches learns of it
+                    // no later than of the new name (``WatchEvent/renamed(root:from:to:)``).
                     if mask & UInt32(IN_MOVED_TO) != 0, let from = movedFrom, from.cookie == event.cookie,
                         from.location.root == root.id
                     {
                         emit(.renamed(root: root.id, from: from.location.path, to: path))
                     }
+                    emit(.changed(root: root.id, path: path))
                 }
             }
         }
@@ -381,10 +383,15 @@ extension InotifyWatcher {
                 if let pending = pendingMove, pending.cookie == cookie {
                     pendingMove = nil
                     if !ignored && pending.location.root == root.id {
+                        // The watches stay, their paths rewritten, so nothing under the directory went unseen: it is
+                        // walked to check the watches, not announced entry by entry (the new name's one event covers
+                        // its subtree, however big). The rename comes before the new name, so that no consumer's
+                        // batch holds the new name without it.
                         renameSubtree(from: pending.location, to: location)
                         emit(.directoryRemoved(root: root.id, path: pending.location.path))
-                        arrived(root, path)
                         emit(.renamed(root: root.id, from: pending.location.path, to: path))
+                        emit(.directoryAppeared(root: root.id, path: path))
+                        if root.recursive { walk(root, path, announce: false) }
                         return
                     } else {
                         movedOut(pending)

@@ -20,9 +20,9 @@ import Synchronization
 /// because files written before the watch existed raise no event.
 ///
 /// A directory renamed within a root keeps its watches (the map is rewritten for the whole subtree) and is
-/// reported as `directoryRemoved(old)`, `directoryAppeared(new)` plus a scan of `new`. Whether an
-/// `IN_MOVED_FROM` of a directory was a move out of the tree is decided by the next event (the kernel queues
-/// the matching `IN_MOVED_TO` right after it) or a one-second quiet; a move out drops the subtree's watches.
+/// reported as `directoryRemoved(old)`, `renamed(old, new)`, `directoryAppeared(new)`, its entries not one by one.
+/// Whether an `IN_MOVED_FROM` of a directory was a move out of the tree is decided by the next event (the kernel
+/// queues the matching `IN_MOVED_TO` right after it) or a one-second quiet; a move out drops the subtree's watches.
 /// Entries whose names are not valid UTF-8 are skipped, as the scanner skips them (it warns on its next pass).
 ///
 /// One watcher at a time per process: libinotifytools has a single inotify instance, so ``start()`` throws
