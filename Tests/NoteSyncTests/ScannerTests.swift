@@ -45,6 +45,17 @@ import Testing
         #expect(progress.snapshot.done >= 6)
     }
 
+    /// The case-folding probe: an ext4 or tmpfs notes folder tells `A` from `a`; the probe leaves nothing behind,
+    /// and a folder without its state folder cannot be probed (nil, not a guess).
+    @Test func theCaseProbeOfAFolderThatTellsCaseApart() throws {
+        let dir = try TempDirectory()
+        let folder = NotesFolder(root: dir.sub("notes"))
+        #expect(folder.foldsCase() == nil)
+        try FileManager.default.createDirectory(atPath: folder.stateDirectory, withIntermediateDirectories: true)
+        #expect(folder.foldsCase() == false)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.stateDirectory).isEmpty)
+    }
+
     /// A symlinked folder is listed through its link only when asked; its own symlinked subfolders never are.
     @Test func aSymlinkedFolderIsListedOnlyWhenFollowed() throws {
         let dir = try TempDirectory()

@@ -55,6 +55,21 @@ public struct NotesFolder: Sendable, Hashable {
         _ = chmod(stateDirectory, Self.stateDirectoryMode)
     }
 
+    /// Whether the notes folder's filesystem takes two names that differ only in case for one file (vfat, exFAT,
+    /// CIFS, a casefold ext4 folder, a case-folding FUSE): a file made in ``stateDirectory`` under a mixed-case name is
+    /// looked up in lower case, then removed. Nil when the probe file cannot be made (no state folder, read-only).
+    /// The answer is the folder's own (a casefold ext4 sets it per folder): the state folder is in the notes folder.
+    public func foldsCase() -> Bool? {
+        let token = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let made = stateDirectory + "/" + IgnoreRules.agentTempPrefix + "Case-Probe-" + token
+        let looked = stateDirectory + "/" + IgnoreRules.agentTempPrefix + "case-probe-" + token
+        let fd = open(made, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        close(fd)
+        defer { unlink(made) }
+        return FileIO.lstatInfo(looked) != nil
+    }
+
     /// The state folder's mode: its owner's only.
     public static let stateDirectoryMode: mode_t = 0o700
 
