@@ -37,7 +37,7 @@ struct InitCommand: ParsableCommand {
         try reportingErrors {
             let folder = NotesFolder(root: notes)
             let sizeLimit = try maxFileSize.map(FileSizeLimit.init(parsing:))
-            let serverRoot = ServerAddress.normalized(server)
+            let serverRoot = try ServerAddress.normalized(server)
             let endpoint = location.endpoint
             if encrypt && !createServer {
                 throw NoteSyncError(

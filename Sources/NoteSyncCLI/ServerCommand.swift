@@ -86,7 +86,7 @@ struct ServerEncrypt: ParsableCommand {
         let logger = global.makeLogger()
         try reportingErrors {
             let store = try ServerStore(root: source, endpoint: location.endpoint, device: "encrypt", logger: logger)
-            let destination = ServerAddress.normalized(self.destination)
+            let destination = try ServerAddress.normalized(self.destination)
             if destination == store.layout.root || destination.hasPrefix(store.layout.root + "/")
                 || store.layout.root.hasPrefix(destination + "/")
             {
@@ -191,7 +191,7 @@ struct ServerFsckCommand: ParsableCommand {
                     throw NoteSyncError(.usage, path: nil, "--server-id rewrites the marker: it needs --repair", fix: "add --repair")
                 }
                 try ServerStore.rewriteMarker(
-                    root: ServerAddress.normalized(directory), endpoint: location.endpoint, id: serverID, logger: logger)
+                    root: try ServerAddress.normalized(directory), endpoint: location.endpoint, id: serverID, logger: logger)
                 print("wrote the server marker again with id \(serverID.lowercased())")
             }
             var store = try ServerStore(root: directory, endpoint: location.endpoint, device: "fsck", logger: logger)

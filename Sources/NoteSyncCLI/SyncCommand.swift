@@ -117,7 +117,7 @@ struct RecoverCommand: ParsableCommand {
             defer { withExtendedLifetime(lock) {} }
             var config = folderConfig
             if let server {
-                config.server = ServerAddress.normalized(server)
+                config.server = try ServerAddress.normalized(server)
                 if config.server == folder.root || config.server.hasPrefix(folder.root + "/") || folder.root.hasPrefix(config.server + "/")
                 {
                     throw NoteSyncError(

@@ -195,6 +195,37 @@ func treeFingerprint(_ root: String) throws -> [String: String] {
         #expect(try run(["status", "--notes", "A"]).stdout.contains("S"))
     }
 
+    /// A server given as a URL notesync does not speak (a Nextcloud WebDAV address) was taken for a relative folder:
+    /// `init --create-server` made a local folder `https:` beside the notes and said it created a server there. Every
+    /// command that takes a server refuses it, naming the schemes it speaks, and makes nothing; the printed fix for
+    /// a folder really named so (`./https:…`) works.
+    @Test func aServerAddressWithASchemeNotesyncDoesNotSpeakIsRefused() throws {
+        let scratch = try Scratch("scheme")
+        func run(_ arguments: [String]) throws -> ProcessResult {
+            try notesync(arguments, scratch: scratch.path, directory: scratch.path)
+        }
+        try FileManager.default.createDirectory(atPath: scratch.path + "/A", withIntermediateDirectories: true)
+        let url = "https://cloud.example.org/remote.php/dav/files/ann/notes"
+        for arguments in [
+            ["init", "--notes", "A", "--server", url, "--create-server", "--device-name", "a"],
+            ["init", "--notes", "A", "--server", "webdav://nas/notes", "--device-name", "a"],
+            ["server", "init", url], ["server", "fsck", "nas:notes"]
+        ] {
+            let result = try run(arguments)
+            #expect(result.status != 0, "notesync \(arguments.joined(separator: " ")): \(result.stdout)")
+            #expect(
+                result.stderr.contains("which notesync does not speak") && result.stderr.contains("s3://BUCKET/PREFIX")
+                    && result.stderr.contains("fix:"), "\(result.stderr)")
+        }
+        #expect(FileIO.lstatInfo(scratch.path + "/https:") == nil && FileIO.lstatInfo(scratch.path + "/A/https:") == nil)
+        #expect(FileIO.lstatInfo(scratch.path + "/A/.notesync") == nil, "nothing was initialised")
+        let refused = try run(["init", "--notes", "A", "--server", "https:S", "--create-server", "--device-name", "a"])
+        #expect(refused.stderr.contains("write ./https:S"), "\(refused.stderr)")
+        let followed = try run(["init", "--notes", "A", "--server", "./https:S", "--create-server", "--device-name", "a"])
+        #expect(followed.status == 0, "\(followed.stderr)")
+        #expect(FileIO.lstatInfo(scratch.path + "/https:S/" + ServerLayout.markerName) != nil)
+    }
+
     @Test func touchUploadsNothingAndASecondSyncPlansNothing() throws {
         let t = try TwoDevices("idempotent")
         try t.write(t.a, "n.md", "text\n")

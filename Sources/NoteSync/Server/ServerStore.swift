@@ -166,6 +166,7 @@ public final class ServerStore: Sendable {
     static func openStorage(
         _ layout: ServerLayout, endpoint: String? = nil, primitive: PublishPrimitive?, logger: Logger
     ) throws -> any ServerStorage {
+        try ServerAddress.check(layout.root)
         if ServerAddress.isObjectStore(layout.root) {
             return try ServerAddress.openObjectStore(layout.root, endpoint: endpoint, logger: logger)
         }
@@ -240,6 +241,7 @@ public final class ServerStore: Sendable {
     public static func create(
         root: String, endpoint: String? = nil, logger: Logger, encryption: NewVault? = nil, ownerOnly: Bool = false
     ) throws -> ServerMarker {
+        try ServerAddress.check(root)
         if ServerAddress.isObjectStore(root) {
             if ownerOnly {
                 throw NoteSyncError(
