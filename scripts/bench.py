@@ -38,6 +38,10 @@ notesync: the first syncs of A and B, a no-op sync and one edit, with the time, 
 two notesync agents on the folders its run left, --huge-agent-edits edits timed A -> B, and the memory of each
 agent, idle and at its peak. No targets are set at this size; it must fit the machine's memory.
 
+The big-file section (scripts/bench_big.py; --only-big-files, --skip-big-files): the peak memory of notesync's
+first syncs and of an agent with one --big-file-mb MB file (2,048) among --big-notes notes (1,000), with the default
+max-file-size and with none, and of a sync that merges a --merge-mb MB note (36).
+
 Every tool syncs device folder A and device folder B through a shared folder (for notesync, the server).
 `notesync-encrypted` is notesync on an encrypted server (`--encrypt`, docs/encryption.md), timed side by side with
 plain notesync in the folder scenarios: target at 10,000 notes, its first sync at most 1.2 × plain.
@@ -75,6 +79,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("gen_corpus", os.path.join(HERE, "gen-corpus.py"))
 gen_corpus = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gen_corpus)
+_spec = importlib.util.spec_from_file_location("bench_big", os.path.join(HERE, "bench_big.py"))
+bench_big = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_big)
 
 SCENARIOS = [
     ("first_a", "1 first sync A ↔ shared"),
@@ -1724,6 +1731,12 @@ def main():
                         help="leave out the server over time (autosave hour, year of writing, gc on a big log)")
     parser.add_argument("--gc-scale-notes", type=int, default=100_000, help="notes of the big-log gc figure")
     parser.add_argument("--gc-scale-entries", type=int, default=1_000_000, help="log entries of the big-log gc figure")
+    parser.add_argument("--skip-big-files", action="store_true",
+                        help="leave out the big-file section (scripts/bench_big.py)")
+    parser.add_argument("--only-big-files", action="store_true", help="only the big-file section")
+    parser.add_argument("--big-notes", type=int, default=1_000, help="small notes beside the big file")
+    parser.add_argument("--big-file-mb", type=int, default=2_048, help="the big file's size, MB")
+    parser.add_argument("--merge-mb", type=int, default=36, help="the size of the note merged, MB")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", help="where the folders go (default: a new folder in $TMPDIR, removed after)")
     parser.add_argument("--json", default="bench-results.json", help="where the results go as JSON")
@@ -1734,6 +1747,13 @@ def main():
         args.gc_scale_notes, args.gc_scale_entries = 10_000, 20_000
     if args.only_sshfs and args.only_s3:
         parser.error("--only-sshfs and --only-s3 exclude each other")
+    if args.only_big_files:
+        args.skip_one_shot = args.skip_agent = args.skip_server_life = args.skip_s3 = args.skip_sshfs = True
+        args.tools = "notesync"
+    if args.only_sshfs or args.only_s3:
+        args.skip_big_files = True
+    if args.quick:
+        args.big_file_mb, args.merge_mb, args.big_notes = 256, 8, 200
     if args.only_sshfs:
         args.skip_one_shot = args.skip_agent = args.skip_server_life = args.skip_s3 = True
         args.skip_sshfs = False
@@ -1827,6 +1847,11 @@ def main():
             f"{args.gc_scale_entries:,} entries")
         results["server_life"] = server_life_bench(args.notesync, work, args.seed, args.gc_scale_notes,
                                                    args.gc_scale_entries, failures)
+    if not args.skip_big_files and "notesync" in names:
+        log(f"big files: a {args.big_file_mb:,} MB file among {args.big_notes:,} notes; a merge of a "
+            f"{args.merge_mb} MB note")
+        results["big"] = bench_big.big_bench(args.notesync, work, args.big_notes, args.big_file_mb, args.merge_mb,
+                                             args.seed, failures)
     results["seconds"] = time.perf_counter() - started
     info["loadavg_end"] = os.getloadavg()
 
@@ -1857,6 +1882,8 @@ def main():
         rows += huge_rows(results["huge"], names, others, len(names) + len(others))
     if "server_life" in results:
         rows += server_life_rows(results["server_life"], len(names) + len(others))
+    if "big" in results:
+        rows += bench_big.big_rows(results["big"], len(names) + len(others))
     table = render(rows, header)
     results["table"] = table
 
