@@ -84,3 +84,30 @@ import Testing
         #expect(texts == [ContentDigest(of: Data(("alice's line\n" + base).utf8)), ContentDigest(of: Data((base + "bob's line\n").utf8))])
     }
 }
+
+/// `max-file-size` under running agents: their partial syncs leave a big note out as a one-shot sync does, and
+/// take it in once the limit is raised, without a restart.
+@Suite(.serialized) struct BigFileAgentTests {
+    @Test func agentsLeaveABigNoteOutAndTakeItInWhenTheLimitIsRaised() throws {
+        let devices = try TwoDevices("bigfile-agents")
+        for folder in [devices.a, devices.b] { try devices.expectOK(["config", "--notes", folder, "--max-file-size", "1M"]) }
+        let agents = try TwoAgents(devices: devices)
+        defer { agents.stop() }
+        try devices.write(devices.a, "big.md", BigFileTests.text(2 << 20, "big"))
+        try devices.write(devices.a, "small.md", "small\n")
+        #expect(eventually(30) { devices.read(devices.b, "small.md") == "small\n" }, "\(agents.logs())")
+        let listed = eventually(30) {
+            (try? devices.run(["status", "--notes", devices.a]))?.stdout.contains("           big.md") == true
+        }
+        #expect(listed, "\(agents.logs())")
+        #expect(devices.read(devices.b, "big.md") == nil)
+        for folder in [devices.a, devices.b] { try devices.expectOK(["config", "--notes", folder, "--max-file-size", "3M"]) }
+        try devices.write(devices.a, "big.md", BigFileTests.text(2 << 20, "big") + "one more line\n")
+        let arrived = eventually(30) { devices.read(devices.b, "big.md") == devices.read(devices.a, "big.md") }
+        #expect(arrived, "\(agents.logs())")
+        let cleared = eventually(30) {
+            (try? devices.run(["status", "--notes", devices.a]))?.stdout.contains("too big:") == false
+        }
+        #expect(cleared, "\(agents.logs())")
+    }
+}
