@@ -42,6 +42,10 @@ struct StatusCommand: ParsableCommand {
         /// out for being bigger, here or on the server.
         var maxFileSize: String = FileSizeLimit.default.description
         var tooBig: [String] = []
+        /// The notes folder's filesystem and the steps that keep local writes safe it lacks, as the last sync probed
+        /// them (``FolderGuarantees``); nil before the first sync.
+        var filesystem: String?
+        var filesystemLacks: [String]?
         var lastSync: String?
         var lastError: String?
         /// Local deletes the mass-delete guard holds.
@@ -66,6 +70,7 @@ struct StatusCommand: ParsableCommand {
             status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
             status.maxFileSize = try FileSizeLimit.stored(in: state).description
             status.tooBig = (try state.meta(.tooBig) ?? "").split(separator: "\n").map(String.init)
+            if let lacks = try SyncEngine.folderLacks(state) { (status.filesystem, status.filesystemLacks) = lacks }
             status.agent = AgentStatus.read(folder)
             if let held = status.agent?.heldDeletes { status.heldDeletes = held }
             if let agent = status.agent {
@@ -120,6 +125,12 @@ struct StatusCommand: ParsableCommand {
                         + "raises the limit)")
                 for name in status.tooBig.prefix(20) { print("           \(name)") }
                 if status.tooBig.count > 20 { print("           … and \(status.tooBig.count - 20) more") }
+            }
+            if let filesystem = status.filesystem, let lacks = status.filesystemLacks, !lacks.isEmpty {
+                print(
+                    "folder:    \(filesystem), without \(lacks.joined(separator: ", "))"
+                        + (lacks.contains("hard links") && lacks.contains("rename-without-replace")
+                            ? ": a save made in the instant a pulled version is put in place can be overwritten" : ""))
             }
             print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
             if let held = status.heldDeletes {

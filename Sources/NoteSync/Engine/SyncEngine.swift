@@ -156,6 +156,7 @@ public final class SyncEngine {
         do {
             if options.forgetServer { try forgetServer(try opened.get(), options: options) }
             if !options.dryRun {
+                if let lacking = try probeFolderGuarantees() { report.warnings.append(lacking) }
                 try settleLocal(
                     &scan, scanner: scanner, bases: &bases, zone: zone, opened: opened, full: paths == nil,
                     forgetting: options.forgetServer, report: &report)

@@ -29,6 +29,9 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
         case deleteForgotten = "delete-forgotten"
         /// A note edited during the sync: left for the next round.
         case note
+        /// A notes folder whose filesystem lacks what keeps a save from being overwritten (``FolderGuarantees``):
+        /// said by the first sync on it.
+        case folder
         /// A note bigger than the folder's `max-file-size`, here or on the server: left out of the sync (never deleted),
         /// every other note syncs.
         case tooBig = "too-big"

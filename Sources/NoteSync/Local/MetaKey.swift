@@ -37,6 +37,9 @@ public enum MetaKey: String, CaseIterable, Sendable {
     case lastSync = "last.sync"
     /// The error the last sync ended with.
     case lastError = "last.error"
+    /// The notes folder's mount (`st_dev` and filesystem) and the steps it lacks (``FolderGuarantees/stored``), one
+    /// a line: probed again when the mount changes.
+    case folderGuarantees = "folder.guarantees"
     /// The largest note this device syncs, in bytes (``FileSizeLimit``); absent: the default, "0": no limit.
     case maxFileSize = "sync.max-file-size"
     /// The notes left out for their size, here or on the server (one name a line, escaped for display): a full sync
