@@ -18,7 +18,8 @@ import Testing
         try devices.write(devices.a, "big.md", Self.text(2 << 20, "big"))
         let synced = try devices.sync(devices.a)
         #expect(synced.stderr.contains("big.md: 2.0 MiB, over max-file-size (1 MiB): not uploaded"), "\(synced.stderr)")
-        #expect(synced.stderr.contains("fix: `notesync config --max-file-size 3M`"), "\(synced.stderr)")
+        let fix = "fix: `notesync config --notes \(NotesFolder(root: devices.a).root) --max-file-size 3M`"
+        #expect(synced.stderr.contains(fix), "\(synced.stderr)")
         let status = try devices.expectOK(["status", "--notes", devices.a])
         #expect(status.stdout.contains("too big:   1 note(s) over max-file-size (1 MiB)"), "\(status.stdout)")
         #expect(status.stdout.contains("           big.md"), "\(status.stdout)")
@@ -27,8 +28,9 @@ import Testing
         #expect(devices.read(devices.b, "big.md") == nil)
         // Still there, and synced once the limit allows it; `status` lists it no more.
         #expect(devices.read(devices.a, "big.md") != nil)
-        let config = try devices.expectOK(["config", "--notes", devices.a, "--max-file-size", "3M"])
-        #expect(config.stdout.contains("max-file-size: 3 MiB"), "\(config.stdout)")
+        // The printed fix, followed as printed, from a folder outside the notes.
+        let config = try devices.run(["config", "--notes", devices.a, "--max-file-size", "3M"], directory: devices.scratch.path)
+        #expect(config.status == 0 && config.stdout.contains("max-file-size: 3 MiB"), "\(config.stdout)\(config.stderr)")
         let again = try devices.sync(devices.a)
         #expect(again.stdout.contains("upload           big.md"), "\(again.stdout)")
         #expect(!(try devices.expectOK(["status", "--notes", devices.a])).stdout.contains("too big:"))

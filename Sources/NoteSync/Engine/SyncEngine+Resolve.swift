@@ -64,7 +64,8 @@ extension SyncEngine {
             // waiting. A local text over it never gets here (the scan left it out).
             if let text = Self.serverTextRead(by: plan[index]), !maxFileSize.allows(text.size) {
                 report.warnings.append(
-                    Scanner.tooBigWarning(plan[index].name, size: text.size, limit: maxFileSize, server: true))
+                    Scanner.tooBigWarning(
+                        plan[index].name, size: text.size, limit: maxFileSize, notes: folder.root, server: true))
                 continue
             }
             do {

@@ -320,7 +320,7 @@ public struct Scanner: Sendable {
                 } else if !maxFileSize.allows(candidate.fingerprint.size) {
                     result.files[file.name] = nil
                     result.unreadable.insert(file.name)
-                    result.warnings.append(Self.tooBigWarning(file.name, size: candidate.fingerprint.size, limit: maxFileSize))
+                    result.warnings.append(Self.tooBigWarning(file.name, size: candidate.fingerprint.size, limit: maxFileSize, notes: root))
                 } else {
                     toHash.append((file.name, file.path))
                 }
@@ -393,15 +393,18 @@ public struct Scanner: Sendable {
         return result
     }
 
-    /// The warning for a note left out of the sync for its size, here or on the server (`server`).
-    static func tooBigWarning(_ name: RecordName, size: Int64, limit: FileSizeLimit, server: Bool = false) -> SyncWarning {
+    /// The warning for a note left out of the sync for its size, here or on the server (`server`); its fix names
+    /// the notes folder at `notes`, so that it works from wherever it is run.
+    static func tooBigWarning(
+        _ name: RecordName, size: Int64, limit: FileSizeLimit, notes: String, server: Bool = false
+    ) -> SyncWarning {
         SyncWarning(
             .tooBig, path: name.description,
             "\(name): \(FileSizeLimit.format(size)), over max-file-size (\(limit)): "
                 + (server
                     ? "not downloaded (the server keeps it; nothing of it here is changed)"
                     : "not uploaded (left as it is, never taken as deleted)")
-                + "; every other note syncs\n  fix: `notesync config --max-file-size "
+                + "; every other note syncs\n  fix: `notesync config --notes \(DisplayName.shellWord(notes)) --max-file-size "
                 + FileSizeLimit.suggestion(for: size) + "` to sync it, or add it to .notesyncignore")
     }
 

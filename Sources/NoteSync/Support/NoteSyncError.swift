@@ -79,6 +79,15 @@ public struct NoteSyncError: Error, Sendable, CustomStringConvertible, Equatable
 /// Escapes a name for display: control characters, DEL, C1 controls and the line and paragraph separators become
 /// `\u{XX}`, and a backslash is doubled (so an escape in the output is never a name's own text).
 public enum DisplayName {
+    /// A path as a POSIX shell reads it in a printed fix: quoted only when it has to be, escaped for display.
+    public static func shellWord(_ word: String) -> String {
+        let plain = word.unicodeScalars.allSatisfy {
+            ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || "/._-+:@%=,".unicodeScalars.contains($0)
+        }
+        if plain && !word.isEmpty { return word }
+        return "'" + escape(word).replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
     public static func escape(_ text: String) -> String {
         // Nearly every name has nothing to escape: it is returned as it is, sharing its storage (a first sync's report
         // names every note, and a copy of each name was 9 MB at 100,000 notes).
