@@ -1,4 +1,5 @@
 import Foundation
+import PropertyBased
 import Synchronization
 import Testing
 
@@ -67,6 +68,8 @@ final class SimRunner {
     /// wins; its lines are still checked.
     private var movedTo: Set<String> = []
     private var at = "setup"
+    /// The draws of the agent's path (``SimSchedule/Watch``), nil without it.
+    private var watchDraws: Xoshiro?
     /// `NOTESYNC_SIM_TRACE=1` prints every step and what each sync did.
     private static let tracing = ProcessInfo.processInfo.environment["NOTESYNC_SIM_TRACE"] != nil
 
@@ -132,6 +135,9 @@ final class SimRunner {
         rules = try IgnoreRules(userRules: nil)
         checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger, vault: TestServer.vault)
         unconfirmed = Array(repeating: [], count: schedule.deviceCount)
+        if let watch = schedule.watch {
+            watchDraws = Xoshiro(seed: (watch.seed, watch.seed ^ 0x9E37_79B9_7F4A_7C15, ~watch.seed, watch.seed &* 31 | 1))
+        }
         for index in 0..<schedule.deviceCount {
             devices.append(try SimDevice(index: index, root: world.path, serverRoot: serverRoot))
         }
@@ -190,7 +196,7 @@ final class SimRunner {
             try check(unlink(device.folder.root + "/" + note) == 0, "unlink \(note)")
             model.deleted(device: device.index, note: note, before: SyncHarness.lines(before))
             userDeleted.insert(note)
-            device.dirty.insert(note)
+            changed(device, [note])
         case .move(let target, let destinationIndex):
             figures.operations += 1
             let source = try resolve(target, device)
@@ -204,7 +210,7 @@ final class SimRunner {
             try FileIO.makeDirectories(parent(device.folder.root + "/" + destination))
             try check(rename(device.folder.root + "/" + source, device.folder.root + "/" + destination) == 0, "mv \(source)")
             userMoved(device, source, to: destination, text: moved, replaced: replaced)
-            device.dirty.formUnion([source, destination])
+            renamedOnDisk(device, source, to: destination)
         case .moveFolder(let target, let destinationIndex):
             figures.operations += 1
             let note = try resolve(target, device)
@@ -221,7 +227,7 @@ final class SimRunner {
             for (name, data) in moved.sorted(by: { $0.key < $1.key }) {
                 userMoved(device, name, to: newTop + name.dropFirst(top.count), text: data, replaced: nil)
             }
-            device.dirty.formUnion([top, newTop])
+            renamedOnDisk(device, top, to: newTop)
         case .deleteFolder(let target):
             figures.operations += 1
             let note = try resolve(target, device)
@@ -236,7 +242,7 @@ final class SimRunner {
             if FileIO.lstatInfo(device.folder.root + "/" + top) != nil {
                 try FileManager.default.removeItem(atPath: device.folder.root + "/" + top)
             }
-            device.dirty.insert(top)
+            changed(device, [top])
         case .touch(let target):
             figures.operations += 1
             let note = try resolve(target, device)
@@ -244,7 +250,7 @@ final class SimRunner {
             noteActedOn(device, note)
             try SyncHarness.setModified(device.folder.root + "/" + note, clock.advance(by: schedule.clockStep))
             touched.insert(note)
-            device.dirty.insert(note)
+            changed(device, [note])
         case .sync(let fault, let full):
             try sync(device, fault: fault, full: full)
         case .dryRun:
@@ -280,7 +286,7 @@ final class SimRunner {
                 try check(unlink(device.folder.root + "/" + name) == 0, "unlink \(name)")
                 model.deleted(device: device.index, note: name, before: SyncHarness.lines(data))
                 userDeleted.insert(name)
-                device.dirty.insert(name)
+                changed(device, [name])
             }
         case .approveDeletes:
             try sync(device, fault: nil, full: true, approve: true)
@@ -432,7 +438,7 @@ final class SimRunner {
         // The user's write of the restored text (nothing, where the note already held it: no version is made).
         model.wrote(device: device.index, note: note, before: before.map(SyncHarness.lines) ?? [], after: SyncHarness.lines(restored))
         everSeen.insert(note)
-        device.dirty.insert(note)
+        changed(device, [note])
         if let copy = result.keptAs { everSeen.insert(copy) }
         try afterSync(device, result.report)
     }
@@ -714,7 +720,7 @@ final class SimRunner {
         if !textsSaved[note, default: []].insert(after).inserted { touched.insert(note) }
         model.wrote(device: device.index, note: note, before: before ?? [], after: after)
         everSeen.insert(note)
-        device.dirty.insert(note)
+        changed(device, [note])
     }
 
     /// Saves a note the way `style`'s editor does, then gives it the next logical mtime.
@@ -763,7 +769,8 @@ final class SimRunner {
         figures.syncs += 1
         let expectOffline = device.offline || serverDown
         let notesBefore = expectOffline || fault != nil ? try notes(device) : [:]
-        let scope = device.needFull || full ? nil : device.dirty.sorted()
+        var scope = device.needFull || full ? nil : device.dirty.sorted()
+        if scope != nil, watchDraws != nil { scope = watchScope(device) }
         let expected = try expectedReport(device, quickEnd: scope != nil)
         injector.arm(try plan(fault, device), notesRoot: device.folder.root)
         let outcome: Result<SyncReport, any Error>
@@ -776,7 +783,7 @@ final class SimRunner {
             model.partlySynced(device.index)
             model.wrote(device: device.index, note: edited.note, before: edited.before ?? [], after: edited.after)
             everSeen.insert(edited.note)
-            device.dirty.insert(edited.note)
+            changed(device, [edited.note])
             figures.operations += 1
             figures.midSyncEdits += 1
         }
@@ -832,7 +839,7 @@ final class SimRunner {
             return
         }
         if expectOffline {
-            try checkOffline(device, report, notesBefore: notesBefore, userEdited: edited?.note)
+            try checkOffline(device, report, notesBefore: notesBefore, userEdited: edited?.note, scope: scope)
             device.needFull = true
             return
         }
@@ -849,7 +856,72 @@ final class SimRunner {
             if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
             return
         }
+        if scope != nil && watchDraws != nil && (!device.undelivered.isEmpty || !device.settler.isEmpty) {
+            // The agent's partial sync of what had settled: changes still on their way (late, not quiet yet) are
+            // the next one's. What it did is judged with them.
+            model.partlySynced(device.index)
+            if report.heldDeletes > 0 { device.needFull = true }
+            if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
+            return
+        }
         try afterSync(device, report)
+    }
+
+    // MARK: - The agent's path
+
+    /// A user changed `paths` on `device`: the next partial sync's scope, and (the agent's path) the events inotify
+    /// gives for them.
+    private func changed(_ device: SimDevice, _ paths: [String]) {
+        device.dirty.formUnion(paths)
+        if watchDraws != nil { device.undelivered.append(paths.map { .noted($0) }) }
+    }
+
+    /// A user renamed `source` to `destination` (a note or a folder). The watch sees one rename, or, one time in
+    /// three, its halves apart (a delete and a create: a move into the folder from outside the watch, a queue
+    /// overflow, a cookie the watch did not pair).
+    private func renamedOnDisk(_ device: SimDevice, _ source: String, to destination: String) {
+        device.dirty.formUnion([source, destination])
+        guard watchDraws != nil else { return }
+        if Int.random(in: 0..<3, using: &watchDraws!) == 0 {
+            figures.splitRenames += 1
+            device.undelivered.append([.noted(source), .noted(destination)])
+        } else {
+            device.undelivered.append([.renamed(source, to: destination)])
+        }
+    }
+
+    /// The scope of the agent's partial sync now: the watch delivers the device's events (those of one change in
+    /// four stay late for a later sync, and a delivery is at times out of order; events of one path coalesce in the
+    /// settler; the two halves of a rename arrive together, as inotify gives them), the
+    /// agent's time passes (within the quiet period, past it, past the deletes' wait), and the settler gives what
+    /// has settled. An empty scope is the agent's poll of the server.
+    private func watchScope(_ device: SimDevice) -> [String] {
+        let root = device.folder.root
+        func probe(_ path: String) -> EventSettler<FakeInstant>.Probe? {
+            FileIO.lstatInfo(root + "/" + path).map { .init(isRegularFile: ($0.st_mode & S_IFMT) == S_IFREG, size: Int64($0.st_size)) }
+        }
+        var late: [[SimDevice.WatchEvent]] = []
+        var delivered: [SimDevice.WatchEvent] = []
+        for events in device.undelivered {
+            if Int.random(in: 0..<4, using: &watchDraws!) == 0 { late.append(events) } else { delivered += events }
+        }
+        if delivered.count > 1 && Int.random(in: 0..<3, using: &watchDraws!) == 0 { delivered.shuffle(using: &watchDraws!) }
+        device.undelivered = late
+        figures.watchSyncs += 1
+        figures.lateEvents += late.count
+        for event in delivered {
+            switch event {
+            case .noted(let path): device.settler.noted(path, at: device.watchNow, size: probe(path)?.size)
+            case .renamed(let source, let destination):
+                device.settler.renamed(
+                    source, to: destination, at: device.watchNow, fromSize: probe(source)?.size, toSize: probe(destination)?.size)
+            }
+        }
+        let waits: [Duration] = [.milliseconds(5), .milliseconds(100), .seconds(1), .seconds(10)]
+        device.watchNow = device.watchNow.advanced(by: waits[Int.random(in: 0..<waits.count, using: &watchDraws!)])
+        let scope = device.settler.takeSettled(at: device.watchNow, probe: probe)
+        trace("  \(device.name)'s watch: scope \(scope), late \(device.undelivered.count), settling \(device.settler.paths.sorted())")
+        return scope
     }
 
     /// Another device's whole sync, run in the middle of one (``SimSchedule/Fault/race(at:device:)``): checked as
@@ -994,11 +1066,15 @@ final class SimRunner {
     }
 
     /// An offline sync changes no note, reports itself offline, and leaves every local change queued in the outbox.
-    /// `userEdited`: a note the user saved during the sync, which the sync may or may not have seen.
+    /// `userEdited`: a note the user saved during the sync, which the sync may or may not have seen. `scope`: a
+    /// partial sync's, outside which it queues nothing (the agent's changes still on their way).
     private func checkOffline(
         _ device: SimDevice, _ report: SyncReport, notesBefore: [String: Data],
-        userEdited: String?
+        userEdited: String?, scope: [String]?
     ) throws {
+        func inScope(_ name: String) -> Bool {
+            scope.map { $0.contains { name == $0 || name.hasPrefix($0 + "/") } } ?? true
+        }
         let who = device.name
         if !report.offline {
             findings.offline.append("\(at): \(who)'s sync without a server did not report itself offline")
@@ -1016,12 +1092,13 @@ final class SimRunner {
         let outbox = try device.state.outbox()
         for (name, data) in local {
             let digest = ContentDigest(of: data)
-            guard let record = try? RecordName(validating: name), bases[record]?.digest != digest else { continue }
+            guard inScope(name), let record = try? RecordName(validating: name), bases[record]?.digest != digest else { continue }
             if outbox[record]?.digest != digest || outbox[record]?.op != .save {
                 findings.offline.append("\(at): \(who)'s change of \(name) is not queued in the outbox while offline")
             }
         }
-        for name in bases.keys where local[name.string] == nil && name.string != userEdited && outbox[name]?.op != .delete {
+        for name in bases.keys
+        where local[name.string] == nil && name.string != userEdited && outbox[name]?.op != .delete && inScope(name.string) {
             findings.offline.append("\(at): \(who)'s delete of \(name) is not queued in the outbox while offline")
         }
         if userEdited == nil && report.pending != outbox.count {

@@ -143,6 +143,20 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// The logical clock's step in nanoseconds: a second, or a millisecond (many edits within one second).
     var clockStep: Int64
     var steps: [Step]
+    /// How the agent's watch brings users' changes to partial syncs; nil: a partial sync's scope is every path
+    /// touched since the device's last finished sync.
+    var watch: Watch? = nil
+
+    /// The agent's path (SimRunner's `watch` functions): each user change becomes the events inotify gives for it,
+    /// delivered to the device's ``EventSettler`` late, out of order or coalesced, a rename at times as a delete and
+    /// a create; a partial sync's scope is what the settler gives at the agent's time then. Every draw comes from
+    /// `seed`, one generator per run.
+    struct Watch: Sendable, Hashable {
+        var seed: UInt64
+    }
+
+    /// `NOTESYNC_SIM_WATCH=0`: seeds' schedules without the agent's path (``Watch``), as seeds found before it ran.
+    static let watchByDefault = ProcessInfo.processInfo.environment["NOTESYNC_SIM_WATCH"] != "0"
 
     var testDescription: String { code }
 
@@ -209,8 +223,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         }
     }
 
-    /// Schedules for `propertyCheck`: random, with server faults and users' mass deletes and restores as a seed's
-    /// schedule gets them (``forSeed(_:length:serverFaults:userRails:)``), shrunk by ``shrinks()`` on failure.
+    /// Schedules for `propertyCheck`: random, with server faults, users' mass deletes and restores, gc and the agent's
+    /// path as a seed's schedule gets them (``forSeed(_:length:serverFaults:userRails:gc:watch:)``), shrunk by
+    /// ``shrinks()`` on failure.
     /// Without them the random schedules of the regular suite would never break the server's history, so neither
     /// the recovery nor the rule that no device silently stops syncing would be checked there, and no failure of
     /// theirs could come out shrunk.
@@ -218,6 +233,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         Generator(
             run: { rng in
                 random(using: &rng, length: length).withServerFaults(using: &rng).withUserRails(using: &rng).withGC(using: &rng)
+                    .withWatch(using: &rng)
             }, shrink: { $0.shrinks() })
     }
 
@@ -226,7 +242,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// `userRails: false`, the schedule it gave before users made mass deletes and restores.
     static func forSeed(
         _ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true,
-        userRails: Bool = true, gc: Bool = true
+        userRails: Bool = true, gc: Bool = true, watch: Bool = watchByDefault
     ) -> SimSchedule {
         var mix = seed
         func next() -> UInt64 {
@@ -245,7 +261,16 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         if userRails { schedule = schedule.withUserRails(using: &rails) }
         var collector = Xoshiro(seed: (next(), next(), next(), next()))
         if gc { schedule = schedule.withGC(using: &collector) }
+        var watcher = Xoshiro(seed: (next(), next(), next(), next()))
+        if watch { schedule = schedule.withWatch(using: &watcher) }
         return schedule
+    }
+
+    /// The schedule with the agent's path drawn (every schedule: the draws include events delivered at once).
+    func withWatch(using rng: inout some RandomNumberGenerator) -> SimSchedule {
+        var result = self
+        result.watch = Watch(seed: rng.next())
+        return result
     }
 
     /// The schedule with users' mass deletes, approvals and restores inserted between its steps (about one
@@ -347,6 +372,11 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
             smaller.deviceCount -= 1
             candidates.append(smaller)
         }
+        if watch != nil {
+            var smaller = self
+            smaller.watch = nil
+            candidates.append(smaller)
+        }
         return candidates
     }
 
@@ -355,7 +385,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// The schedule as a Swift expression, for a regression test.
     var code: String {
         "SimSchedule(deviceCount: \(deviceCount), clockStep: \(clockStep), steps: [\n"
-            + steps.map { "    .init(\($0.device), \($0.action.code))," }.joined(separator: "\n") + "\n])"
+            + steps.map { "    .init(\($0.device), \($0.action.code))," }.joined(separator: "\n") + "\n]"
+            + (watch.map { ", watch: .init(seed: \($0.seed))" } ?? "") + ")"
     }
 }
 

@@ -247,6 +247,18 @@ final class SimDevice {
     var needFull = true
     /// Paths the user touched since the device's last finished sync: a partial sync's scope.
     var dirty: Set<String> = []
+    /// The agent's path (``SimSchedule/Watch``): the events inotify gave and the watch has not delivered yet (those
+    /// of one user change together), the agent's settler, and the agent's clock.
+    var undelivered: [[WatchEvent]] = []
+    var settler = EventSettler<FakeInstant>(AgentOptions())
+    var watchNow = FakeInstant.zero
+
+    /// What inotify says of a user's change, as the agent's watch reads it (WatchEvent.swift): a path changed or
+    /// gone, or a rename with both names.
+    enum WatchEvent {
+        case noted(String)
+        case renamed(String, to: String)
+    }
 
     init(index: Int, root: String, serverRoot: String) throws {
         self.index = index
@@ -286,6 +298,9 @@ final class SimDevice {
             folder: folder, state: state, config: try Self.config(id: id, name: name, server: server, state: state),
             logger: testLogger)
         needFull = true
+        // A new process watches anew: what the old one had not synced, its first (full) sync scans.
+        undelivered = []
+        settler.removeAll()
     }
 
     /// The configuration a process reads from the local state (the server id it is bound to included).
@@ -365,6 +380,11 @@ struct SimFigures: Sendable {
     var gcRuns = 0
     var gcKills = 0
     var gcRemoved = 0
+    /// The agent's path: partial syncs scoped by the settler, events the watch delivered late, renames it saw as a
+    /// delete and a create.
+    var watchSyncs = 0
+    var lateEvents = 0
+    var splitRenames = 0
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
     var violations = 0
@@ -392,6 +412,9 @@ struct SimFigures: Sendable {
         gcRuns += other.gcRuns
         gcKills += other.gcKills
         gcRemoved += other.gcRemoved
+        watchSyncs += other.watchSyncs
+        lateEvents += other.lateEvents
+        splitRenames += other.splitRenames
         failedSchedules += other.failedSchedules
         violations += other.violations
         crashPoints.merge(other.crashPoints, uniquingKeysWith: +)

@@ -46,6 +46,7 @@ import Testing
                 + "fault-reports=\(figures.faultReports) "
                 + "mass-deletes=\(figures.massDeletes) held-syncs=\(figures.heldSyncs) restores=\(figures.restores) "
                 + "gc-runs=\(figures.gcRuns) gc-kills=\(figures.gcKills) gc-removed=\(figures.gcRemoved) "
+                + "watch-syncs=\(figures.watchSyncs) late-events=\(figures.lateEvents) split-renames=\(figures.splitRenames) "
                 + "violations=\(figures.violations) failed-schedules=\(figures.failedSchedules) "
                 + "seconds=\(Int(elapsed)) rate=\(String(format: "%.1f", Double(figures.schedules) / max(elapsed, 0.001)))/s"
         }
