@@ -5,7 +5,9 @@ import Testing
 
 /// A real S3 service on loopback for one test: moto's server, or SeaweedFS (`weed server -s3`, with an identity
 /// whose SigV4 signatures it checks), from the virtual environment scripts/test makes (`NOTESYNC_S3_VENV`).
-/// Started as a daemon by its pid (as sshd is: see SshfsHost) and stopped by ``stop()`` in a `defer`.
+/// Started, killed, restarted and stopped by `scripts/s3-service` (free loopback ports, ready once a write works),
+/// the launcher scripts/test and the benchmark use too, in the test's scratch folder; its env file there says where
+/// the service is. Stopped by ``stop()`` in a `defer`, or when the value goes.
 final class S3TestServer {
     enum Kind: String, CaseIterable, CustomStringConvertible, Sendable {
         case moto, seaweedfs
@@ -19,8 +21,7 @@ final class S3TestServer {
     let kind: Kind
     let scratch: Scratch
     private(set) var port = 0
-    private var pid: Int32 = 0
-    private var process: Process?
+    private var started = false
 
     var endpoint: String { "http://127.0.0.1:\(port)" }
     var credentials: SigV4Credentials { SigV4Credentials(accessKeyID: Self.accessKey, secretAccessKey: Self.secretKey) }
@@ -29,6 +30,10 @@ final class S3TestServer {
         guard let venv = ProcessInfo.processInfo.environment["NOTESYNC_S3_VENV"], !venv.isEmpty else { return nil }
         return venv
     }
+
+    /// The repository's `scripts/s3-service`, found from this file's place.
+    static let launcher = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/s3-service").path
 
     /// Why the S3 servers cannot start here, or nil when they can. scripts/test makes the environment, so in CI
     /// they always run; `swift test` alone, without it, skips these tests and says why.
@@ -46,92 +51,56 @@ final class S3TestServer {
         return false
     }()
 
+    /// Starts the service and waits until it takes a write in ``bucket``. SeaweedFS with few small volumes: a test
+    /// writes little, and every test starts one.
     init(_ kind: Kind, label: String) throws {
         self.kind = kind
         scratch = try Scratch("s3-\(kind)-\(label)")
-        let venv = try #require(Self.venv)
-        let dir = scratch.path
-        for _ in 0..<5 {
-            // Below the kernel's ephemeral ports (32768 up), SeaweedFS's gRPC ports (10000 above each) included:
-            // a port an outgoing connection took meanwhile would stop the server from starting again.
-            let base = Int.random(in: 20_000..<22_700)
-            let command: String
-            switch kind {
-            case .moto:
-                port = base
-                // One request at a time: moto's own server decides two racing conditional PUTs wrongly (scripts/moto-serial).
-                command = "\(venv)/bin/moto-serial -H 127.0.0.1 -p \(port)"
-            case .seaweedfs:
-                port = base + 3
-                let config = """
-                    {"identities": [{"name": "notesync", "credentials": [{"accessKey": "\(Self.accessKey)", \
-                    "secretKey": "\(Self.secretKey)"}], "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
-                    """
-                try Data(config.utf8).write(to: URL(fileURLWithPath: dir + "/s3.json"))
-                try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
-                command =
-                    "\(venv)/bin/weed server -dir=\(dir)/data -ip=127.0.0.1 -ip.bind=127.0.0.1 -master.port=\(base) "
-                    + "-volume.port=\(base + 1) -filer.port=\(base + 2) -s3 -s3.port=\(port) -s3.config=\(dir)/s3.json "
-                    + "-volume.max=4 -master.volumeSizeLimitMB=64 -s3.port.iceberg=0 -s3.port.lance=0"
-            }
-            self.command = command.split(separator: " ").map(String.init)
-            _ = FileManager.default.createFile(atPath: dir + "/server.log", contents: nil)
-            try launch()
-            if eventually(60, { self.answers() || self.process?.isRunning != true }) && answers() { break }
-            stop()
-        }
-        try #require(answers(), "the \(kind) server did not start: \(log)")
-        try awaitWrites()
+        try service(["start", kind.rawValue, scratch.path, "--bucket", Self.bucket, "--volumes", "4", "--volume-size-mb", "64"])
+        started = true
+        try readEnvironment()
     }
 
-    /// The server's command line, as started.
-    private var command: [String] = []
-
-    /// Starts the server's process, its output appended to `server.log`. Started directly: a shell's background job
-    /// would keep the shell's waiter waiting for the server.
-    private func launch() throws {
+    /// Runs `scripts/s3-service ARGUMENTS` to its end; what it said goes to `s3-service.out` in the scratch folder,
+    /// and into the error when it fails.
+    private func service(_ arguments: [String]) throws {
+        let output = scratch.path + "/s3-service.out"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        defer { try? out.close() }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        process.currentDirectoryURL = URL(fileURLWithPath: scratch.path)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: scratch.path + "/server.log"))
-        log.seekToEndOfFile()
-        process.standardOutput = log
-        process.standardError = log
+        process.executableURL = URL(fileURLWithPath: Self.launcher)
+        process.arguments = arguments
+        process.standardOutput = out
+        process.standardError = out
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        self.process = process
-        pid = process.processIdentifier
+        process.waitUntilExit()
+        let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        try #require(process.terminationStatus == 0, "scripts/s3-service \(arguments.joined(separator: " ")): \(said)\(log)")
+    }
+
+    /// The port the service answers on, from the env file scripts/s3-service wrote.
+    private func readEnvironment() throws {
+        let env = try String(contentsOfFile: scratch.path + "/env", encoding: .utf8)
+        let endpoint = env.split(separator: "\n").compactMap { line -> Substring? in
+            let prefix = "export NOTESYNC_S3_ENDPOINT="
+            return line.hasPrefix(prefix) ? line.dropFirst(prefix.count) : nil
+        }.first
+        port = try #require(endpoint.flatMap { $0.split(separator: ":").last }.flatMap { Int($0) }, "no endpoint in \(env)")
     }
 
     /// Kills the server with SIGKILL, as a crash or a power cut would: no request in flight is answered.
     func crash() {
-        guard pid > 0 else { return }
-        kill(pid, SIGKILL)
-        process?.waitUntilExit()
-        pid = 0
+        guard started else { return }
+        try? service(["kill", scratch.path])
     }
 
-    /// Starts the server again on the same ports and data (SeaweedFS keeps its data on disk; moto's is gone).
+    /// Starts the server again on the same ports and data (SeaweedFS keeps its data on disk; moto's is gone), and
+    /// waits until it takes writes.
     func restart() throws {
-        crash()
-        try launch()
-        try #require(eventually(90, { self.answers() }), "the \(kind) server did not start again: \(log)")
-        try awaitWrites()
-    }
-
-    /// SeaweedFS answers before its volume servers take writes: waits until a bucket can be made and written.
-    private func awaitWrites() throws {
-        let client = try makeClient()
-        var ready = false
-        for _ in 0..<60 where !ready {
-            ready =
-                (try? client.createBucketIfMissing()) != nil
-                && (try? client.createIfAbsent("ready/" + UUID().uuidString, Data("x".utf8))) != nil
-            if !ready { usleep(500_000) }
-        }
-        client.shutdown()
-        try #require(ready, "the \(kind) server takes no writes: \(log)")
+        try service(["restart", scratch.path])
+        started = true
     }
 
     deinit { stop() }
@@ -168,13 +137,11 @@ final class S3TestServer {
         ).wait()
     }
 
-    /// Stops the server (SIGTERM to its process group, then SIGKILL).
+    /// Stops the server (SIGTERM, then SIGKILL).
     func stop() {
-        guard pid > 0 else { return }
-        kill(pid, SIGTERM)
-        if !eventually(10, { self.process?.isRunning != true }) { kill(pid, SIGKILL) }
-        process?.waitUntilExit()
-        pid = 0
+        guard started else { return }
+        started = false
+        try? service(["stop", scratch.path])
     }
 }
 
