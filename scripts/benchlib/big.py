@@ -1,4 +1,4 @@
-"""The benchmark's big-file section (scripts/bench.py --only-big-files; part of every full run unless
+"""The benchmark's big-file section (scripts/bench --only-big-files; part of every full run unless
 --skip-big-files): what one big file among ordinary notes costs notesync in memory, and what a merge of a big note
 costs.
 
@@ -10,7 +10,7 @@ costs.
 2. A note of --merge-mb MB (36) of short lines, synced to A and B, then edited at its start on A and at its end on
    B: B's sync merges the two edits three ways. With the limit raised above the note (`--max-file-size 64M`).
 
-Peak RSS of one-shot commands comes from GNU time (`%M`) as in bench.py; the agent's from /proc/PID/status.
+Peak RSS of one-shot commands comes from GNU time (`%M`) as in common.py; the agent's from /proc/PID/status.
 Standard library only.
 """
 
