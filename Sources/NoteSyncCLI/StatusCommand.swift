@@ -38,6 +38,9 @@ struct StatusCommand: ParsableCommand {
         /// Notes the server holds in a version this folder does not have (a local change of them may be queued
         /// too): the last sync could not write or merge them here (``waitingNotes(_:zone:folder:)``).
         var waiting: [String] = []
+        /// Notes that are one file with another note here (the folder does not tell case apart): each waits, named with
+        /// the note whose file it is (``SyncEngine/caseWaiting(_:)``), until one of them is renamed elsewhere.
+        var oneFileWith: [String: String] = [:]
         /// The largest note this device syncs (`notesync config --max-file-size`), and the notes the last syncs left
         /// out for being bigger, here or on the server.
         var maxFileSize: String = FileSizeLimit.default.description
@@ -66,7 +69,9 @@ struct StatusCommand: ParsableCommand {
                 conflicts: try openConflicts(folder, state).map(\.copy.description),
                 lastSync: try state.lastSync().map(formatTime),
                 lastError: try state.meta(.lastError))
-            status.waiting = try waitingNotes(state, zone: stored, folder: folder).map(\.description)
+            let pairs = try SyncEngine.caseWaiting(state)
+            for (name, owner) in pairs { status.oneFileWith[name.description] = owner.description }
+            status.waiting = try waitingNotes(state, zone: stored, folder: folder).filter { pairs[$0] == nil }.map(\.description)
             status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
             status.maxFileSize = try FileSizeLimit.stored(in: state).description
             status.tooBig = (try state.meta(.tooBig) ?? "").split(separator: "\n").map(String.init)
@@ -117,6 +122,15 @@ struct StatusCommand: ParsableCommand {
                         + "(its warnings say why; each sync tries again)")
                 for name in status.waiting.prefix(20) { print("           \(name)") }
                 if status.waiting.count > 20 { print("           … and \(status.waiting.count - 20) more") }
+            }
+            if !status.oneFileWith.isEmpty {
+                print(
+                    "one file:  \(status.oneFileWith.count) note(s) wait: each is one file with another note in this "
+                        + "folder, which does not tell case apart (rename one of them on a device whose folder does)")
+                for (name, owner) in status.oneFileWith.sorted(by: { $0.key < $1.key }).prefix(20) {
+                    print("           \(name)  (one file with \(owner))")
+                }
+                if status.oneFileWith.count > 20 { print("           … and \(status.oneFileWith.count - 20) more") }
             }
             if !status.tooBig.isEmpty {
                 print(

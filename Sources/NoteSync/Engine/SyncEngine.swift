@@ -117,6 +117,9 @@ public final class SyncEngine {
     var progress: SyncProgress?
     /// The running sync's limit on a note's size (``MetaKey/maxFileSize``).
     var maxFileSize = FileSizeLimit.default
+    /// Whether the notes folder folds case (``CasePairs``); nil: asked of the folder at each sync
+    /// (``notesFolderFoldsCase()``). Set by tests that run a case-folding folder's logic on any filesystem.
+    public var foldsCase: Bool?
 
     public init(folder: NotesFolder, state: LocalState, config: FolderConfig, logger: Logger) {
         self.folder = folder
@@ -146,6 +149,13 @@ public final class SyncEngine {
         scanner.maxFileSize = maxFileSize
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
         var (bases, zone, scan) = try loadAndScan(scanner, options: options, only: paths, phases: &phases)
+        // Before anything is queued: a record that waits for another's file is no delete and no edit. Said once the
+        // heads are fetched (``rounds``), which may end the wait.
+        let foldsCase = notesFolderFoldsCase()
+        if foldsCase {
+            var unsaid = SyncReport(dryRun: options.dryRun)
+            try settleCasePairs(&scan, scanner: &scanner, bases: bases, heads: zone.heads, keep: false, report: &unsaid)
+        }
         report.hashed = scan.hashed
         report.warnings += scanWarnings(scan, options: options)
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
@@ -167,7 +177,7 @@ public final class SyncEngine {
             let store = try reachable(opened, bases: bases, zone: zone, options: options)
             try rounds(
                 store: store, scanner: scanner, bases: &bases, zone: &zone, scan: &scan, options: options, only: paths,
-                report: &report, phases: &phases)
+                foldsCase: foldsCase, report: &report, phases: &phases)
             if !options.dryRun {
                 try finish(store: store, bases: bases, zone: &zone, full: paths == nil, options: options, report: &report)
             }
@@ -316,9 +326,10 @@ public final class SyncEngine {
     /// commit lands without losing its slot, at most ``SyncOptions/maxRounds``.
     private func rounds(
         store: ServerStore, scanner: Scanner, bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
-        scan: inout ScanResult, options: SyncOptions, only paths: [String]?, report: inout SyncReport,
-        phases: inout PhaseTimer
+        scan: inout ScanResult, options: SyncOptions, only paths: [String]?, foldsCase: Bool = false,
+        report: inout SyncReport, phases: inout PhaseTimer
     ) throws {
+        var scanner = scanner
         // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
         // commit lost its slot to another device): ``ZoneState/unplanned``.
         var made = Set<RecordName>()
@@ -376,6 +387,16 @@ public final class SyncEngine {
                 if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string), namesUnder: namesUnder)) }
             }
             zone.unplanned = []
+            if foldsCase {
+                // Against the heads fetched: a pulled name may be one file with a note here.
+                let released = try settleCasePairs(
+                    &scan, scanner: &scanner, bases: bases, heads: zone.heads, keep: !options.dryRun, report: &report)
+                if let scope = scan.scope, case let unscanned = released.filter({ !scope.contains($0) }), !unscanned.isEmpty {
+                    scan.merge(try scanner.scan(bases: bases, only: unscanned.map(\.string), namesUnder: namesUnder))
+                    try settleCasePairs(
+                        &scan, scanner: &scanner, bases: bases, heads: zone.heads, keep: !options.dryRun, report: &report)
+                }
+            }
             var plan = Self.plan(
                 scan: scan, bases: bases, zone: zone, deviceID: config.deviceID, similarity: similarity(store),
                 isIgnored: scanner.isIgnored, renameTime: RenameTimes(root: folder.root).time
@@ -405,7 +426,15 @@ public final class SyncEngine {
                 throw ServerAway(error: error, memo: nil)
             }
             phases.lap("execute")
-            if finished { return }
+            if finished {
+                // A note that waited for its group's file (``CasePairs``) is planned once the owner left: no event
+                // or poll names it, and the next sync might be far off.
+                let released =
+                    foldsCase ? releasedCasePairs(bases: bases, heads: zone.heads, waiting: scanner.waiting) : []
+                guard !released.isEmpty, round < options.maxRounds else { return }
+                scan = try scanner.scan(bases: bases, only: released.map(\.string), namesUnder: namesUnder)
+                continue
+            }
             // The next round's partial scan includes the notes this one made (conflict copies): their push was lost
             // with the race, and no later event names them (the agent ignores its own writes).
             scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) }, namesUnder: namesUnder)

@@ -15,6 +15,8 @@ public struct SyncWarning: Codable, Hashable, Sendable, CustomStringConvertible 
         case folderOverNote = "folder-over-note"
         /// Two names that differ only in Unicode form.
         case unicodeTwin = "unicode-twin"
+        /// Two records whose names are one file in a notes folder that does not tell case apart: one waits.
+        case casePair = "case-pair"
         /// A note modified in the future, or a clock far from the server's.
         case clock
         /// A conflict copy another sync tool made, in the notes folder or inside the server.

@@ -45,4 +45,7 @@ public enum MetaKey: String, CaseIterable, Sendable {
     /// The notes left out for their size, here or on the server (one name a line, escaped for display): a full sync
     /// sets them, a partial one adds those it met (absent: none). `status` lists them.
     case tooBig = "sync.too-big"
+    /// The records that wait on a notes folder that folds case (``CasePairs``), a line each: the name, a tab, the
+    /// owner of its group (names hold no control characters). Set by every sync on such a folder; `status` lists them.
+    case caseWaiting = "sync.case-waiting"
 }

@@ -136,16 +136,19 @@ public struct Scanner: Sendable {
     /// A file bigger than this, changed since its base (or new), is left out: not hashed, counted unreadable (so
     /// never taken as deleted, nor written over by a pull), and warned about (``SyncWarning/Kind/tooBig``).
     public var maxFileSize = FileSizeLimit(bytes: nil)
+    /// Records that wait on a notes folder that folds case (``CasePairs``): another record's name is their file here.
+    /// Taken as ignored, so that a sync neither writes nor deletes anything under their names.
+    public var waiting: Set<RecordName> = []
 
     public init(root: String, rules: IgnoreRules) {
         self.root = root
         self.rules = rules
     }
 
-    /// Whether the rules take the note `name` out of the sync (its file, or a folder it is in): the scan passes it
+    /// Whether the rules take the note `name` out of the sync (its file, or a folder it is in), or it waits: the scan passes it
     /// over, and a sync decides nothing for it (``SyncEngine/plan(scan:bases:zone:deviceID:similarity:isIgnored:historyBase:)``).
     public func isIgnored(_ name: RecordName) -> Bool {
-        rules.isIgnoredPath(name.string, isDirectory: false)
+        waiting.contains(name) || rules.isIgnoredPath(name.string, isDirectory: false)
     }
 
     /// Scans the whole notes folder, or with `only`, just those paths (relative; files or folders): the agent's
