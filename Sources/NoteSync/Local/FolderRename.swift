@@ -28,21 +28,27 @@ public enum FolderRename {
         try $lacking.withValue(lacking, operation: body)
     }
 
+    /// What the filesystem holding `target` lacks for a test: the current task's (``without(_:_:)``) and its folder's
+    /// (``SimulatedFolders``); empty in production.
+    private static func lacking(at target: String) -> Lacking {
+        lacking.union(SimulatedFolders.personality(at: target)?.lacking ?? [])
+    }
+
     /// `renameat2(RENAME_NOREPLACE)`: 0, or -1 with errno set.
     static func renameNoReplace(_ source: String, _ target: String) -> Int32 {
-        if lacking.contains(.noReplace) { return refuse(EINVAL) }
+        if lacking(at: target).contains(.noReplace) { return refuse(EINVAL) }
         return ns_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target)
     }
 
     /// `renameat2(RENAME_EXCHANGE)`: 0, or -1 with errno set.
     static func renameExchange(_ source: String, _ target: String) -> Int32 {
-        if lacking.contains(.exchange) { return refuse(EINVAL) }
+        if lacking(at: target).contains(.exchange) { return refuse(EINVAL) }
         return ns_rename_exchange(AT_FDCWD, source, AT_FDCWD, target)
     }
 
     /// `link(2)`: 0, or -1 with errno set.
     static func hardLink(_ source: String, _ target: String) -> Int32 {
-        if lacking.contains(.links) { return refuse(EPERM) }
+        if lacking(at: target).contains(.links) { return refuse(EPERM) }
         return Glibc.link(source, target)
     }
 

@@ -50,7 +50,7 @@ public struct NotesFolder: Sendable, Hashable {
     /// filesystem without modes keeps what it has.
     public func keepStatePrivate() {
         guard let info = FileIO.lstatInfo(stateDirectory), (info.st_mode & S_IFMT) == S_IFDIR,
-            info.st_mode & 0o077 != 0
+            info.st_mode & 0o077 != 0, SimulatedFolders.personality(at: stateDirectory)?.fixedMode == nil
         else { return }
         _ = chmod(stateDirectory, Self.stateDirectoryMode)
     }

@@ -198,7 +198,7 @@ public enum FileIO {
             close(fd)
             if !ok { unlink(path) }
         }
-        if exactMode { setModeExactly(fd, mode) }
+        settleMode(fd, path, mode, exactMode: exactMode)
         try writeAll(fd: fd, data, path: path)
         if sync, fsync(fd) != 0 { throw NoteSyncError.posix("fsync", path: path, errno: errno) }
         ok = true
@@ -218,7 +218,7 @@ public enum FileIO {
             self.path = path
             fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
             if fd < 0 { throw NoteSyncError.posix("create", path: path, errno: errno) }
-            if exactMode { setModeExactly(fd, mode) }
+            settleMode(fd, path, mode, exactMode: exactMode)
         }
 
         func write(_ bytes: Data, at offset: Int64) throws {
@@ -310,15 +310,25 @@ public enum FileIO {
         _ = fchmod(fd, mode)
     }
 
+    /// Gives the file `fd`, just made at `path`, `mode` (less the umask, or exactly with `exactMode`), or what a
+    /// test's filesystem without modes gives every file (``SimulatedFolders``).
+    private static func settleMode(_ fd: Int32, _ path: String, _ mode: mode_t, exactMode: Bool) {
+        if let fixed = SimulatedFolders.personality(at: path)?.fixedMode {
+            _ = fchmod(fd, fixed)
+        } else if exactMode {
+            setModeExactly(fd, mode)
+        }
+    }
+
     /// mkdir(2) that accepts an existing directory (but not a symlink or file in its place). A directory it makes
     /// has `mode` less the umask, or exactly `mode` with `exactMode` (``setModeExactly(_:_:)``, through a descriptor
     /// opened without following a link).
     public static func makeDirectory(_ path: String, mode: mode_t = 0o755, exactMode: Bool = false) throws {
         if mkdir(path, mode) == 0 {
-            if exactMode {
+            if exactMode || SimulatedFolders.personality(at: path)?.fixedMode != nil {
                 let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if fd >= 0 {
-                    setModeExactly(fd, mode)
+                    settleMode(fd, path, mode, exactMode: exactMode)
                     close(fd)
                 }
             }

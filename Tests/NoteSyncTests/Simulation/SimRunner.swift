@@ -139,8 +139,65 @@ final class SimRunner {
             watchDraws = Xoshiro(seed: (watch.seed, watch.seed ^ 0x9E37_79B9_7F4A_7C15, ~watch.seed, watch.seed &* 31 | 1))
         }
         for index in 0..<schedule.deviceCount {
+            // Before the device's folders are made: they get what its filesystem gives them.
+            let filesystem = filesystem(of: index)
+            SimulatedFolders.set(
+                .init(lacking: filesystem.lacking, fixedMode: filesystem.fixedMode), forFolder: world.path + "/" + SimDevice.names[index])
             devices.append(try SimDevice(index: index, root: world.path, serverRoot: serverRoot))
         }
+        for filesystem in Set(schedule.filesystems ?? []) where filesystem != .plain {
+            figures.filesystems["\(filesystem)", default: 0] += 1
+        }
+    }
+
+    deinit {
+        for index in 0..<schedule.deviceCount { SimulatedFolders.set(nil, forFolder: world.path + "/" + SimDevice.names[index]) }
+    }
+
+    // MARK: - Filesystem personalities
+
+    /// The personality of device `index`'s notes folder (``SimSchedule/Filesystem``): the rename flags and links
+    /// ``FolderRename`` finds refused there come from ``SimulatedFolders``, on whatever thread the engine works.
+    func filesystem(of index: Int) -> SimSchedule.Filesystem {
+        schedule.filesystems.flatMap { index < $0.count ? $0[index] : nil } ?? .plain
+    }
+
+    /// `warnings` less the one a notes folder without rename flags and links gives (``FolderGuarantees``): said
+    /// there, and only there.
+    private func folderWarningsTaken(_ device: SimDevice, _ warnings: [SyncWarning]) -> [SyncWarning] {
+        guard filesystem(of: device.index).lacking.contains(.links) else { return warnings }
+        return warnings.filter { !($0.kind == .folder && $0.message.contains("no rename-without-replace")) }
+    }
+
+    /// What `notesync status` says each notes folder lacks is what its filesystem lacks (after healing, every
+    /// device has probed its folder).
+    private func checkFolderLacks() throws {
+        for device in devices {
+            let lacking = filesystem(of: device.index).lacking
+            let expected =
+                (lacking.contains(.exchange) ? ["rename-exchange"] : []) + (lacking.contains(.noReplace) ? ["rename-without-replace"] : [])
+                + (lacking.contains(.links) ? ["hard links"] : [])
+            let said = try SyncEngine.folderLacks(device.state)?.missing
+            if said != expected {
+                findings.harness.append("\(at): \(device.name)'s status says its folder lacks \(said ?? ["?"]), not \(expected)")
+            }
+        }
+    }
+
+    /// What a filesystem without modes shows of a device's folder after a step: every file and folder the fixed mode,
+    /// whoever made it (the engine's state database and lock too, made with modes of their own) and whatever chmod
+    /// was asked. Only what differs is changed.
+    private func settleModes(_ device: SimDevice) {
+        guard let fixed = filesystem(of: device.index).fixedMode else { return }
+        func visit(_ path: String) {
+            guard let info = FileIO.lstatInfo(path) else { return }
+            let kind = info.st_mode & S_IFMT
+            guard kind == S_IFREG || kind == S_IFDIR else { return }
+            if info.st_mode & 0o7777 != fixed { chmod(path, fixed) }
+            guard kind == S_IFDIR, let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+            for name in names { visit(path + "/" + name) }
+        }
+        visit(device.folder.root)
     }
 
     func runAll() {
@@ -160,6 +217,7 @@ final class SimRunner {
                     figures.steps += 1
                     trace(at)
                     try perform(step)
+                    for device in devices { settleModes(device) }
                     if Self.tracing { try traceNotes(devices[step.device]) }
                 }
                 phase("steps")
@@ -168,6 +226,7 @@ final class SimRunner {
                 phase("healing")
                 at = "after healing"
                 try checkFinalState()
+                try checkFolderLacks()
                 try checkServerTexts()
                 phase("final checks")
                 try checkIdempotent()
@@ -753,6 +812,7 @@ final class SimRunner {
         let fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | flags, 0o644)
         guard fd >= 0 else { throw NoteSyncError.posix("open", path: path, errno: errno) }
         defer { close(fd) }
+        if let fixed = SimulatedFolders.personality(at: path)?.fixedMode { fchmod(fd, fixed) }
         try FileIO.writeAll(fd: fd, data, path: path)
     }
 
@@ -1007,7 +1067,7 @@ final class SimRunner {
             if !committed.isEmpty {
                 findings.harness.append("\(at): \(who)'s sync held \(report.heldDeletes) deletes but committed \(committed)")
             }
-            let others = report.warnings.filter { $0.kind != .deletesHeld && $0.kind != .moveConflict }
+            let others = folderWarningsTaken(device, report.warnings).filter { $0.kind != .deletesHeld && $0.kind != .moveConflict }
             if !others.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(others)") }
             model.partlySynced(device.index)
             device.needFull = true
@@ -1016,7 +1076,7 @@ final class SimRunner {
         if report.offline { findings.harness.append("\(at): \(who)'s sync was offline: \(report.offlineReason ?? "")") }
         if report.pending != 0 { findings.harness.append("\(at): \(who)'s sync left \(report.pending) change(s) pending") }
         // Two devices renaming one note to different names is said, not a fault.
-        let warnings = report.warnings.filter { $0.kind != .moveConflict }
+        let warnings = folderWarningsTaken(device, report.warnings).filter { $0.kind != .moveConflict }
         if !warnings.isEmpty { findings.harness.append("\(at): \(who)'s sync warned: \(warnings)") }
         guard !report.offline else {
             device.needFull = true

@@ -2,6 +2,8 @@ import Foundation
 import PropertyBased
 import Testing
 
+@testable import NoteSync
+
 /// One run of the deterministic simulation (SimWorld.swift): what the users of 3–5 devices do to their notes,
 /// when each device syncs, where a sync crashes or loses the server, which devices are cut off, all as plain
 /// values. The same schedule always runs the same way, so a schedule is its own reproduction: printed as Swift
@@ -158,6 +160,44 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// `NOTESYNC_SIM_WATCH=0`: seeds' schedules without the agent's path (``Watch``), as seeds found before it ran.
     static let watchByDefault = ProcessInfo.processInfo.environment["NOTESYNC_SIM_WATCH"] != "0"
 
+    /// The filesystem personality of each device's notes folder (index: the device); nil: every folder plain.
+    var filesystems: [Filesystem]? = nil
+
+    /// What the filesystem under a device's notes folder offers (SimRunner's `personalize`): the steps
+    /// ``FolderRename`` finds refused there (``SimulatedFolders``), and whether `chmod` does anything.
+    enum Filesystem: Int, Sendable, Hashable, CaseIterable {
+        /// ext4, tmpfs: every step, modes kept.
+        case plain
+        /// sshfs, libfuse2 filesystems: no `RENAME_NOREPLACE` or `RENAME_EXCHANGE` (EINVAL); hard links.
+        case fuse
+        /// exFAT, vfat: neither rename flag nor hard links (EPERM); every file 0777, `chmod` accepted and ignored.
+        case exfat
+        /// A CIFS or FUSE mount with a fixed file mode: every step, every file 0644, `chmod` accepted and ignored.
+        case modeless
+
+        /// The steps missing there.
+        var lacking: FolderRename.Lacking {
+            switch self {
+            case .plain, .modeless: []
+            case .fuse: [.noReplace, .exchange]
+            case .exfat: .exfat
+            }
+        }
+
+        /// The mode every file and folder has there; nil where modes are kept.
+        var fixedMode: mode_t? {
+            switch self {
+            case .plain, .fuse: nil
+            case .exfat: 0o777
+            case .modeless: 0o644
+            }
+        }
+    }
+
+    /// `NOTESYNC_SIM_FS=0`: seeds' schedules with every notes folder plain (``Filesystem``), as seeds found before
+    /// personalities were drawn.
+    static let filesystemsByDefault = ProcessInfo.processInfo.environment["NOTESYNC_SIM_FS"] != "0"
+
     var testDescription: String { code }
 
     // MARK: generating
@@ -233,7 +273,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         Generator(
             run: { rng in
                 random(using: &rng, length: length).withServerFaults(using: &rng).withUserRails(using: &rng).withGC(using: &rng)
-                    .withWatch(using: &rng)
+                    .withWatch(using: &rng).withFilesystems(using: &rng)
             }, shrink: { $0.shrinks() })
     }
 
@@ -242,7 +282,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// `userRails: false`, the schedule it gave before users made mass deletes and restores.
     static func forSeed(
         _ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true,
-        userRails: Bool = true, gc: Bool = true, watch: Bool = watchByDefault
+        userRails: Bool = true, gc: Bool = true, watch: Bool = watchByDefault, filesystems: Bool = filesystemsByDefault
     ) -> SimSchedule {
         var mix = seed
         func next() -> UInt64 {
@@ -263,7 +303,24 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         if gc { schedule = schedule.withGC(using: &collector) }
         var watcher = Xoshiro(seed: (next(), next(), next(), next()))
         if watch { schedule = schedule.withWatch(using: &watcher) }
+        var personalities = Xoshiro(seed: (next(), next(), next(), next()))
+        if filesystems { schedule = schedule.withFilesystems(using: &personalities) }
         return schedule
+    }
+
+    /// The schedule with a filesystem personality drawn for each device's notes folder (every schedule draws them;
+    /// each folder is plain more often than anything else).
+    func withFilesystems(using rng: inout some RandomNumberGenerator) -> SimSchedule {
+        var result = self
+        result.filesystems = (0..<deviceCount).map { _ in
+            switch Int.random(in: 0..<20, using: &rng) {
+            case ..<11: .plain
+            case ..<14: .fuse
+            case ..<17: .exfat
+            default: .modeless
+            }
+        }
+        return result
     }
 
     /// The schedule with the agent's path drawn (every schedule: the draws include events delivered at once).
@@ -370,12 +427,23 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         if deviceCount > 3, !steps.contains(where: { $0.device == deviceCount - 1 }) {
             var smaller = self
             smaller.deviceCount -= 1
+            if smaller.filesystems?.count ?? 0 > smaller.deviceCount { smaller.filesystems?.removeLast() }
             candidates.append(smaller)
         }
         if watch != nil {
             var smaller = self
             smaller.watch = nil
             candidates.append(smaller)
+        }
+        if let filesystems {
+            var smaller = self
+            smaller.filesystems = nil
+            candidates.append(smaller)
+            for (index, filesystem) in filesystems.enumerated() where filesystem != .plain {
+                smaller = self
+                smaller.filesystems?[index] = .plain
+                candidates.append(smaller)
+            }
         }
         return candidates
     }
@@ -386,7 +454,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     var code: String {
         "SimSchedule(deviceCount: \(deviceCount), clockStep: \(clockStep), steps: [\n"
             + steps.map { "    .init(\($0.device), \($0.action.code))," }.joined(separator: "\n") + "\n]"
-            + (watch.map { ", watch: .init(seed: \($0.seed))" } ?? "") + ")"
+            + (watch.map { ", watch: .init(seed: \($0.seed))" } ?? "")
+            + (filesystems.map { ", filesystems: [\($0.map { ".\($0)" }.joined(separator: ", "))]" } ?? "") + ")"
     }
 }
 

@@ -385,6 +385,8 @@ struct SimFigures: Sendable {
     var watchSyncs = 0
     var lateEvents = 0
     var splitRenames = 0
+    /// Schedules that drew each filesystem personality other than plain for at least one notes folder.
+    var filesystems: [String: Int] = [:]
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
     var violations = 0
@@ -417,6 +419,7 @@ struct SimFigures: Sendable {
         splitRenames += other.splitRenames
         failedSchedules += other.failedSchedules
         violations += other.violations
+        filesystems.merge(other.filesystems, uniquingKeysWith: +)
         crashPoints.merge(other.crashPoints, uniquingKeysWith: +)
         phases.merge(other.phases, uniquingKeysWith: +)
     }
