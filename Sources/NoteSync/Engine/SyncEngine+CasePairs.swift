@@ -3,7 +3,8 @@ import Foundation
 extension SyncEngine {
     /// Whether the notes folder takes two names that differ only in case for one file. ``foldsCase`` when set (tests
     /// inject it); else the state folder looked up in upper case (`.NOTESYNC`, one `lstat`, nothing written: a dry
-    /// run asks too) is the same folder, and without a state folder the probe of ``NotesFolder/foldsCase()``.
+    /// run asks too) is the same folder (its inode, or no such spelling in the listing), and without a state folder
+    /// the probe of ``NotesFolder/foldsCase()``.
     func notesFolderFoldsCase() -> Bool {
         if let foldsCase { return foldsCase }
         let state = folder.stateDirectory
@@ -11,7 +12,10 @@ extension SyncEngine {
         let name = (state as NSString).lastPathComponent
         let other = (state as NSString).deletingLastPathComponent + "/" + name.uppercased()
         guard let found = FileIO.lstatInfo(other) else { return false }
-        return found.st_ino == own.st_ino && found.st_dev == own.st_dev
+        if found.st_ino == own.st_ino && found.st_dev == own.st_dev { return true }
+        // exfat-fuse numbers each name looked up anew: a folder of that spelling, or the state folder found again.
+        let listed = (try? FileIO.listEntries(folder.root)) ?? nil
+        return listed.map { !$0.contains { $0.name == name.uppercased() } } ?? false
     }
 
     /// On a notes folder that folds case: settles the records whose names are one file here (``CasePairs``) against
