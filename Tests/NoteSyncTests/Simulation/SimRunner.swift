@@ -68,6 +68,9 @@ final class SimRunner {
     /// wins; its lines are still checked.
     private var movedTo: Set<String> = []
     private var at = "setup"
+    /// Per device, the notes its user made private (`chmod 600`) on a folder that keeps modes (``checkPrivateNotes``).
+    /// With the inode each had when last checked: a new one is a version written over it.
+    private var privateNotes: [[String: UInt64]] = []
     /// The draws of the agent's path (``SimSchedule/Watch``), nil without it.
     private var watchDraws: Xoshiro?
     /// `NOTESYNC_SIM_TRACE=1` prints every step and what each sync did.
@@ -135,6 +138,7 @@ final class SimRunner {
         rules = try IgnoreRules(userRules: nil)
         checker = try ServerStore(root: serverRoot, device: "checker", logger: testLogger, vault: TestServer.vault)
         unconfirmed = Array(repeating: [], count: schedule.deviceCount)
+        privateNotes = Array(repeating: [:], count: schedule.deviceCount)
         if let watch = schedule.watch {
             watchDraws = Xoshiro(seed: (watch.seed, watch.seed ^ 0x9E37_79B9_7F4A_7C15, ~watch.seed, watch.seed &* 31 | 1))
         }
@@ -184,6 +188,28 @@ final class SimRunner {
         }
     }
 
+    /// Every note a user made private on a folder that keeps modes is still 0600 while it is at that name: a pulled
+    /// version, a merge or a restore written over it keeps its mode. A note gone from the name is no longer followed
+    /// (what a sync writes there later is a new file).
+    private func checkPrivateNotes(_ device: SimDevice) {
+        for (note, known) in privateNotes[device.index].sorted(by: { $0.key < $1.key }) {
+            guard let info = FileIO.lstatInfo(device.folder.root + "/" + note), (info.st_mode & S_IFMT) == S_IFREG else {
+                privateNotes[device.index][note] = nil
+                continue
+            }
+            if info.st_mode & 0o777 != 0o600 {
+                findings.harness.append(
+                    "\(at): \(device.name)'s private note \(note) is mode \(String(info.st_mode & 0o777, radix: 8)), not 600")
+                privateNotes[device.index][note] = nil
+            } else if UInt64(info.st_ino) != known {
+                figures.privateRewrites += 1
+                privateNotes[device.index][note] = UInt64(info.st_ino)
+            }
+        }
+    }
+
+    private func inode(_ path: String) -> UInt64 { FileIO.lstatInfo(path).map { UInt64($0.st_ino) } ?? 0 }
+
     /// What a filesystem without modes shows of a device's folder after a step: every file and folder the fixed mode,
     /// whoever made it (the engine's state database and lock too, made with modes of their own) and whatever chmod
     /// was asked. Only what differs is changed.
@@ -217,7 +243,10 @@ final class SimRunner {
                     figures.steps += 1
                     trace(at)
                     try perform(step)
-                    for device in devices { settleModes(device) }
+                    for device in devices {
+                        settleModes(device)
+                        checkPrivateNotes(device)
+                    }
                     if Self.tracing { try traceNotes(devices[step.device]) }
                 }
                 phase("steps")
@@ -310,6 +339,15 @@ final class SimRunner {
             try SyncHarness.setModified(device.folder.root + "/" + note, clock.advance(by: schedule.clockStep))
             touched.insert(note)
             changed(device, [note])
+        case .makePrivate(let target):
+            let note = try resolve(target, device)
+            let path = device.folder.root + "/" + note
+            guard FileIO.lstatInfo(path) != nil else { return }
+            figures.operations += 1
+            figures.privateNotes += 1
+            // Accepted and ignored where the filesystem has no modes (``settleModes`` puts the fixed mode back).
+            try check(chmod(path, 0o600) == 0, "chmod 600 \(note)")
+            if filesystem(of: device.index).fixedMode == nil { privateNotes[device.index][note] = inode(path) }
         case .sync(let fault, let full):
             try sync(device, fault: fault, full: full)
         case .dryRun:
@@ -732,6 +770,9 @@ final class SimRunner {
     /// the history alone (an edit elsewhere follows the rename, the later of two renames keeps the note): their
     /// lines are checked, and the edits made concurrently with the rename must reach the note's final name.
     private func userMoved(_ device: SimDevice, _ source: String, to destination: String, text: Data, replaced: Data?) {
+        // `mv` keeps the note's inode, and so its mode.
+        let wasPrivate = privateNotes[device.index].removeValue(forKey: source)
+        privateNotes[device.index][destination] = wasPrivate
         let event = model.nextID
         model.deleted(device: device.index, note: source, before: [])
         model.wrote(
@@ -804,6 +845,11 @@ final class SimRunner {
             let temp = directory + "/.goutputstream-SIM\(model.nextID)"
             try writeFile(temp, data, flags: O_CREAT | O_EXCL)
             try check(rename(temp, path) == 0, "rename over")
+        }
+        // Editors that write a new file give it the note's mode.
+        if privateNotes[device.index][note] != nil {
+            try check(chmod(path, 0o600) == 0, "chmod 600 \(note)")
+            privateNotes[device.index][note] = inode(path)
         }
         try SyncHarness.setModified(path, clock.advance(by: schedule.clockStep))
     }
@@ -1214,6 +1260,7 @@ final class SimRunner {
                 let notesBefore = try notes(device)
                 let report = try device.engine.sync(SyncHarness.syncOptions, only: nil)
                 if try notes(device) != notesBefore { changedNotes.append(device.name) }
+                checkPrivateNotes(device)
                 trace(
                     "  \(at): "
                         + report.changes.map { "\($0.kind.rawValue) \($0.name)\($0.detail.map { " (\($0))" } ?? "")" }

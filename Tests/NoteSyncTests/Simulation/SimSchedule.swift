@@ -87,6 +87,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case moveFolder(Target, to: Int)
         /// Changes only the mtime.
         case touch(Target)
+        /// `chmod 600` of a note: accepted and ignored on a folder without modes (``Filesystem/fixedMode``).
+        case makePrivate(Target)
         /// A sync. `full` scans everything; otherwise only the paths the user touched since the device's last
         /// sync plus what the server changed, as the agent does, unless the device needs a full sync anyway.
         case sync(Fault?, full: Bool)
@@ -309,9 +311,21 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     }
 
     /// The schedule with a filesystem personality drawn for each device's notes folder (every schedule draws them;
-    /// each folder is plain more often than anything else).
+    /// each folder is plain more often than anything else), and users' `chmod 600` of notes inserted between its
+    /// steps (about one step in ten).
     func withFilesystems(using rng: inout some RandomNumberGenerator) -> SimSchedule {
         var result = self
+        result.steps = []
+        for step in steps {
+            if Int.random(in: 0..<10, using: &rng) == 0 {
+                let target: Target =
+                    Int.random(in: 0..<2, using: &rng) == 0
+                    ? .existing(Int.random(in: 0..<8, using: &rng))
+                    : .pool(Int.random(in: 0..<SimSchedule.pool.count, using: &rng))
+                result.steps.append(Step(Int.random(in: 0..<deviceCount, using: &rng), .makePrivate(target)))
+            }
+            result.steps.append(step)
+        }
         result.filesystems = (0..<deviceCount).map { _ in
             switch Int.random(in: 0..<20, using: &rng) {
             case ..<11: .plain
@@ -481,6 +495,7 @@ extension SimSchedule.Action {
         case .deleteFolder(let target): ".deleteFolder(\(target.code))"
         case .moveFolder(let target, let to): ".moveFolder(\(target.code), to: \(to))"
         case .touch(let target): ".touch(\(target.code))"
+        case .makePrivate(let target): ".makePrivate(\(target.code))"
         case .sync(let fault, let full): ".sync(\(fault.map(\.code) ?? "nil"), full: \(full))"
         case .dryRun: ".dryRun"
         case .goOffline: ".goOffline"

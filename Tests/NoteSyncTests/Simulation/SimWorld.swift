@@ -385,6 +385,9 @@ struct SimFigures: Sendable {
     var watchSyncs = 0
     var lateEvents = 0
     var splitRenames = 0
+    /// Users' `chmod 600` of a note, and versions a sync wrote over such a note (which stayed 0600).
+    var privateNotes = 0
+    var privateRewrites = 0
     /// Schedules that drew each filesystem personality other than plain for at least one notes folder.
     var filesystems: [String: Int] = [:]
     /// Schedules with at least one invariant violated, and the violations found.
@@ -419,6 +422,8 @@ struct SimFigures: Sendable {
         splitRenames += other.splitRenames
         failedSchedules += other.failedSchedules
         violations += other.violations
+        privateNotes += other.privateNotes
+        privateRewrites += other.privateRewrites
         filesystems.merge(other.filesystems, uniquingKeysWith: +)
         crashPoints.merge(other.crashPoints, uniquingKeysWith: +)
         phases.merge(other.phases, uniquingKeysWith: +)

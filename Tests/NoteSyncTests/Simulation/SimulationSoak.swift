@@ -48,7 +48,8 @@ import Testing
                 + "gc-runs=\(figures.gcRuns) gc-kills=\(figures.gcKills) gc-removed=\(figures.gcRemoved) "
                 + "watch-syncs=\(figures.watchSyncs) late-events=\(figures.lateEvents) split-renames=\(figures.splitRenames) "
                 + "fuse-folders=\(figures.filesystems["fuse", default: 0]) exfat-folders=\(figures.filesystems["exfat", default: 0]) "
-                + "modeless-folders=\(figures.filesystems["modeless", default: 0]) "
+                + "modeless-folders=\(figures.filesystems["modeless", default: 0]) private-notes=\(figures.privateNotes) "
+                + "private-rewrites=\(figures.privateRewrites) "
                 + "violations=\(figures.violations) failed-schedules=\(figures.failedSchedules) "
                 + "seconds=\(Int(elapsed)) rate=\(String(format: "%.1f", Double(figures.schedules) / max(elapsed, 0.001)))/s"
         }
