@@ -105,3 +105,26 @@ import Testing
         #expect(scan.files[try RecordName(validating: "a/Todo.md")]?.path == "a/TODO.md")
     }
 }
+
+extension CasePairTests {
+    /// A conflict copy is never named so that it folds onto a note's name: on a folder that folds case they would be
+    /// one file.
+    @Test func aConflictCopyNameNeverFoldsOntoANote() throws {
+        let harness = try SyncHarness(deviceCount: 2)
+        try harness.write(0, "n.md", Self.text("base"))
+        _ = try harness.sync(0)
+        _ = try harness.sync(1)
+        try harness.write(0, "n.md", Self.text("A's"))
+        _ = try harness.sync(0)
+        try harness.write(1, "n.md", Self.text("B's"))
+        let planned = try #require(try harness.sync(1, SyncHarness.dryRunOptions).conflictCopies.first)
+        // The copy's name in another case, made elsewhere first.
+        try harness.write(0, planned.uppercased(), Self.text("a note"))
+        _ = try harness.sync(0)
+        let report = try harness.sync(1)
+        let copy = try #require(report.conflictCopies.first)
+        let folded = CasePairs.fold(try RecordName(validating: copy))
+        #expect(copy != planned && folded != planned.lowercased(), "\(copy)")
+        #expect(try harness.read(1, planned.uppercased()) == Self.text("a note"))
+    }
+}

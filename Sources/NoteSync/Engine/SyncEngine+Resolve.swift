@@ -59,6 +59,9 @@ extension SyncEngine {
         }
         let madeBefore = merges ? Self.unsyncedNotes(scan: scan, bases: bases, zone: zone, renamed: renamed) : [:]
         var copies: Set<RecordName> = []
+        // A copy's name never folds onto another record's either (``CasePairs``): on a folder that folds case,
+        // anywhere, the two would be one file. Found only when a copy is named.
+        var folds: Set<String>?
         for index in plan.indices {
             // A server text over the limit is not read: the note is left as it is here, and `status` lists it as
             // waiting. A local text over it never gets here (the scan left it out).
@@ -71,7 +74,10 @@ extension SyncEngine {
             do {
                 // Nil: nothing to do (the planner leaves such records out; a merge needs the note it merges).
                 plan[index].action = try action(plan[index], madeBefore: madeBefore, store: store) { copy in
-                    copies.contains(copy) || isConflictNameTaken(copy, zone: zone, bases: bases)
+                    if copies.contains(copy) || isConflictNameTaken(copy, zone: zone, bases: bases) { return true }
+                    let known = folds ?? CasePairs.folds(bases: bases, heads: zone.heads, also: scan.files.keys)
+                    folds = known
+                    return known.contains(CasePairs.fold(copy)) || copies.contains { CasePairs.fold($0) == CasePairs.fold(copy) }
                 }
                 if case .conflict(let conflict) = plan[index].action, !conflict.madeBefore { copies.insert(conflict.copy) }
             } catch let error as NoteSyncError where error.kind != .serverUnreachable {

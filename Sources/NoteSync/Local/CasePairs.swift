@@ -76,6 +76,16 @@ public enum CasePairs {
         return outcome
     }
 
+    /// The folds of every record (`bases`, `heads` not deleted) and of the names in `also`.
+    public static func folds<Names: Sequence<RecordName>>(
+        bases: RecordTable<BaseRecord>, heads: RecordTable<RecordHead>, also names: Names
+    ) -> Set<String> {
+        var folds = Set(bases.keys.map(fold))
+        for (name, head) in heads where !head.deleted { folds.insert(fold(name)) }
+        for name in names { folds.insert(fold(name)) }
+        return folds
+    }
+
     /// What a sync says of a record that waits.
     static func warning(_ name: RecordName, owner: RecordName) -> SyncWarning {
         SyncWarning(
