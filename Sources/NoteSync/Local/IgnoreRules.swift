@@ -111,7 +111,7 @@ public struct IgnoreRules: Sendable, Equatable {
     /// Whether `name` (one path component) belongs to the agent itself: its state directory or a temp, in any
     /// spelling some folder takes for the same name (the scalar overload says which).
     public static func isAgentOwned(_ name: String) -> Bool {
-        isAgentOwned(Array(name.unicodeScalars))
+        isAgentOwned(name.unicodeScalars)
     }
 
     private func isIgnored(_ rule: Rule?) -> Bool {
@@ -149,24 +149,39 @@ public struct IgnoreRules: Sendable, Equatable {
     /// that ignore them), trailing dots and spaces dropped (vfat and CIFS strip them), and the state directory's
     /// 8.3 short name (`NOTESY~1`, which vfat resolves to `.notesync`). Refused for every folder, whatever this
     /// one compares: a name that passes here must be writable on every device.
-    private static func isAgentOwned(_ name: [Unicode.Scalar]) -> Bool {
-        // Nearly every name: its first scalar rules it out (the key starts with `.` or `n`).
-        guard let first = name.first else { return false }
-        if first.isASCII && first != "." && first != "n" && first != "N" { return false }
+    private static func isAgentOwned(_ name: some BidirectionalCollection<Unicode.Scalar>) -> Bool {
+        // The first scalar that counts (default-ignorable code points are left out) must be `.` or `n`/`N`: no other
+        // scalar case-folds to either. Nearly every name is ruled out here, by its first scalar, without a copy.
+        guard let lead = name.first(where: { $0.isASCII || !$0.properties.isDefaultIgnorableCodePoint }),
+            lead == "." || lead == "n" || lead == "N"
+        else { return false }
+        if name.allSatisfy(\.isASCII) { return isAgentOwnedASCII(name) }
         var key = String.UnicodeScalarView()
-        var ascii = true
-        for scalar in name where scalar.isASCII || !scalar.properties.isDefaultIgnorableCodePoint {
-            key.append(scalar)
-            ascii = ascii && scalar.isASCII
-        }
-        guard let start = key.first, start == "." || start == "n" || start == "N" || !start.isASCII else { return false }
-        var folded = ascii ? String(key).lowercased() : String(key).folding(options: [.caseInsensitive], locale: nil)
+        for scalar in name where scalar.isASCII || !scalar.properties.isDefaultIgnorableCodePoint { key.append(scalar) }
+        var folded = String(key).folding(options: [.caseInsensitive], locale: nil)
         while let last = folded.unicodeScalars.last, last == "." || last == " " { folded.unicodeScalars.removeLast() }
-        let scalars = Array(folded.unicodeScalars)
-        if scalars == stateDirectoryScalars || scalars.starts(with: agentTempPrefixScalars) { return true }
-        let digits = scalars.dropFirst(shortNamePrefixScalars.count)
-        return scalars.starts(with: shortNamePrefixScalars) && !digits.isEmpty
-            && digits.allSatisfy { ("0"..."9").contains($0) }
+        return isAgentOwnedASCII(Array(folded.unicodeScalars))
+    }
+
+    /// ``isAgentOwned(_:)`` for an ASCII name (or one already folded): compared letter by letter in lower case, with
+    /// trailing dots and spaces dropped, without making a string.
+    private static func isAgentOwnedASCII(_ name: some BidirectionalCollection<Unicode.Scalar>) -> Bool {
+        var end = name.endIndex
+        while end > name.startIndex && [".", " "].contains(name[name.index(before: end)]) {
+            end = name.index(before: end)
+        }
+        let name = name[name.startIndex..<end]
+        func lowered(_ scalar: Unicode.Scalar) -> Unicode.Scalar {
+            ("A"..."Z").contains(scalar) ? Unicode.Scalar(UInt8(scalar.value) | 0x20) : scalar
+        }
+        func starts(with prefix: [Unicode.Scalar]) -> Bool {
+            name.count >= prefix.count && zip(name, prefix).allSatisfy { lowered($0) == $1 }
+        }
+        if starts(with: agentTempPrefixScalars) { return true }
+        if name.count == stateDirectoryScalars.count && starts(with: stateDirectoryScalars) { return true }
+        guard starts(with: shortNamePrefixScalars) else { return false }
+        let digits = name.dropFirst(shortNamePrefixScalars.count)
+        return !digits.isEmpty && digits.allSatisfy { ("0"..."9").contains($0) }
     }
 
     /// The state directory's 8.3 short name on vfat, before its number: `NOTESY~1`, case-folded.
