@@ -47,7 +47,8 @@ public struct FolderGuarantees: Sendable, Hashable {
         if !renameNoReplace && !hardLinks {
             return "this notes folder (\(filesystem)) has no rename-without-replace, rename-exchange or hard links: "
                 + "notesync checks a note right before it puts a pulled version in its place, but a save made in that "
-                + "same instant can be overwritten (the pulled version stays on the server)"
+                + "same instant can be overwritten and lost; keep notes that several devices edit at once on a "
+                + "folder that has them (ext4, xfs, btrfs, NFS)"
         }
         return nil
     }
