@@ -188,6 +188,41 @@ import Testing
         #expect(after.unicodeTwins.isEmpty)
     }
 
+    /// A partial scan of many names that may have twins, in one folder, lists that folder once (an agent pulling
+    /// thousands of accented notes into one folder listed it once per note), and finds the same twins as a lookup
+    /// of each name alone does.
+    @Test func aPartialScanListsEachFolderOnce() throws {
+        let dir = try TempDirectory()
+        let root = dir.sub("notes")
+        let folder = "caf\u{E9}"
+        try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+        var paths: [String] = []
+        for index in 0..<40 {
+            let composed = folder + "/r\u{E9}sum\u{E9}-\(index).md"
+            try writeFile(root + "/" + composed, Data("\(index)".utf8))
+            paths.append(composed)
+            if index % 4 == 0 {
+                let decomposed = folder + "/re\u{301}sume\u{301}-\(index).md"
+                try writeFile(root + "/" + decomposed, Data("twin \(index)".utf8))
+                paths.append(decomposed)
+            }
+        }
+        let scanner = Scanner(root: root, rules: .builtIn)
+        var listings = FolderListings(root: root)
+        for path in paths {
+            var alone = FolderListings(root: root)
+            let found = scanner.twins(of: path, listings: &listings)
+            #expect(found.map { Array($0.utf8) } == scanner.twins(of: path, listings: &alone).map { Array($0.utf8) })
+            #expect(found.count == (path.contains("-") && Int(path.split(separator: "-").last!.dropLast(3))! % 4 == 0 ? 2 : 1))
+        }
+        #expect(listings.listed == 2, "the root and the folder, once each")
+        let full = try scanner.scan(bases: [:])
+        let partial = try scanner.scan(bases: [:], only: paths)
+        #expect(Set(partial.files.keys) == Set(full.files.keys))
+        for (name, file) in partial.files { #expect(Array(file.path.utf8) == Array(full.files[name]!.path.utf8)) }
+        #expect(partial.unicodeTwins.count == 10)
+    }
+
     /// A partial scan that finds the notes under a folder through the state database's index takes the same scope
     /// as one that goes over every base: a folder gone, one renamed to a file, neighbours whose names start alike
     /// (`a/b-x`, `a/b0`, `a/bc/…`, `a/b` itself), and names past ASCII. A name only the database has (no base here)

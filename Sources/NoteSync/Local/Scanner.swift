@@ -173,6 +173,7 @@ public struct Scanner: Sendable {
             // The notes under each path (a folder may be gone): from the database's index when given; else a pass
             // over the bases for a few paths (the agent's usual batch), a binary search of the sorted names for many.
             var sortedBases: [RecordName]?
+            var listings = FolderListings(root: root)
             for path in unique where !path.isEmpty {
                 if let name = try? RecordName(validating: RecordName.nfc(path)) { scope.insert(name) }
                 let prefix = RecordName.nfc(path) + "/"
@@ -195,7 +196,7 @@ public struct Scanner: Sendable {
                 if !parent.isEmpty, rules.isIgnoredPath(parent, isDirectory: true) { continue }
                 // Every file of this name in any Unicode form, as a full walk meets them: the path given may be one
                 // twin (or a record's NFC name for a file in NFD), and the scan must see all to keep one per record.
-                for onDisk in twins(of: path) {
+                for onDisk in twins(of: path, listings: &listings) {
                     guard let info = FileIO.lstatInfo(root + "/" + onDisk) else { continue }
                     try visit(
                         FileIO.DirectoryEntry(name: (onDisk as NSString).lastPathComponent, isValidUTF8: true),
@@ -213,8 +214,9 @@ public struct Scanner: Sendable {
 
     /// The paths on disk whose names are `path`'s in some Unicode form (`path` itself among them when it exists), in
     /// byte order; `[path]` when no other form can exist. A component that could have a twin (see
-    /// ``RecordName/mayHaveUnicodeTwin(_:)``) is looked up by listing its folder; the rest are taken as they are.
-    func twins(of path: String) -> [String] {
+    /// ``RecordName/mayHaveUnicodeTwin(_:)``) is looked up in its folder's listing (`listings`: each folder listed
+    /// once per scan); the rest are taken as they are.
+    func twins(of path: String, listings: inout FolderListings) -> [String] {
         let components = RecordName.components(of: path)
         guard components.contains(where: { RecordName.mayHaveUnicodeTwin(String($0)) }) else { return [path] }
         var prefixes = [""]
@@ -227,13 +229,11 @@ public struct Scanner: Sendable {
             let form = RecordName.nfc(part)
             var next: [String] = []
             for prefix in prefixes {
-                guard let entries = try? FileIO.listEntries(prefix.isEmpty ? root : root + "/" + prefix) else {
+                guard let entries = listings.entries(in: prefix, named: form) else {
                     next.append(prefix.isEmpty ? part : prefix + "/" + part)
                     continue
                 }
-                for entry in entries where entry.isValidUTF8 && UTF8Bytes.equal(RecordName.nfc(entry.name), form) {
-                    next.append(prefix.isEmpty ? entry.name : prefix + "/" + entry.name)
-                }
+                for entry in entries { next.append(prefix.isEmpty ? entry : prefix + "/" + entry) }
             }
             prefixes = next
             if prefixes.isEmpty { return [path] }
