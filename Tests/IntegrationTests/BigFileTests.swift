@@ -57,6 +57,56 @@ import Testing
         #expect(devices.read(devices.a, "big.md") != nil)
     }
 
+    /// Synced notes that the limit now leaves out (an upgrader's, or a limit lowered), on both devices: big.md,
+    /// deep.md and proj/big.md, beside proj/small.md and small notes.
+    static func bigNotesSyncedThenLimited(_ label: String) throws -> TwoDevices {
+        let devices = try TwoDevices(label)
+        try devices.write(devices.a, "big.md", text(2 << 20, "big"))
+        try devices.write(devices.a, "deep.md", text(2 << 20, "deep"))
+        try devices.write(devices.a, "proj/big.md", text(2 << 20, "proj"))
+        try devices.write(devices.a, "proj/small.md", "small\n")
+        // Enough other notes that three deletes are not held as a mass delete.
+        for index in 0..<20 { try devices.write(devices.a, "n\(index).md", "note \(index)\n") }
+        try devices.sync(devices.a)
+        try devices.sync(devices.b)
+        for folder in [devices.a, devices.b] { try devices.expectOK(["config", "--notes", folder, "--max-file-size", "1M"]) }
+        return devices
+    }
+
+    /// The renames of ``bigNotesSyncedThenLimited(_:)``'s notes: one renamed, one moved into a folder, and their
+    /// folder renamed.
+    static func renameBigNotes(_ devices: TwoDevices) throws {
+        let a = devices.a
+        #expect(rename(a + "/big.md", a + "/large.md") == 0)
+        try FileManager.default.createDirectory(atPath: a + "/docs", withIntermediateDirectories: true)
+        #expect(rename(a + "/deep.md", a + "/docs/deep.md") == 0)
+        #expect(rename(a + "/proj", a + "/archive") == 0)
+    }
+
+    /// A note over the limit renamed is left out whole, its old name too: never a delete on the other device. Once
+    /// the limit allows it, the rename arrives as a rename.
+    @Test func aNoteOverTheLimitRenamedIsNeverADelete() throws {
+        let devices = try Self.bigNotesSyncedThenLimited("bigfile-rename")
+        let before = try devices.notes(devices.b)
+        try Self.renameBigNotes(devices)
+        let synced = try devices.sync(devices.a)
+        #expect(!synced.stdout.contains("delete"), "\(synced.stdout)")
+        #expect(synced.stderr.contains("large.md: 2.0 MiB, over max-file-size"), "\(synced.stderr)")
+        #expect(synced.stderr.contains("docs/deep.md: 2.0 MiB") && synced.stderr.contains("archive/big.md: 2.0 MiB"), "\(synced.stderr)")
+        try devices.sync(devices.b)
+        // The small note of the renamed folder is a rename on its own; the big ones wait where they were.
+        var expected = before
+        expected["archive/small.md"] = expected.removeValue(forKey: "proj/small.md")
+        #expect(try devices.notes(devices.b).keys.sorted() == expected.keys.sorted())
+        #expect(FileIO.lstatInfo(devices.b + "/.notesync/trash") == nil, "nothing went to B's trash")
+        for folder in [devices.a, devices.b] { try devices.expectOK(["config", "--notes", folder, "--max-file-size", "3M"]) }
+        let moved = try devices.sync(devices.a)
+        #expect(!moved.stdout.contains("delete") && !moved.stdout.contains("upload"), "\(moved.stdout)")
+        try devices.sync(devices.b)
+        #expect(try devices.notes(devices.b) == (try devices.notes(devices.a)))
+        #expect(FileIO.lstatInfo(devices.b + "/.notesync/trash") == nil, "nothing went to B's trash")
+    }
+
     @Test func aSizeThatIsNotOneIsRefusedWithTheFix() throws {
         let devices = try TwoDevices("bigfile-usage")
         let refused = try devices.run(["config", "--notes", devices.a, "--max-file-size", "lots"])

@@ -288,6 +288,9 @@ public struct Scanner: Sendable {
         let baseNames = bases.keys
         var index = -1
         var trimmedAt = 0
+        // The inodes of the files left out for their size: a synced note gone from its name to one of them is that
+        // file renamed.
+        var tooBigInodes: Set<UInt64> = []
         for chunkIndex in chunks.indices {
             // The pages of the arrays (and strings) freed so far go back as the table grows, not only at the end
             // (between subfolders: a folder walked as one array is taken whole).
@@ -323,6 +326,7 @@ public struct Scanner: Sendable {
                 } else if !maxFileSize.allows(candidate.fingerprint.size) {
                     result.files[file.name] = nil
                     result.unreadable.insert(file.name)
+                    tooBigInodes.insert(candidate.fingerprint.inode)
                     result.warnings.append(Self.tooBigWarning(file.name, size: candidate.fingerprint.size, limit: maxFileSize, notes: root))
                 } else {
                     toHash.append((file.name, file.path))
@@ -381,6 +385,14 @@ public struct Scanner: Sendable {
             missing = result.baseMatches < bases.count ? bases.keys.filter { result.files[$0] == nil } : []
         }
         for name in missing where !result.unreadable.contains(name) {
+            // A synced note renamed where it is left out for its size (`mv big.pdf docs/`, or its folder renamed) is
+            // left alone at its old name too: the rename waits whole, never a delete, until the limit allows the
+            // note (its new name is in the too-big warning). The same inode alone may be a deleted note's, given to
+            // a new file: that delete waits as long, and nothing is lost.
+            if let inode = bases[name]?.fingerprint?.inode, tooBigInodes.contains(inode) {
+                result.unreadable.insert(name)
+                continue
+            }
             guard let info = FileIO.lstatInfo(root + "/" + name.string), (info.st_mode & S_IFMT) != S_IFREG else { continue }
             result.unreadable.insert(name)
             if (info.st_mode & S_IFMT) == S_IFDIR {
