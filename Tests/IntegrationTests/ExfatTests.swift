@@ -98,4 +98,39 @@ struct ExfatTests {
         #expect(try sync(a).stdout.contains("nothing to do"))
         #expect(staged().isEmpty)
     }
+
+    /// An encrypted server from an exFAT notes folder: the key file `init` writes in `.notesync/` has mode 0777 there
+    /// (exFAT has no modes, chmod changes nothing), and was refused as readable by others with the fix "chmod 600",
+    /// which could not be followed: no sync ever ran. Where the filesystem keeps modes the refusal stands.
+    @Test func anEncryptedServerSyncsFromAnExfatNotesFolder() throws {
+        let scratch = try Scratch("exfat-key")
+        let stick = try FilesystemMount.exfat(at: scratch.path + "/stick")
+        defer { stick.unmount() }
+        let environment = ["NOTESYNC_PASSPHRASE": "correct horse battery staple", "NOTESYNC_SCRYPT_LOG_N": "10"]
+        func run(_ arguments: [String]) throws -> ProcessResult {
+            try NotesyncProcess(arguments, scratch: scratch.path, environment: environment).wait()
+        }
+        let a = scratch.path + "/A"
+        let b = stick.path + "/B"
+        let server = scratch.path + "/server"
+        try FileManager.default.createDirectory(atPath: a, withIntermediateDirectories: true)
+        try Data("sealed\n".utf8).write(to: URL(fileURLWithPath: a + "/n.md"))
+        for arguments in [
+            ["init", "--notes", a, "--server", server, "--device-name", "alice", "--create-server", "--encrypt"],
+            ["sync", "--notes", a], ["init", "--notes", b, "--server", server, "--device-name", "bob"],
+            ["sync", "--notes", b]
+        ] {
+            let result = try run(arguments)
+            #expect(result.status == 0, "notesync \(arguments.joined(separator: " ")): \(result.stdout) \(result.stderr)")
+        }
+        #expect((try? String(contentsOfFile: b + "/n.md", encoding: .utf8)) == "sealed\n")
+        // On A's folder (modes kept) a key file others may read is still refused, and the printed fix works.
+        let key = try #require(
+            (FileManager.default.subpaths(atPath: a + "/.notesync") ?? []).first { $0.hasSuffix("vault-key") })
+        #expect(chmod(a + "/.notesync/" + key, 0o644) == 0)
+        let refused = try run(["sync", "--notes", a])
+        #expect(refused.status != 0 && refused.stderr.contains("chmod 600"), "\(refused.stderr)")
+        #expect(chmod(a + "/.notesync/" + key, 0o600) == 0)
+        #expect(try run(["sync", "--notes", a]).status == 0)
+    }
 }

@@ -15,7 +15,7 @@ public enum VaultKeyFile {
                 .key, path: path, "is not a regular file",
                 fix: "remove it, then run `notesync init` again with the server's passphrase")
         }
-        if info.st_mode & 0o077 != 0 {
+        if info.st_mode & 0o077 != 0 && keepsModes(path, info.st_mode) {
             throw NoteSyncError(
                 .key, path: path, "holds the server's key and others may read it (mode \(String(info.st_mode & 0o777, radix: 8)))",
                 fix: "chmod 600 \(path)")
@@ -31,6 +31,17 @@ public enum VaultKeyFile {
                 fix: "remove it, then run `notesync init` again with the server's passphrase: it writes the key again")
         }
         return (String(fields[2]), vault)
+    }
+
+    /// Whether the filesystem of `path` keeps modes: `chmod(2)` to owner-only, then back to `mode`. On one that has
+    /// none (vfat, exFAT, many FUSE and SMB mounts: chmod is accepted and changes nothing) the mode says nothing of
+    /// who may read the key — the mount's options do — so an open mode there is no reason to refuse it, and the
+    /// fix "chmod 600" could not be followed.
+    static func keepsModes(_ path: String, _ mode: mode_t) -> Bool {
+        guard chmod(path, 0o600) == 0, let after = FileIO.lstatInfo(path) else { return true }
+        let kept = after.st_mode & 0o777 == 0o600
+        if kept { chmod(path, mode & 0o7777) }
+        return kept
     }
 
     /// Lowercase or uppercase hex digits as bytes; nil for anything else.
