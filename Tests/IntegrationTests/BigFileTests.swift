@@ -153,13 +153,33 @@ import Testing
         }
         #expect(listed, "\(agents.logs())")
         #expect(devices.read(devices.b, "big.md") == nil)
+        // The printed fix alone, the note untouched: the agents' next syncs take it in.
         for folder in [devices.a, devices.b] { try devices.expectOK(["config", "--notes", folder, "--max-file-size", "3M"]) }
-        try devices.write(devices.a, "big.md", BigFileTests.text(2 << 20, "big") + "one more line\n")
         let arrived = eventually(30) { devices.read(devices.b, "big.md") == devices.read(devices.a, "big.md") }
         #expect(arrived, "\(agents.logs())")
         let cleared = eventually(30) {
             (try? devices.run(["status", "--notes", devices.a]))?.stdout.contains("too big:") == false
         }
         #expect(cleared, "\(agents.logs())")
+    }
+
+    /// A note too big for B only, on the server: B's agent downloads it once B's limit is raised, nothing else
+    /// changed anywhere.
+    @Test func anAgentDownloadsANoteOnceItsLimitIsRaised() throws {
+        let devices = try TwoDevices("bigfile-agents-down")
+        try devices.expectOK(["config", "--notes", devices.b, "--max-file-size", "1M"])
+        let agents = try TwoAgents(devices: devices)
+        defer { agents.stop() }
+        try devices.write(devices.a, "big.md", BigFileTests.text(2 << 20, "big"))
+        try devices.write(devices.a, "small.md", "small\n")
+        #expect(eventually(30) { devices.read(devices.b, "small.md") == "small\n" }, "\(agents.logs())")
+        let listed = eventually(30) {
+            (try? devices.run(["status", "--notes", devices.b]))?.stdout.contains("           big.md") == true
+        }
+        #expect(listed, "\(agents.logs())")
+        #expect(devices.read(devices.b, "big.md") == nil)
+        try devices.expectOK(["config", "--notes", devices.b, "--max-file-size", "3M"])
+        let arrived = eventually(30) { devices.read(devices.b, "big.md") == devices.read(devices.a, "big.md") }
+        #expect(arrived, "\(agents.logs())")
     }
 }

@@ -105,7 +105,7 @@ final class AgentLoop {
         let now = clock.now
         if let retryAt, now < retryAt {
             // Offline or failing: keep collecting events, sync when the backoff expires.
-        } else if needFull || now >= nextFull {
+        } else if needFull || now >= nextFull || limitChanged() {
             needFull = false
             nextFull = now + options.fullScanInterval
             pending.removeAll()
@@ -114,6 +114,7 @@ final class AgentLoop {
             nextPoll = now + poll
             let result = syncNow(nil)
             if case .success(let report) = result, !report.offline {
+                try? state.setMeta([.maxFileSizeSynced: engine.maxFileSize.stored])
                 pacer.committed(waiting, at: now)
                 if options.gcEvery > .zero { engine.autoGC(every: Int64(options.gcEvery.seconds)) }
                 reloadRecords()
@@ -143,6 +144,14 @@ final class AgentLoop {
                 if case .success(let report) = syncNow(ready), !report.offline { pacer.committed(ready, at: now) }
             }
         }
+    }
+
+    /// Whether `notesync config --max-file-size` changed the limit since the last full sync: the notes it now lets
+    /// in or leaves out are not in a partial sync's paths (nor, on the server, among the changes since the last
+    /// sync), so only a full sync takes them in.
+    private func limitChanged() -> Bool {
+        guard let limit = try? FileSizeLimit.stored(in: state) else { return false }
+        return (try? state.meta(.maxFileSizeSynced)) != limit.stored
     }
 
     /// Sleeps until the next poll, full scan, retry or settling deadline, or until woken (events, a request, stop).

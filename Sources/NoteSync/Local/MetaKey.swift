@@ -42,6 +42,8 @@ public enum MetaKey: String, CaseIterable, Sendable {
     case folderGuarantees = "folder.guarantees"
     /// The largest note this device syncs, in bytes (``FileSizeLimit``); absent: the default, "0": no limit.
     case maxFileSize = "sync.max-file-size"
+    /// The ``maxFileSize`` the agent's last full sync used: one that differs makes its next sync a full one.
+    case maxFileSizeSynced = "sync.max-file-size.synced"
     /// The notes left out for their size, here or on the server (one name a line, escaped for display): a full sync
     /// sets them, a partial one adds those it met (absent: none). `status` lists them.
     case tooBig = "sync.too-big"
