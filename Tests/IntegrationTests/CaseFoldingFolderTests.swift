@@ -182,4 +182,55 @@ struct CaseFoldingFolderTests {
             #expect(agent.wait().status == 0)
         }
     }
+
+    /// B has synced `todo.md`; A then makes `Todo.md`. B's agent scans the name fetched, whose lookup finds
+    /// `todo.md`'s file: the file stays `todo.md`'s (the spelling listed), `Todo.md` waits, nothing is written over,
+    /// and when A renames `Todo.md` no delete of `todo.md` is read from its release.
+    @Test(.enabled(if: FilesystemMount.caseFoldingAvailable))
+    func aNameFetchedUnderAnAgentNeverTakesTheFileOfANoteHere() throws {
+        let scratch = try Scratch("casepair-fetched")
+        let mount = try FilesystemMount.caseFolding(backing: scratch.path + "/backing", mountPoint: scratch.path + "/mnt")
+        defer { mount.unmount() }
+        let devices = Devices(scratch: scratch.path, a: scratch.path + "/A", b: mount.path + "/B")
+        let (a, b) = (devices.a, devices.b)
+        try devices.write(a, "todo.md", "lower\n")
+        try devices.run(["init", "--notes", a, "--server", devices.server, "--device-name", "alice", "--create-server"])
+        try devices.sync(a)
+        try devices.run(["init", "--notes", b, "--server", devices.server, "--device-name", "bob"])
+        try devices.sync(b)
+        #expect(devices.notes(b) == ["todo.md": "lower\n"])
+        func start(_ folder: String) throws -> NotesyncProcess {
+            let agent = try NotesyncProcess(["watch", "--notes", folder, "--log-level", "debug"], scratch: scratch.path)
+            let started = eventually(30) { FileManager.default.fileExists(atPath: folder + "/.notesync/status.json") }
+            #expect(started, "the agent did not start: \(agent.stderrText)")
+            return agent
+        }
+        let agentA = try start(a)
+        let agentB = try start(b)
+        defer {
+            for agent in [agentA, agentB] where agent.process.isRunning {
+                kill(agent.pid, SIGKILL)
+                agent.process.waitUntilExit()
+            }
+        }
+        func logs() -> String { "A:\n\(agentA.stderrText.suffix(3000))\nB:\n\(agentB.stderrText.suffix(3000))" }
+        try devices.write(a, "Todo.md", "upper\n")
+        #expect(
+            eventually(30) { agentB.stderrText.contains("Todo.md and todo.md are one file in this notes folder") },
+            "\(logs())")
+        #expect(devices.notes(b) == ["todo.md": "lower\n"], "\(devices.notes(b)) \(logs())")
+        #expect(devices.notes(a) == ["Todo.md": "upper\n", "todo.md": "lower\n"], "\(devices.notes(a))")
+        // Renamed on A: both arrive at B, and nothing is deleted anywhere.
+        #expect(rename(a + "/Todo.md", a + "/Todo-2.md") == 0)
+        #expect(
+            eventually(30) { devices.notes(b) == ["todo.md": "lower\n", "Todo-2.md": "upper\n"] },
+            "\(devices.notes(b)) \(logs())")
+        try devices.sync(a)
+        #expect(devices.notes(a) == ["todo.md": "lower\n", "Todo-2.md": "upper\n"], "\(devices.notes(a))")
+        #expect(devices.trash(a).isEmpty && devices.trash(b).isEmpty, "\(devices.trash(a)) \(logs())")
+        for agent in [agentA, agentB] {
+            agent.process.terminate()
+            #expect(agent.wait().status == 0)
+        }
+    }
 }

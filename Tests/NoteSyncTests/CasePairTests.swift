@@ -128,3 +128,77 @@ extension CasePairTests {
         #expect(try harness.read(1, planned.uppercased()) == Self.text("a note"))
     }
 }
+
+extension CasePairTests {
+    private static func file(_ name: String, inode: UInt64) throws -> LocalFile {
+        LocalFile(
+            name: try RecordName(validating: name), path: name,
+            fingerprint: StatFingerprint(size: 1, mtime: 1, ctime: 1, inode: inode), digest: ContentDigest(of: Data()),
+            size: 0)
+    }
+
+    private static let head = RecordHead(tag: 1, deleted: false, text: nil, modified: 1, version: 1, device: "x")
+
+    /// A partial scan finds the one file under each spelling it is given: the listing, not the lookup, says whose it
+    /// is. A name just fetched (`Todo.md`) never takes the file of a note this device has a base of (`todo.md`).
+    @Test func aPartialScanGivesTheFileToTheSpellingListed() throws {
+        let (upper, lower) = (try RecordName(validating: "Todo.md"), try RecordName(validating: "todo.md"))
+        var bases = RecordTable<BaseRecord>()
+        bases[lower] = BaseRecord(tag: 1, digest: .empty, size: 0, modified: 1, fingerprint: nil)
+        var heads = RecordTable<RecordHead>()
+        heads[lower] = Self.head
+        heads[upper] = Self.head
+        for given in [[upper], [upper, lower]] {
+            var scan = ScanResult()
+            scan.scope = Set(given)
+            for name in given { scan.files[name] = try Self.file(name.string, inode: 7) }
+            let outcome = CasePairs.settle(&scan, bases: bases, heads: heads) { $0 == lower }
+            #expect(outcome.waiting == [upper: lower], "\(given)")
+            #expect(Array(scan.files.keys) == (given.contains(lower) ? [lower] : []), "\(given)")
+            // The folder cannot be listed: the record with a base keeps it.
+            var unlisted = ScanResult()
+            unlisted.scope = Set(given)
+            for name in given { unlisted.files[name] = try Self.file(name.string, inode: 7) }
+            #expect(CasePairs.settle(&unlisted, bases: bases, heads: heads).waiting == [upper: lower], "\(given)")
+        }
+    }
+
+    /// Two spellings of one group in the folder's listing are two files (exFAT keeps `ß` and `SS` apart): neither
+    /// waits, and the one that is no record's is a new note, not dropped.
+    @Test func twoSpellingsListedAreTwoFiles() throws {
+        let (sharp, upper) = (try RecordName(validating: "straße.md"), try RecordName(validating: "STRASSE.md"))
+        var heads = RecordTable<RecordHead>()
+        heads[sharp] = Self.head
+        var scan = ScanResult()
+        scan.files[sharp] = try Self.file(sharp.string, inode: 1)
+        scan.files[upper] = try Self.file(upper.string, inode: 2)
+        let outcome = CasePairs.settle(&scan, bases: [:], heads: heads)
+        #expect(outcome.waiting.isEmpty && outcome.warnings.isEmpty)
+        #expect(Set(scan.files.keys) == [sharp, upper])
+        // A partial scan that finds both listed: the same.
+        var partial = ScanResult()
+        partial.scope = [sharp, upper]
+        partial.files[sharp] = try Self.file(sharp.string, inode: 1)
+        partial.files[upper] = try Self.file(upper.string, inode: 2)
+        heads[upper] = Self.head
+        #expect(CasePairs.settle(&partial, bases: [:], heads: heads) { _ in true }.waiting.isEmpty)
+        #expect(Set(partial.files.keys) == [sharp, upper])
+    }
+}
+
+extension CasePairTests {
+    /// A probe that cannot answer (here: no state folder to probe in) says so and takes the folder as folding: a
+    /// case pair then waits, where taken for a folder that tells case apart it would become a delete.
+    @Test func aProbeThatCannotAnswerWarnsAndTakesTheFolderAsFolding() throws {
+        let harness = try SyncHarness(deviceCount: 1)
+        let device = harness.devices[0]
+        let engine = SyncEngine(folder: device.folder, state: device.state, config: device.config, logger: testLogger)
+        let moved = device.folder.stateDirectory + "-away"
+        #expect(rename(device.folder.stateDirectory, moved) == 0)
+        defer { _ = rename(moved, device.folder.stateDirectory) }
+        let answer = engine.notesFolderFoldsCase()
+        #expect(answer.folds)
+        #expect(answer.warning?.message.contains("could not tell whether this notes folder tells case apart") == true)
+        #expect(answer.warning?.message.contains("fix: ") == true)
+    }
+}

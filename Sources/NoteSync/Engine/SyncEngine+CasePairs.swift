@@ -4,18 +4,60 @@ extension SyncEngine {
     /// Whether the notes folder takes two names that differ only in case for one file. ``foldsCase`` when set (tests
     /// inject it); else the state folder looked up in upper case (`.NOTESYNC`, one `lstat`, nothing written: a dry
     /// run asks too) is the same folder (its inode, or no such spelling in the listing), and without a state folder
-    /// the probe of ``NotesFolder/foldsCase()``.
-    func notesFolderFoldsCase() -> Bool {
-        if let foldsCase { return foldsCase }
+    /// the probe of ``NotesFolder/foldsCase()``. A probe that cannot answer says so in `warning` and takes the
+    /// folder as folding: there a case pair only waits (nothing written over or deleted), where taking a folding
+    /// folder for one that tells case apart reads one of the pair's absence as a delete and pushes it.
+    func notesFolderFoldsCase() -> (folds: Bool, warning: SyncWarning?) {
+        if let foldsCase { return (foldsCase, nil) }
         let state = folder.stateDirectory
-        guard let own = FileIO.lstatInfo(state) else { return folder.foldsCase() ?? false }
+        func unknown(_ why: String) -> (folds: Bool, warning: SyncWarning?) {
+            (
+                true,
+                SyncWarning(
+                    .folder, path: folder.root,
+                    "could not tell whether this notes folder tells case apart (\(why)): it is taken as one that does "
+                        + "not, so notes whose names differ only in case wait (nothing is written over or deleted)\n"
+                        + "  fix: check that this user can list the notes folder and \(state), then sync again")
+            )
+        }
+        guard let own = FileIO.lstatInfo(state) else {
+            return folder.foldsCase().map { ($0, nil) } ?? unknown("no state folder to probe in")
+        }
         let name = (state as NSString).lastPathComponent
         let other = (state as NSString).deletingLastPathComponent + "/" + name.uppercased()
-        guard let found = FileIO.lstatInfo(other) else { return false }
-        if found.st_ino == own.st_ino && found.st_dev == own.st_dev { return true }
+        var found = stat()
+        if lstat(other, &found) != 0 {
+            // No such spelling: the folder told the two apart. Any other failure answers nothing.
+            return errno == ENOENT || errno == ENOTDIR ? (false, nil) : unknown("lstat \(other): \(String(cString: strerror(errno)))")
+        }
+        if found.st_ino == own.st_ino && found.st_dev == own.st_dev { return (true, nil) }
         // exfat-fuse numbers each name looked up anew: a folder of that spelling, or the state folder found again.
-        let listed = (try? FileIO.listEntries(folder.root)) ?? nil
-        return listed.map { !$0.contains { $0.name == name.uppercased() } } ?? false
+        do {
+            guard let listed = try FileIO.listEntries(folder.root) else { return unknown("the notes folder is gone") }
+            return (!listed.contains { $0.name == name.uppercased() }, nil)
+        } catch {
+            return unknown("\(error)")
+        }
+    }
+
+    /// For a partial scan: whether the folder lists `name` spelled exactly so (nil: its folder cannot be listed).
+    /// Each folder is listed once per call of the returned function's owner.
+    func spelledOnDisk() -> (RecordName) -> Bool? {
+        var listings: [String: Set<String>?] = [:]
+        let root = folder.root
+        return { name in
+            let path = name.string as NSString
+            let parent = path.deletingLastPathComponent
+            let names: Set<String>?
+            if let known = listings[parent] {
+                names = known
+            } else {
+                let entries = (try? FileIO.listEntries(parent.isEmpty ? root : root + "/" + parent)) ?? nil
+                names = entries.map { Set($0.map { RecordName.nfc($0.name) }) }
+                listings[parent] = names
+            }
+            return names.map { $0.contains(path.lastPathComponent) }
+        }
     }
 
     /// On a notes folder that folds case: settles the records whose names are one file here (``CasePairs``) against
@@ -29,7 +71,9 @@ extension SyncEngine {
         keep: Bool, report: inout SyncReport
     ) throws -> [RecordName] {
         let previous = try storedCaseWaiting()
-        let outcome = CasePairs.settle(&scan, bases: bases, heads: heads, owners: Set(previous.values))
+        let outcome = CasePairs.settle(
+            &scan, bases: bases, heads: heads, owners: Set(previous.values),
+            spelledOnDisk: scan.scope == nil ? { _ in nil } : spelledOnDisk())
         scanner.waiting = Set(outcome.waiting.keys)
         for warning in outcome.warnings where !report.warnings.contains(warning) { report.warnings.append(warning) }
         if keep {

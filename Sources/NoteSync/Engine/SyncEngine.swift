@@ -151,7 +151,8 @@ public final class SyncEngine {
         var (bases, zone, scan) = try loadAndScan(scanner, options: options, only: paths, phases: &phases)
         // Before anything is queued: a record that waits for another's file is no delete and no edit. Said once the
         // heads are fetched (``rounds``), which may end the wait.
-        let foldsCase = notesFolderFoldsCase()
+        let (foldsCase, probeWarning) = notesFolderFoldsCase()
+        if let probeWarning { report.warnings.append(probeWarning) }
         if foldsCase {
             var unsaid = SyncReport(dryRun: options.dryRun)
             try settleCasePairs(&scan, scanner: &scanner, bases: bases, heads: zone.heads, keep: false, report: &unsaid)

@@ -3,8 +3,10 @@ import Foundation
 /// Records whose names fold to one file on a notes folder that folds case (vfat, exFAT, CIFS, a casefold ext4
 /// folder): `Todo.md` and `todo.md` are two notes on a device that tells them apart, and one file here.
 ///
-/// Each group of such names has one owner, the record the file is: the name spelled exactly so on disk (a partial
-/// scan keeps the last sync's owner first), else one this device has a base of, else the lowest in bytes. The others wait: the scan drops them and the sync treats
+/// Each group of such names has one owner, the record the file is: the name spelled exactly so in the folder's
+/// listing (a partial scan keeps the last sync's owner first), else one this device has a base of, else the lowest
+/// in bytes. Names the listing shows in two spellings are two files (the folder tells those apart: exFAT keeps `ß`
+/// and `SS` apart, ext4's casefold is per folder): each keeps its own. The others wait: the scan drops them and the sync treats
 /// them as ignored (``Scanner/waiting``), so nothing is written over the owner's file under their name and no
 /// delete is read from their absence; each is said with a warning and listed by `notesync status` until the user
 /// renames one of the pair on a device whose folder tells them apart. A file whose spelling is no record's but
@@ -28,9 +30,11 @@ public enum CasePairs {
     /// Finds the groups among the records (`bases` and the heads of notes not deleted) and the scanned files,
     /// takes a file spelled as no record into the record it folds to, and drops the waiting names from `scan`.
     /// `owners` are the owners of the last sync's groups: a partial scan keeps them, a full one goes by the disk.
+    /// `spelledOnDisk` says whether the folder lists a name spelled exactly so (nil: its folder could not be
+    /// listed); a partial scan asks it, since a lookup finds the file through any spelling.
     public static func settle(
         _ scan: inout ScanResult, bases: RecordTable<BaseRecord>, heads: RecordTable<RecordHead>,
-        owners: Set<RecordName> = []
+        owners: Set<RecordName> = [], spelledOnDisk: (RecordName) -> Bool? = { _ in nil }
     ) -> Outcome {
         var groups: [String: [RecordName]] = [:]
         func add(_ name: RecordName) {
@@ -45,11 +49,18 @@ public enum CasePairs {
         for (_, names) in groups where names.count > 1 {
             let records = names.filter { bases[$0] != nil || heads[$0].map { !$0.deleted } == true }
             let onDisk = names.filter { scan.files[$0] != nil }
-            let exact = lowest(onDisk.filter(records.contains))
+            // The spellings the folder lists: a full scan's files; a partial scan finds a file under each spelling
+            // it is given (`lstat("Todo.md")` finds `todo.md`), so only the listing tells the real one.
+            let listed = scan.scope == nil ? onDisk : onDisk.filter { spelledOnDisk($0) == true }
+            // Two spellings listed are two files: this folder tells them apart (exFAT keeps `ß` and `SS` apart,
+            // ext4's casefold is per folder). Each keeps its file; only the names with no file of their own wait.
+            let apart = listed.count > 1 ? Set(listed) : []
+            let exact = lowest(listed.filter(records.contains))
             let kept = lowest(records.filter(owners.contains))
-            // A full scan lists the one spelling on disk; a partial one finds a file under each spelling it is given.
+            // With no spelling listed, a record with a base is the file's: a name just fetched is not.
             let owner =
-                (scan.scope == nil ? exact ?? kept : kept ?? exact) ?? lowest(records.filter { bases[$0] != nil })
+                (apart.isEmpty ? nil : exact ?? lowest(listed))
+                ?? (scan.scope == nil ? exact ?? kept : kept ?? exact) ?? lowest(records.filter { bases[$0] != nil })
                 ?? lowest(records) ?? lowest(onDisk) ?? names[0]
             // A file spelled as no record is the owner's file under another spelling (one file per group here).
             if scan.files[owner] == nil, let spelled = lowest(onDisk.filter { !records.contains($0) }),
@@ -62,7 +73,7 @@ public enum CasePairs {
                 scan.changed.append(owner)
                 scan.scope?.insert(owner)
             }
-            for name in names where name != owner {
+            for name in names where name != owner && !apart.contains(name) {
                 if scan.files.removeValue(forKey: name) != nil, bases[name] != nil { scan.baseMatches -= 1 }
                 scan.changed.removeAll { $0 == name }
                 guard records.contains(name) else {
