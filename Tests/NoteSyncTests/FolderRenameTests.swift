@@ -125,5 +125,66 @@ import Testing
         let linksOnly = try FolderRename.without([.exchange, .noReplace]) { try FolderGuarantees.probe(in: dir.sub("staging")) }
         #expect(linksOnly.hardLinks && linksOnly.warning == nil)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.sub("staging")).isEmpty)
+        let stored = try #require(FolderGuarantees(stored: lacking.stored))
+        #expect(stored == lacking && !stored.placesWithoutReplacing && linksOnly.placesWithoutReplacing)
+    }
+
+    /// An applier asks a folder whether it can place a file without replacing one once, not at every pulled update
+    /// (a probe is two round trips on NFS and sshfs), and not at all when it was given the stored answer.
+    @Test func theApplierProbesAFolderOnce() throws {
+        let folder = try Folder()
+        try folder.put("a.md", "old")
+        try FolderRename.without(.exfat) {
+            _ = try folder.applier.write(
+                try name("a.md"), path: "a.md", data: Data("new".utf8), modified: 1_700_000_000_000_000_000,
+                expected: Self.digest("old"))
+        }
+        let probedAgain = folder.applier.placements.answer(for: folder.applier.staging) {
+            Issue.record("probed again")
+            return true
+        }
+        #expect(!probedAgain)
+        let given = NoteApplier(
+            root: folder.notes, trash: folder.applier.trash, deviceName: "dev-b",
+            guarantees: FolderGuarantees(filesystem: "exfat", renameNoReplace: false, renameExchange: false, hardLinks: false))
+        let givenAnswer = given.placements.answer(for: given.staging) {
+            Issue.record("probed though it was given")
+            return true
+        }
+        #expect(!givenAnswer)
+    }
+
+    /// A process killed between the probe's two renames leaves the pulled version as `<temp>-probe` in the staging
+    /// folder: the next sync settles it as a version of its note, as it does the temp itself (removed when the note
+    /// is still its base, so nothing was swapped in, or the server has its text; else kept as a conflict copy of the
+    /// note), never as a note of its own named `…-probe`.
+    @Test func aProbeLeftoverIsSettledAsItsNote() throws {
+        let harness = try SyncHarness(deviceCount: 1)
+        try harness.write(0, "a.md", Data("synced\n".utf8))
+        _ = try harness.sync(0)
+        let staging = harness.devices[0].folder.staging
+        func leave(_ token: String, _ text: String) throws {
+            let folder = staging + "/" + IgnoreRules.agentTempPrefix + token
+            try FileIO.makeDirectories(folder)
+            try writeFile(folder + "/a.md" + FolderRename.probeSuffix, Data(text.utf8))
+        }
+        try leave("0123456789abcdef", "synced\n")
+        try leave("fedcba9876543210", "merged, never swapped in\n")
+        _ = try harness.sync(0)
+        #expect(try harness.notes(0) == ["a.md": Data("synced\n".utf8)])
+        #expect((FileManager.default.subpaths(atPath: staging) ?? []).isEmpty)
+        // The note saved since: the leftover is a version no one else has, kept beside it.
+        try harness.write(0, "a.md", Data("saved meanwhile\n".utf8))
+        try leave("00112233445566ff", "swapped out\n")
+        _ = try harness.sync(0)
+        let notes = try harness.notes(0)
+        #expect(notes["a.md"] == Data("saved meanwhile\n".utf8))
+        let copies = notes.filter { $0.key != "a.md" }
+        #expect(copies.count == 1, "\(notes.keys.sorted())")
+        for (copy, text) in copies {
+            #expect(text == Data("swapped out\n".utf8))
+            #expect(copy.hasPrefix("a") && !copy.contains("probe"), "\(copy)")
+        }
+        #expect((FileManager.default.subpaths(atPath: staging) ?? []).isEmpty)
     }
 }

@@ -72,7 +72,7 @@ extension SyncEngine {
         // notes would otherwise gather every name (4.2 MB at its peak).
         let partial = scan.scope != nil
         if leavesMemoryToExit && plan.count < 1000 { OneShotProcess.leaveToExit(Box(scan)) } else { _ = consume scan }
-        let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName, guarantees: try storedFolderGuarantees())
         var pushes: [Push] = []
         // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
         var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []

@@ -17,6 +17,13 @@ extension SyncEngine {
         return probed.warning.map { SyncWarning(.folder, path: nil, $0) }
     }
 
+    /// What ``probeFolderGuarantees()`` stored for the notes folder (this sync's mount: it probes a new one first);
+    /// nil before any probe. The applier takes it, so that a pulled update does not probe again.
+    func storedFolderGuarantees() throws -> FolderGuarantees? {
+        guard let stored = try state.meta(.folderGuarantees), let mountEnd = stored.firstIndex(of: "\n") else { return nil }
+        return FolderGuarantees(stored: String(stored[stored.index(after: mountEnd)...]))
+    }
+
     /// The steps the notes folder lacks and its filesystem, as the last sync probed them; nil before any sync.
     public static func folderLacks(_ state: LocalState) throws -> (filesystem: String, missing: [String])? {
         let lines = (try state.meta(.folderGuarantees) ?? "").split(separator: "\n").map(String.init)

@@ -202,7 +202,7 @@ extension SyncEngine {
             leftovers.append(
                 NoteApplier.StagedLeftover(
                     path: folder.root + "/" + temp,
-                    note: AgentTempName.note(ofTemp: temp) ?? directory + "recovered"))
+                    note: AgentTempName.note(ofTemp: FolderRename.withoutProbeSuffix(temp)) ?? directory + "recovered"))
         }
         guard !leftovers.isEmpty else { return }
         defer { applier.removeEmptyStagingFolders() }

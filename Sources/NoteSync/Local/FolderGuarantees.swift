@@ -53,6 +53,20 @@ public struct FolderGuarantees: Sendable, Hashable {
         return nil
     }
 
+    /// Whether a file can be put at a taken name's place without replacing what is there (no-replace rename or
+    /// hard link): ``NoteApplier`` then moves a note aside to check it, else checks it in place.
+    public var placesWithoutReplacing: Bool { renameNoReplace || hardLinks }
+
+    /// The guarantees ``stored`` wrote; nil for a text that is not one.
+    public init?(stored: String) {
+        let lines = stored.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard let filesystem = lines.first, !filesystem.isEmpty else { return nil }
+        let missing = Set(lines.dropFirst())
+        self.init(
+            filesystem: filesystem, renameNoReplace: !missing.contains("rename-without-replace"),
+            renameExchange: !missing.contains("rename-exchange"), hardLinks: !missing.contains("hard links"))
+    }
+
     /// As the local state stores it (``MetaKey/folderGuarantees``): the filesystem, then what it lacks.
     public var stored: String { ([filesystem] + missing).joined(separator: "\n") }
 }

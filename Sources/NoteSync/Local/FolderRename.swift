@@ -90,9 +90,10 @@ public enum FolderRename {
 
     /// Whether the filesystem holding the file `file` can put a file at a taken name's place without replacing
     /// one (no-replace rename or hard link), asked with `file` itself: renamed to a free name and back, or linked
-    /// and unlinked. The folder's own answer, whatever is mounted where.
+    /// and unlinked. The folder's own answer, whatever is mounted where. A process killed between the two renames
+    /// leaves `file` at its name with ``probeSuffix``: staging recovery settles it as `file` (``withoutProbeSuffix(_:)``).
     static func placesWithoutReplacing(probe file: String) -> Bool {
-        let probe = file + "-probe"
+        let probe = file + probeSuffix
         if renameNoReplace(file, probe) == 0 {
             if renameNoReplace(probe, file) != 0 { rename(probe, file) }
             return true
@@ -102,6 +103,14 @@ public enum FolderRename {
             return true
         }
         return false
+    }
+
+    /// What ``placesWithoutReplacing(probe:)`` appends to the temp it probes with.
+    static let probeSuffix = "-probe"
+
+    /// The path a temp had before ``placesWithoutReplacing(probe:)`` renamed it (`path` less ``probeSuffix``).
+    static func withoutProbeSuffix(_ path: String) -> String {
+        path.hasSuffix(probeSuffix) ? String(path.dropLast(probeSuffix.count)) : path
     }
 
     /// `link(2)` errors that mean the filesystem has no hard links (exFAT and vfat: EPERM).

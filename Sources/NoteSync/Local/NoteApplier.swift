@@ -1,5 +1,6 @@
 import CSyscalls
 import Foundation
+import Synchronization
 
 /// Writes server changes into the notes folder without ever overwriting an edit the user made meanwhile.
 ///
@@ -19,6 +20,25 @@ public struct NoteApplier: Sendable {
     /// Where versions wait on their way into and out of the notes folder: `<staging>/<temp name>/<note's path>`.
     public let staging: String
     public let deviceName: String
+    /// Whether each folder a temp was put in can place a file without replacing one
+    /// (``FolderRename/placesWithoutReplacing(probe:)``), asked once per applier: on NFS or sshfs a probe is two
+    /// round trips, and every pulled update on a folder without rename-exchange needs the answer.
+    let placements: Placements
+
+    /// The answers ``placements`` holds, by folder: the staging folder (``staging``), or a note's folder for a temp
+    /// beside the note.
+    final class Placements: Sendable {
+        private let answers: Mutex<[String: Bool]>
+
+        init(_ known: [String: Bool]) { answers = Mutex(known) }
+
+        func answer(for folder: String, probe: () -> Bool) -> Bool {
+            if let known = answers.withLock({ $0[folder] }) { return known }
+            let probed = probe()
+            answers.withLock { $0[folder] = probed }
+            return probed
+        }
+    }
 
     /// How an apply ended.
     public enum Outcome: Hashable, Sendable {
@@ -34,15 +54,22 @@ public struct NoteApplier: Sendable {
         case alreadyGone
     }
 
-    public init(root: String, trash: String, staging: String? = nil, deviceName: String) {
+    /// `guarantees`: what the staging folder's filesystem offers, as probed and stored for the folder
+    /// (``FolderGuarantees``); nil to probe it at the first pulled update that needs it.
+    public init(
+        root: String, trash: String, staging: String? = nil, deviceName: String, guarantees: FolderGuarantees? = nil
+    ) {
         self.root = root
         self.trash = trash
-        self.staging = staging ?? NotesFolder(root: root).staging
+        let staging = staging ?? NotesFolder(root: root).staging
+        self.staging = staging
         self.deviceName = deviceName
+        placements = Placements(guarantees.map { [staging: $0.placesWithoutReplacing] } ?? [:])
     }
 
-    public init(folder: NotesFolder, deviceName: String) {
-        self.init(root: folder.root, trash: folder.trash, staging: folder.staging, deviceName: deviceName)
+    public init(folder: NotesFolder, deviceName: String, guarantees: FolderGuarantees? = nil) {
+        self.init(
+            root: folder.root, trash: folder.trash, staging: folder.staging, deviceName: deviceName, guarantees: guarantees)
     }
 
     /// A temp file for a version of the note at `relative` (in folder `directory`): under the staging folder, in
@@ -92,7 +119,9 @@ public struct NoteApplier: Sendable {
             case S_IFDIR:
                 for relative in (FileManager.default.subpaths(atPath: path) ?? []).sorted() {
                     guard let info = FileIO.lstatInfo(path + "/" + relative), (info.st_mode & S_IFMT) == S_IFREG else { continue }
-                    found.append(StagedLeftover(path: path + "/" + relative, note: relative))
+                    // A temp a probe renamed is the same version: it settles as a version of the same note.
+                    found.append(
+                        StagedLeftover(path: path + "/" + relative, note: FolderRename.withoutProbeSuffix(relative)))
                 }
             default:
                 continue
@@ -312,7 +341,8 @@ public struct NoteApplier: Sendable {
         guard AtomicPublish.isUnsupported(renameErrno: code) else {
             throw NoteSyncError.posix("renameat2(RENAME_EXCHANGE)", path: path, errno: code)
         }
-        if !FolderRename.placesWithoutReplacing(probe: temp) {
+        let tempFolder = temp.hasPrefix(staging + "/") ? staging : directory
+        if !placements.answer(for: tempFolder, probe: { FolderRename.placesWithoutReplacing(probe: temp) }) {
             return try replaceInPlace(
                 name, path: path, temp: temp, directory: directory, expected: expected, written: written,
                 cleanup: &cleanup)
