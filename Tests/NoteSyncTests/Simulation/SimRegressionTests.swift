@@ -1169,6 +1169,40 @@ import Testing
         Self.expectClean(SimSchedule.forSeed(1_023_562_384_186_174_721, watch: false, filesystems: false))
     }
 
+    /// Soak seed 9900136 as found, on the agent's path: carol edits note.md, renames it to b/c.md and her agent syncs.
+    /// The simulated watch delivered the edit's event and held the rename's back past the deletes' wait, so the
+    /// settler pushed note.md's delete alone and the text was on no server. The real watcher reads inotify's queue in
+    /// order, within milliseconds: the rename arrives before the delete may go (``SimRunner``'s `watchScope`).
+    @Test func seed9900136() {
+        Self.expectClean(SimSchedule.forSeed(9_900_136))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.existing(6), .changeLine(1), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .move(.pool(0), to: 4)),
+                    .init(2, .sync(nil, full: false))
+                ], watch: .init(seed: 4_564_270_372_489_920_402)))
+    }
+
+    /// Soak seed 52700556 as found: the same, with edits of other notes and two renames before the agent's sync.
+    @Test func seed52700556() {
+        Self.expectClean(SimSchedule.forSeed(52_700_556))
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.existing(5), .changeLine(4), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .edit(.pool(2), .append, .inPlace)),
+                    .init(1, .edit(.pool(4), .append, .inPlace)),
+                    .init(1, .move(.existing(0), to: 1)),
+                    .init(1, .move(.pool(5), to: 0)),
+                    .init(1, .sync(nil, full: false))
+                ], watch: .init(seed: 4_814_129_832_731_856_265)))
+    }
+
     /// The same at the scanner: partial scans of one-letter names, present and gone.
     @Test func aPartialScanOfOneLetterNamesDoesNotTrap() throws {
         let directory = try TempDirectory()

@@ -996,35 +996,47 @@ final class SimRunner {
         }
     }
 
-    /// The scope of the agent's partial sync now: the watch delivers the device's events (those of one change in
-    /// four stay late for a later sync, and a delivery is at times out of order; events of one path coalesce in the
-    /// settler; the two halves of a rename arrive together, as inotify gives them), the
-    /// agent's time passes (within the quiet period, past it, past the deletes' wait), and the settler gives what
-    /// has settled. An empty scope is the agent's poll of the server.
+    /// The scope of the agent's partial sync now: the watch delivers the device's events as the real watcher reads
+    /// inotify's queue, in order: the newest changes may still be on their way (each, from the newest back, one time
+    /// in four), never an older change behind a newer one delivered; a change late at one sync arrives at the next,
+    /// and none is still late once the agent has waited the deletes' wait (the watcher reads its queue within
+    /// milliseconds, so a vanished note's rename is seen before its delete may go). A delivery is at times out of
+    /// order within the batch; events of one path coalesce in the settler; the two halves of a rename arrive
+    /// together. The agent's time passes (within the quiet period, past it, past the deletes' wait), and the
+    /// settler gives what has settled. An empty scope is the agent's poll of the server.
     private func watchScope(_ device: SimDevice) -> [String] {
         let root = device.folder.root
         func probe(_ path: String) -> EventSettler<FakeInstant>.Probe? {
             FileIO.lstatInfo(root + "/" + path).map { .init(isRegularFile: ($0.st_mode & S_IFMT) == S_IFREG, size: Int64($0.st_size)) }
         }
-        var late: [[SimDevice.WatchEvent]] = []
-        var delivered: [SimDevice.WatchEvent] = []
-        for events in device.undelivered {
-            if Int.random(in: 0..<4, using: &watchDraws!) == 0 { late.append(events) } else { delivered += events }
-        }
-        if delivered.count > 1 && Int.random(in: 0..<3, using: &watchDraws!) == 0 { delivered.shuffle(using: &watchDraws!) }
-        device.undelivered = late
-        figures.watchSyncs += 1
-        figures.lateEvents += late.count
-        for event in delivered {
-            switch event {
-            case .noted(let path): device.settler.noted(path, at: device.watchNow, size: probe(path)?.size)
-            case .renamed(let source, let destination):
-                device.settler.renamed(
-                    source, to: destination, at: device.watchNow, fromSize: probe(source)?.size, toSize: probe(destination)?.size)
+        func deliver(_ events: [SimDevice.WatchEvent]) {
+            for event in events {
+                switch event {
+                case .noted(let path): device.settler.noted(path, at: device.watchNow, size: probe(path)?.size)
+                case .renamed(let source, let destination):
+                    device.settler.renamed(
+                        source, to: destination, at: device.watchNow, fromSize: probe(source)?.size, toSize: probe(destination)?.size)
+                }
             }
         }
+        var cut = device.undelivered.count
+        while cut > device.carriedLate && Int.random(in: 0..<4, using: &watchDraws!) == 0 { cut -= 1 }
+        var delivered = Array(device.undelivered[..<cut].joined())
+        let late = Array(device.undelivered[cut...])
+        if delivered.count > 1 && Int.random(in: 0..<3, using: &watchDraws!) == 0 { delivered.shuffle(using: &watchDraws!) }
+        deliver(delivered)
         let waits: [Duration] = [.milliseconds(5), .milliseconds(100), .seconds(1), .seconds(10)]
-        device.watchNow = device.watchNow.advanced(by: waits[Int.random(in: 0..<waits.count, using: &watchDraws!)])
+        let wait = waits[Int.random(in: 0..<waits.count, using: &watchDraws!)]
+        device.watchNow = device.watchNow.advanced(by: wait)
+        if wait >= AgentOptions().deleteSettle {
+            deliver(late.flatMap { $0 })
+            device.undelivered = []
+        } else {
+            device.undelivered = late
+        }
+        device.carriedLate = device.undelivered.count
+        figures.watchSyncs += 1
+        figures.lateEvents += device.undelivered.count
         let scope = device.settler.takeSettled(at: device.watchNow, probe: probe)
         trace("  \(device.name)'s watch: scope \(scope), late \(device.undelivered.count), settling \(device.settler.paths.sorted())")
         return scope

@@ -248,8 +248,11 @@ final class SimDevice {
     /// Paths the user touched since the device's last finished sync: a partial sync's scope.
     var dirty: Set<String> = []
     /// The agent's path (``SimSchedule/Watch``): the events inotify gave and the watch has not delivered yet (those
-    /// of one user change together), the agent's settler, and the agent's clock.
+    /// of one user change together, oldest first, as inotify queues them), the agent's settler, and the agent's clock.
     var undelivered: [[WatchEvent]] = []
+    /// How many of the first ``undelivered`` changes were already late at the last partial sync: the watch
+    /// delivers them at the next one, never later.
+    var carriedLate = 0
     var settler = EventSettler<FakeInstant>(AgentOptions())
     var watchNow = FakeInstant.zero
 
@@ -300,6 +303,7 @@ final class SimDevice {
         needFull = true
         // A new process watches anew: what the old one had not synced, its first (full) sync scans.
         undelivered = []
+        carriedLate = 0
         settler.removeAll()
     }
 
