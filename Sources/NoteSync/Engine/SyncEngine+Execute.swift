@@ -823,6 +823,8 @@ extension SyncEngine {
         /// The deletes' positions among the pushes.
         var deletes: [Int]
         var staged: [StagedAssets]
+        /// Notes that could not be read for the batch: left queued, the rest committed.
+        var warnings: [SyncWarning] = []
     }
 
     /// A three-way merge of a local note with the server head: its resolution and the texts involved.
