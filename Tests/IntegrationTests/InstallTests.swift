@@ -71,7 +71,11 @@ struct InstallTests {
         let pages = Set(try FileManager.default.contentsOfDirectory(atPath: manDirectory))
         let expected: [String: [String]] = [
             "notesync.1": ["SUBCOMMANDS", "notesync-sync", "--version"],
-            "notesync-init.1": ["--notes", "--server", "--device-name", "--create-server", "--encrypt", "--passphrase-file", "--quiet"],
+            "notesync-init.1": [
+                "--notes", "--server", "--device-name", "--create-server", "--encrypt", "--passphrase-file", "--quiet",
+                "--max-file-size"
+            ],
+            "notesync-config.1": ["--notes", "--max-file-size"],
             "notesync-sync.1": ["--notes", "--dry-run", "--json", "--allow-mass-delete", "--quiet"],
             "notesync-diff.1": ["--json", "--allow-mass-delete"],
             "notesync-recover.1": ["--server", "--dry-run"],
@@ -81,7 +85,7 @@ struct InstallTests {
             "notesync-history.1": ["<note>", "--notes"],
             "notesync-restore.1": ["<note>", "--version"],
             "notesync-server.1": ["notesync-server-fsck"],
-            "notesync-server-init.1": ["<", "--encrypt"],
+            "notesync-server-init.1": ["<", "--encrypt", "--private"],
             "notesync-server-fsck.1": ["--repair", "--temp-age", "--gap-age", "--server-id", "--passphrase-file"],
             "notesync-server-upgrade.1": ["<"],
             "notesync-server-gc.1": ["--dry-run", "--grace"],
