@@ -1186,6 +1186,16 @@ import Testing
                 ], watch: .init(seed: 4_564_270_372_489_920_402)))
     }
 
+    /// Soak seed 3747538162042876569 as found: bob makes b/c.md private, erin deletes it, carol's edit brings it back
+    /// during recovery. Bob's first recovery sync moved his private note to the trash and the next wrote the
+    /// resurrected note as a new file (0644): no note of his was written over. The harness looked at modes only after
+    /// healing syncs and followed the trashed note into its new file; it now looks after every recovery sync too.
+    @Test func seed3747538162042876569() {
+        Self.expectClean(SimSchedule.forSeed(3_747_538_162_042_876_569))
+        // The same in another run's seed: the private note.md trashed by recovery, pulled back by healing.
+        Self.expectClean(SimSchedule.forSeed(3_747_538_162_042_880_477))
+    }
+
     /// Soak seed 52700556 as found: the same, with edits of other notes and two renames before the agent's sync.
     @Test func seed52700556() {
         Self.expectClean(SimSchedule.forSeed(52_700_556))

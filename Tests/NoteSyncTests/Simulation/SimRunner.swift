@@ -712,6 +712,8 @@ final class SimRunner {
                     // would otherwise go on only because the last fsck seals every gap.
                     let expected = try expectedReport(device, quickEnd: false, forgetting: recovering)
                     let outcome = Result { try device.engine.sync(options, only: nil) }
+                    // A private note deleted by this sync is followed no more: what a later sync writes there is new.
+                    checkPrivateNotes(device)
                     try judgeReport(device, expected, outcome, what: recovering ? "recover" : "sync", lenient: false)
                     do {
                         let report = try outcome.get()
