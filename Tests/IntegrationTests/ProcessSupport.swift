@@ -19,6 +19,23 @@ func notesyncBinary() throws -> String {
     throw NoteSyncError(.usage, path: "notesync", "binary not found", fix: "build it first, or set NOTESYNC_BIN")
 }
 
+/// The load generator `notesync-load` (Sources/NoteSyncLoad): `$NOTESYNC_LOAD_BIN`, else the one beside the `notesync`
+/// under test (scripts/test and scripts/bench build both into one folder), else the one next to the test bundle.
+func loadBinary() throws -> String {
+    if let path = ProcessInfo.processInfo.environment["NOTESYNC_LOAD_BIN"], !path.isEmpty { return path }
+    let beside = URL(fileURLWithPath: try notesyncBinary()).deletingLastPathComponent().appendingPathComponent("notesync-load").path
+    if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+    var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for _ in 0..<4 {
+        let candidate = directory.appendingPathComponent("notesync-load").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        directory.deleteLastPathComponent()
+    }
+    throw NoteSyncError(
+        .usage, path: beside, "the load generator is not built",
+        fix: "build it (`swift build --product notesync-load`), or set NOTESYNC_LOAD_BIN")
+}
+
 /// The result of a finished child process.
 struct ProcessResult {
     var status: Int32
@@ -32,13 +49,17 @@ final class NotesyncProcess {
     let outPath: String
     let errPath: String
 
-    init(_ arguments: [String], scratch: String, environment: [String: String] = [:], directory: String? = nil) throws {
+    /// `executable`: another binary than `notesync` (``loadBinary()``).
+    init(
+        _ arguments: [String], scratch: String, environment: [String: String] = [:], directory: String? = nil,
+        executable: String? = nil
+    ) throws {
         let token = UUID().uuidString
         outPath = scratch + "/proc-\(token).out"
         errPath = scratch + "/proc-\(token).err"
         _ = FileManager.default.createFile(atPath: outPath, contents: nil)
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: try notesyncBinary())
+        process.executableURL = URL(fileURLWithPath: try executable ?? notesyncBinary())
         process.arguments = arguments
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))

@@ -236,10 +236,10 @@ import Testing
         let processes = try (1...writers).map { index in
             try NotesyncProcess(
                 [
-                    "debug", "commit-load", "--server", server, "--device", "w\(index)", "--commits", "\(commits)",
+                    "commit-load", "--server", server, "--device", "w\(index)", "--commits", "\(commits)",
                     "--records", "6", "--out", s3.scratch.path + "/won-\(index).txt"
                 ],
-                scratch: s3.scratch.path, environment: s3.environment)
+                scratch: s3.scratch.path, environment: s3.environment, executable: try loadBinary())
         }
         for process in processes {
             let result = process.wait()

@@ -46,10 +46,10 @@ struct SshfsTests {
                         device,
                         try NotesyncProcess(
                             [
-                                "debug", "commit-load", "--server", server, "--device", device,
+                                "commit-load", "--server", server, "--device", device,
                                 "--commits", "\(commits)", "--records", "6",
                                 "--out", scratch + "/won-\(device).txt"
-                            ], scratch: scratch)
+                            ], scratch: scratch, executable: try loadBinary())
                     ))
             }
         }

@@ -7,7 +7,7 @@ oneshot      the one-shot scenarios
 agent        the agent's latency and idle cost, and commands a running agent answers
 sshfs        the agent across an sshfs mount
 s3           SeaweedFS through scripts/s3-service, notesync against rclone on a bucket, agents polling it
-server_life  the server over time (debug history-load, fsck)
+server_life  the server over time (notesync-load history-load, fsck)
 huge         one run at a million notes
 big          one big file among notes, and a big merge
 report       statistics, targets and rows

@@ -1,4 +1,4 @@
-"""The server over time: an autosave hour, a year of writing, and gc on a big log (`debug history-load`)."""
+"""The server over time: an autosave hour, a year of writing, and gc on a big log (`notesync-load history-load`)."""
 
 import json
 import os
@@ -10,11 +10,20 @@ from .common import TRASH
 from .report import mark
 
 
+def load_binary(binary):
+    """The load generator `notesync-load`, built beside `notesync` (scripts/bench builds both)."""
+    path = os.path.join(os.path.dirname(binary), "notesync-load")
+    if not os.access(path, os.X_OK):
+        raise SystemExit(f"bench: {path} is missing; build it beside {binary} "
+                         "(`swift build -c release --product notesync-load`), or let scripts/bench build both")
+    return path
+
+
 def history_load(binary, server, scenario, logfile, *extra):
-    """One `debug history-load` run on a new server: its JSON figures."""
+    """One `notesync-load history-load` run on a new server: its JSON figures."""
     subprocess.run([binary, "server", "init", server], check=True, stdout=subprocess.DEVNULL)
     with open(logfile, "a") as err:
-        out = subprocess.run([binary, "debug", "history-load", "--server", server, "--scenario", scenario, *extra],
+        out = subprocess.run([load_binary(binary), "history-load", "--server", server, "--scenario", scenario, *extra],
                              check=True, stdout=subprocess.PIPE, stderr=err, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -43,7 +52,7 @@ def server_life_bench(binary, work, seed, scale_notes, scale_entries, failures):
         with open(marker, "w") as f:
             f.write(re.sub(r'"format" : [35]', '"format" : 2', text))
         with open(logfile, "a") as err:
-            raw = subprocess.run([binary, "debug", "history-load", "--server", today, "--scenario", "autosave",
+            raw = subprocess.run([load_binary(binary), "history-load", "--server", today, "--scenario", "autosave",
                                   "--pace", "0", "--seed", str(seed)],
                                  check=True, stdout=subprocess.PIPE, stderr=err, text=True).stdout
         out["autosave_today"] = json.loads(raw.strip().splitlines()[-1])

@@ -10,7 +10,7 @@ struct HistoryLoad: ParsableCommand {
 
     enum Scenario: String, ExpressibleByArgument { case autosave, year, scale }
 
-    @OptionGroup var global: GlobalOptions
+    @OptionGroup var global: LoadOptions
     @Option var server: String
     @Option var scenario: Scenario
     /// The agent's pace (seconds): a save within it of the note's last commit waits (0: every save is a commit).

@@ -2,21 +2,12 @@ import ArgumentParser
 import Foundation
 import NoteSync
 
-struct DebugCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "debug",
-        abstract: "Tools for tests and benchmarks.",
-        shouldDisplay: false,
-        subcommands: [CommitLoad.self, HistoryLoad.self]
-    )
-}
-
 /// Commits as fast as it can to a server, many commits touching a small set of shared records: the load of the
 /// multi-process concurrency tests. Appends `seq commit-id` of every commit it won to --out.
 struct CommitLoad: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "commit-load")
 
-    @OptionGroup var global: GlobalOptions
+    @OptionGroup var global: LoadOptions
     @Option var server: String
     @Option var device: String
     @Option var commits: Int = 100
