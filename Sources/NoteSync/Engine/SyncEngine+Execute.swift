@@ -157,9 +157,11 @@ extension SyncEngine {
             _ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?, modeOf: String? = nil
         ) throws -> StatFingerprint? {
             guard let text = head.text else { return nil }
-            let data = try store.readAsset(text)
+            let contents = try store.contents(of: text)
             return written(
-                try applier.write(name, path: path, data: data, modified: head.modified, expected: expected, modeOf: modeOf), name)
+                try applier.write(
+                    name, path: path, contents: contents, modified: head.modified, expected: expected, modeOf: modeOf),
+                name)
         }
 
         // One function per kind of action.
@@ -186,7 +188,8 @@ extension SyncEngine {
             }
         }
         func write(_ step: Step, _ head: RecordHead, _ kind: PlannedChange.Kind) throws {
-            if kind == .download && step.local == nil && downloadsInBulk {
+            // A big text is streamed into its note on its own (``BigText``), never held for a bulk batch.
+            if kind == .download && step.local == nil && downloadsInBulk && !BigText.streams(head.text?.size ?? 0) {
                 newNotes.append(step.name)
                 if let zoneHead = zone.heads[step.name], zoneHead == head, zoneHead.unverifiedSince == head.unverifiedSince {
                     return
@@ -237,7 +240,7 @@ extension SyncEngine {
                 }
                 // The copy has its note's mode: a private note's other version is as private as the note.
                 let outcome = try applier.write(
-                    copy, path: copy.string, data: try store.readAsset(text), modified: conflict.server.modified,
+                    copy, path: copy.string, contents: try store.contents(of: text), modified: conflict.server.modified,
                     expected: nil, modeOf: local.path)
                 _ = written(outcome, copy)
                 keepCopy(copy, of: step.name, device: conflict.copyDevice)
@@ -558,6 +561,8 @@ extension SyncEngine {
     ) throws -> Bool {
         var foldedOthers = false
         let root = folder.root
+        // Read here, in the sync's task: a batch may be prepared on another thread.
+        let bigText = BigText.threshold
         // The moves first, all in the first entry (up to ``maxMovesPerEntry``): a folder renamed is one entry, seen
         // whole by every device. A move adds two small changes and no text the server lacks.
         let moves = pushes.lazy.filter { $0.moveFrom != nil }.count
@@ -570,7 +575,8 @@ extension SyncEngine {
             total: pushes.count, batchSize: batchSize,
             overlapped: pushes.count > batchSize && !FaultPoint.isActive,
             prepare: { [pushes, maxFileSize] range in
-                try Self.prepareBatch(pushes[range], root: root, store: store, progress: progress, maxFileSize: maxFileSize)
+                try Self.prepareBatch(
+                    pushes[range], root: root, store: store, progress: progress, maxFileSize: maxFileSize, bigText: bigText)
             },
             process: { prepared, range, isLast, writer in
                 // The packs' indexes a large sync read to find its texts (a rename's 50,000: 5 MB) are not held through
@@ -605,9 +611,11 @@ extension SyncEngine {
     /// (``partSize(_:)``): a batch of moves (one log entry for up to ``maxMovesPerEntry``) would otherwise hold every
     /// moved note's text at once (a rename of half of 100,000 notes peaked at 325 MB, the texts 117 MB of it). Only what is staged
     /// is kept until the commit publishes it: on a folder, temp files, or nothing for a text the server has; on an
-    /// object store, a text sent without looking for it first is staged in memory (up to 64 KiB each).
+    /// object store, a text sent without looking for it first is staged in memory (up to 64 KiB each). A text over
+    /// `bigText` bytes (``BigText``) is staged a piece at a time, in its place among the others.
     private static func prepareBatch(
-        _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?, maxFileSize: FileSizeLimit
+        _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?, maxFileSize: FileSizeLimit,
+        bigText: Int64
     ) throws -> PreparedBatch {
         var prepared = PreparedBatch(saves: [], deletes: [], staged: [])
         let saves = pushes.lazy.filter { $0.path != nil }.count
@@ -622,15 +630,16 @@ extension SyncEngine {
             // Each text is encoded as it is read, on the reading thread: the batch then holds its texts as they will
             // be stored. A moved note's text is likely on the server already: it is only hashed, and encoded if not.
             let reads = Parallel.map(part.count) { offset in
-                Result { () -> (PreparedText, StatFingerprint)? in
+                Result { () -> PreparedRead? in
                     let push = part[part.startIndex + offset]
                     guard let path = push.path else { return nil }
                     // Grown past the limit since the scan: not read whole (the next scan warns about it).
-                    if let info = FileIO.lstatInfo(root + "/" + path), !maxFileSize.allows(Int64(info.st_size)) {
-                        return nil
+                    if let info = FileIO.lstatInfo(root + "/" + path) {
+                        if !maxFileSize.allows(Int64(info.st_size)) { return nil }
+                        if BigText.streams(Int64(info.st_size), threshold: bigText) { return .big(path) }
                     }
                     guard let (data, fingerprint) = try FileIO.readStable(root + "/" + path) else { return nil }
-                    return (push.moveFrom == nil ? preparer.encoded(data) : preparer.named(data), fingerprint)
+                    return .text(push.moveFrom == nil ? preparer.encoded(data) : preparer.named(data), fingerprint)
                 }
             }
             var texts: [PreparedText] = []
@@ -638,15 +647,35 @@ extension SyncEngine {
             for (offset, push) in part.enumerated() {
                 if push.path != nil {
                     // A note that cannot be read now is left queued and said; the others are committed.
-                    let read: (PreparedText, StatFingerprint)?
+                    let read: PreparedRead?
                     do { read = try reads[offset]!.get() } catch let error as NoteSyncError {
                         prepared.warnings.append(SyncWarning.note(push.name, error))
                         continue
                     }
-                    guard let (text, fingerprint) = read else { continue }
-                    texts.append(text)
-                    bytes += text.ref.size
-                    prepared.saves.append((part.startIndex + offset, fingerprint))
+                    switch read {
+                    case nil: continue
+                    case .text(let text, let fingerprint):
+                        texts.append(text)
+                        bytes += text.ref.size
+                        prepared.saves.append((part.startIndex + offset, fingerprint))
+                    case .big(let path):
+                        // Only what the note itself did is the note's (changed while read, unreadable); the server's
+                        // failures stop the sync as a batch's do.
+                        let big: (staged: StagedAssets, fingerprint: StatFingerprint)?
+                        do {
+                            big = try store.stageBigText(at: root + "/" + path, scratch: NotesFolder(root: root).uploads)
+                        } catch let error as NoteSyncError where error.path == root + "/" + path {
+                            prepared.warnings.append(SyncWarning.note(push.name, error))
+                            continue
+                        }
+                        guard let big else { continue }
+                        // The texts before it first: the parts' texts are the saves', in order.
+                        if !texts.isEmpty { prepared.staged.append(try store.stage(texts)) }
+                        texts = []
+                        prepared.staged.append(big.staged)
+                        bytes += big.staged.refs[0].size
+                        prepared.saves.append((part.startIndex + offset, big.fingerprint))
+                    }
                 } else {
                     prepared.deletes.append(part.startIndex + offset)
                 }
@@ -803,6 +832,15 @@ extension SyncEngine {
         guard !missing.isEmpty else { return }
         for (save, text) in zip(prepared.saves, texts) where missing.contains(text.sha256) {
             let push = slice[save.index]
+            if BigText.streams(text.size), let path = push.path {
+                let put = try? store.putBigText(at: folder.root + "/" + path, scratch: folder.uploads)
+                if put == text {
+                    logger.warning("sync.asset.putBack", metadata: ["note.path": "\(push.name)"])
+                } else {
+                    logger.error("sync.asset.sweptAndChanged", metadata: ["note.path": "\(push.name)"])
+                }
+                continue
+            }
             guard let path = push.path, let data = try? FileIO.read(folder.root + "/" + path),
                 ContentDigest(of: data) == text.sha256
             else {
@@ -812,6 +850,12 @@ extension SyncEngine {
             try store.putAsset(data)
             logger.warning("sync.asset.putBack", metadata: ["note.path": "\(push.name)"])
         }
+    }
+
+    /// A note of a batch as read: its text hashed (and encoded), or a big text's path, staged in its turn.
+    enum PreparedRead {
+        case text(PreparedText, StatFingerprint)
+        case big(String)
     }
 
     /// One batch of pushes, its notes read and its texts staged on the server (``ServerStore/stageAssets(_:)``), in

@@ -32,7 +32,8 @@ extension SyncEngine {
         guard change.op == .save, let text = change.text else {
             throw NoteSyncError(.usage, path: name.string, "version \(version) is a delete", fix: "pick a saved version")
         }
-        let data = try store.readAsset(text)
+        // A big text (``BigText``) is streamed into the note when it is written, never held.
+        let contents = try store.contents(of: text)
         let before = try sync(options)
         if before.offline {
             throw NoteSyncError(
@@ -50,7 +51,8 @@ extension SyncEngine {
         // The synced version brought back (a note deleted here, the delete not synced): the note is as synced, its
         // mtime the record's, and nothing is pushed. Any other version is a new save, made now.
         let modified = base?.digest == text.sha256 ? base?.modified ?? Clock.nowNanoseconds() : Clock.nowNanoseconds()
-        let outcome = try applier.write(name, path: name.string, data: data, modified: modified, expected: base?.digest)
+        let outcome = try applier.write(
+            name, path: name.string, contents: contents, modified: modified, expected: base?.digest)
         var keptAs: String?
         if case .writtenKeepingLocalEdit(_, let copy) = outcome {
             try state.update {

@@ -152,13 +152,24 @@ public struct NoteApplier: Sendable {
         _ name: RecordName, path relative: String, data: Data, modified: Int64,
         expected: ContentDigest?, modeOf: String? = nil
     ) throws -> Outcome {
+        try write(name, path: relative, contents: .bytes(data), modified: modified, expected: expected, modeOf: modeOf)
+    }
+
+    /// ``write(_:path:data:modified:expected:modeOf:)`` of `contents`: a big text is written into its temp a piece at a
+    /// time, and a fill that throws (a damaged asset) leaves the note as it was.
+    public func write(
+        _ name: RecordName, path relative: String, contents: NoteContents, modified: Int64,
+        expected: ContentDigest?, modeOf: String? = nil
+    ) throws -> Outcome {
         let mode = Self.mode(for: root + "/" + (modeOf ?? relative))
         do {
-            return try write(name, path: relative, data: data, modified: modified, expected: expected, mode: mode, beside: false)
+            return try write(
+                name, path: relative, contents: contents, modified: modified, expected: expected, mode: mode, beside: false)
         } catch let error as NoteSyncError where error.errno == EXDEV {
             // The note's folder is another mount of the same filesystem (a bind mount): renames cannot cross it, and
             // nothing was moved yet. The temp goes beside the note.
-            return try write(name, path: relative, data: data, modified: modified, expected: expected, mode: mode, beside: true)
+            return try write(
+                name, path: relative, contents: contents, modified: modified, expected: expected, mode: mode, beside: true)
         }
     }
 
@@ -175,7 +186,7 @@ public struct NoteApplier: Sendable {
     static let newNoteMode: mode_t = 0o666
 
     private func write(
-        _ name: RecordName, path relative: String, data: Data, modified: Int64,
+        _ name: RecordName, path relative: String, contents: NoteContents, modified: Int64,
         expected: ContentDigest?, mode: (bits: mode_t, exact: Bool), beside: Bool
     ) throws -> Outcome {
         try FaultPoint.hit("apply.begin")
@@ -186,7 +197,7 @@ public struct NoteApplier: Sendable {
         let temp = staged.path
         var cleanup = true
         defer { discard(staged, keepingFile: !cleanup) }
-        try FileIO.createAndSync(temp, data, mode: mode.bits, exactMode: mode.exact)
+        try contents.create(at: temp, mode: mode.bits, exactMode: mode.exact)
         try setModified(temp, modified)
         let written = try writtenFingerprint(temp)
         try FaultPoint.hit("apply.tempWritten")

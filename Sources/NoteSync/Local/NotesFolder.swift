@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Every name notesync makes in a notes folder: `.notesync/` (``stateDirectory``) with the state database
 /// (``database``, and beside it `-wal`, `-shm`, `device-id` and a `.replaced` notice: ``LocalState``), the ``lockFile``,
-/// ``trash`` (and `trash.unchecked/`: ``NoteApplier``), ``staging``, ``statusFile``, ``agentSocket``,
+/// ``trash`` (and `trash.unchecked/`: ``NoteApplier``), ``staging``, ``uploads``, ``statusFile``, ``agentSocket``,
 /// ``massDeleteApproval`` and ``gitignore``; and, anywhere, temp files named `.notesync-tmp-…`
 /// (``IgnoreRules/agentTempPrefix``, ``AgentTempName``) and conflict copies (``ConflictCopyName``). The ignore rules
 /// always leave `.notesync` and the temp prefix out.
@@ -25,6 +25,9 @@ public struct NotesFolder: Sendable, Hashable {
     /// Where versions wait on their way into and out of notes (``NoteApplier``): on the notes folder's filesystem,
     /// out of reach of what the user does to their notes.
     public var staging: String { stateDirectory + "/staging" }
+    /// Where a big text's asset for an object store is staged before it is sent (``BigText``): files of this device
+    /// only, removed once sent; one a killed sync left is removed by the next that stages one.
+    public var uploads: String { stateDirectory + "/uploads" }
     public var statusFile: String { stateDirectory + "/status.json" }
     /// The running agent's Unix socket: the command line's door to it (``AgentSocket``).
     public var agentSocket: String { stateDirectory + "/agent.sock" }

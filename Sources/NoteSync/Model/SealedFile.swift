@@ -61,7 +61,7 @@ public enum SealedFile {
         return data
     }
 
-    private static func header(kind: String, format: Int, length: Int, digest: ContentDigest) -> String {
+    static func header(kind: String, format: Int, length: Int, digest: ContentDigest) -> String {
         "notesync-\(kind) \(format) \(length) \(digest.hex)\n"
     }
 

@@ -321,7 +321,7 @@ public final class S3Client: Sendable {
 
     func send(
         _ method: String, path: String, query: [(String, String)] = [], headers: [(String, String)] = [],
-        body: Data? = nil, payloadHash: String? = nil, limit: Int = 1 << 20
+        body: Data? = nil, payloadHash: String? = nil, limit: Int = 1 << 20, upload: Upload? = nil
     ) throws -> Response {
         let hash = payloadHash ?? SigV4Signer.payloadHash(of: body ?? Data())
         let signed = signer.sign(
@@ -337,13 +337,14 @@ public final class S3Client: Sendable {
         do {
             request = try HTTPClient.Request(
                 url: url, method: HTTPMethod(rawValue: method), headers: httpHeaders,
-                body: body.map { .byteBuffer(ByteBuffer(bytes: $0)) } ?? (method == "PUT" ? .byteBuffer(ByteBuffer()) : nil))
+                body: upload?.body(on: http.eventLoopGroup.any())
+                    ?? body.map { .byteBuffer(ByteBuffer(bytes: $0)) } ?? (method == "PUT" ? .byteBuffer(ByteBuffer()) : nil))
         } catch {
             throw NoteSyncError(.usage, path: "\(location)", "cannot make a request to \(url): \(error)")
         }
         let response: HTTPClient.Response
         do {
-            response = try http.execute(request: request, deadline: .now() + timeout).wait()
+            response = try http.execute(request: request, deadline: .now() + timeout + (upload?.extraTime ?? .zero)).wait()
         } catch {
             // No answer: no connection, a timeout, a reset, a name that does not resolve. It may pass.
             throw Transient(reason: "\(error)", sent: !Self.neverConnected(error))

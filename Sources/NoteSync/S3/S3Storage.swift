@@ -134,9 +134,18 @@ public final class S3Storage: ServerStorage {
         StagedFile(data: data)
     }
 
+    /// Publishes bytes, or a local file (a big text's asset, ``bigStagingSink(device:scratch:)``), sent a piece at a
+    /// time and removed once published.
     public func publish(_ staged: StagedFile, as path: String) throws -> AtomicPublish.Outcome {
-        guard let data = staged.data else { preconditionFailure("an object store publishes bytes") }
-        switch try client.createIfAbsent(key(path), data) {
+        let outcome: S3Client.CreateOutcome
+        if let temp = staged.temp {
+            outcome = try client.createIfAbsent(key(path), file: temp)
+            if outcome == .created { unlink(temp) }
+        } else {
+            guard let data = staged.data else { preconditionFailure("an object store publishes bytes or a file") }
+            outcome = try client.createIfAbsent(key(path), data)
+        }
+        switch outcome {
         case .created:
             StopPoint.pass("server.published")
             return .published
@@ -144,7 +153,9 @@ public final class S3Storage: ServerStorage {
         }
     }
 
-    public func discard(_ staged: StagedFile) {}
+    public func discard(_ staged: StagedFile) {
+        if let temp = staged.temp { unlink(temp) }
+    }
 
     public func replace(_ path: String, with data: Data, device: String) throws { try client.put(key(path), data) }
 

@@ -101,6 +101,10 @@ public protocol ServerStorage: Sendable {
     /// Where a file staged a piece at a time is written (a large log entry: ``SealedFile/sealEntry(_:minimumBytes:into:)``):
     /// a temp file named with `suffix` on a folder, fsynced when finished; a buffer staged whole elsewhere.
     func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink
+    /// Where a big text's stored bytes are written while it is staged (``ServerStore/stageBigText(at:scratch:)``):
+    /// a temp file in the server's `tmp/` on a folder; elsewhere a file in `scratch` (a local folder of the device's,
+    /// never a buffer), sent from there when published.
+    func bigStagingSink(device: String, scratch: String) throws -> any AssetPack.Sink
     /// The bytes of texts from which a pack being made is finished and another begun.
     var packSize: Int64 { get }
     /// Publishes a staged file as `path` if that name is free: the atomic create-if-absent. Throws on anything
@@ -148,6 +152,13 @@ extension ServerStorage {
     /// Held in memory, staged whole when finished.
     public func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink {
         AssetPack.MemorySink { try self.stage($0, device: device, suffix: suffix, sync: true) }
+    }
+
+    /// A file made in `scratch` (made if missing), fsynced when finished: staged as its path.
+    public func bigStagingSink(device: String, scratch: String) throws -> any AssetPack.Sink {
+        try FileIO.makeDirectories(scratch, mode: 0o700)
+        BigText.clearLeftovers(in: scratch)
+        return try FileIO.WriteFile(scratch + "/" + device + "-" + FileIO.randomToken() + ".asset", mode: 0o600)
     }
 
     /// Stages `data` (fsynced) and publishes it as `path` if that name is free; nothing staged is left either way.
@@ -242,6 +253,11 @@ public final class FolderStorage: ServerStorage {
     /// A temp file in `tmp/` the pack's texts are written to as they come, fsynced when finished.
     public func packSink(device: String) throws -> any AssetPack.Sink {
         try stagingSink(device: device, suffix: "pack")
+    }
+
+    /// A temp file in `tmp/`, as a staged asset's (a big text is published from the server's own folder).
+    public func bigStagingSink(device: String, scratch: String) throws -> any AssetPack.Sink {
+        try stagingSink(device: device, suffix: "asset")
     }
 
     /// A temp file in `tmp/`, as ``stage(_:device:suffix:sync:)`` names it, written as the pieces come.
