@@ -216,6 +216,22 @@ import Testing
         }
     }
 
+    /// A process killed while it wrote a big text leaves its version cut short (``PieceWriter/partialSuffix``): the
+    /// next sync removes it, and keeps no conflict copy of it (it is no one's edit).
+    @Test func aBigTextCutShortByAKillIsRemovedNotKeptAsACopy() throws {
+        let harness = try SyncHarness(deviceCount: 1)
+        try harness.write(0, "big.md", Data("the note\n".utf8))
+        _ = try harness.sync(0)
+        let staging = harness.devices[0].folder.staging + "/" + IgnoreRules.agentTempPrefix + "0123456789abcdef"
+        try FileIO.makeDirectories(staging)
+        let partial = staging + "/big.md" + PieceWriter.partialSuffix
+        try FileIO.createAndSync(partial, Self.noise(100_000, seed: 9))
+        let report = try harness.sync(0)
+        #expect(report.conflictCopies.isEmpty && report.changes.isEmpty, "\(report.changes)")
+        #expect(FileIO.lstatInfo(partial) == nil)
+        #expect(try harness.notes(0) == ["big.md": Data("the note\n".utf8)])
+    }
+
     /// A sparse note arrives sparse: its zero blocks are holes on the receiving device.
     @Test func aSparseBigTextStaysSparse() throws {
         try BigText.$threshold.withValue(Self.threshold) {

@@ -204,6 +204,12 @@ extension SyncEngine {
                     path: folder.root + "/" + temp,
                     note: AgentTempName.note(ofTemp: FolderRename.withoutProbeSuffix(temp)) ?? directory + "recovered"))
         }
+        // A big text's version cut short by the kill (``PieceWriter``): no one's edit, and the engine pulls it again.
+        leftovers.removeAll { leftover in
+            guard leftover.path.hasSuffix(PieceWriter.partialSuffix) else { return false }
+            unlink(leftover.path)
+            return true
+        }
         guard !leftovers.isEmpty else { return }
         defer { applier.removeEmptyStagingFolders() }
         let outbox = try state.outbox()

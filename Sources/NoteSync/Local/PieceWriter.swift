@@ -2,7 +2,9 @@ import Foundation
 
 /// What a version written into the notes folder holds (``NoteApplier``): bytes in memory, or a big text
 /// (``BigText``) written a piece at a time by `fill`, which throws (and the file is removed) when what it wrote is not
-/// the text it must be: a damaged asset never reaches a note.
+/// the text it must be: a damaged asset never reaches a note. The pieces go to the path with
+/// ``PieceWriter/partialSuffix`` until the text is whole and verified: a process killed meanwhile leaves a file that
+/// recovery knows for a version cut short, never one it could take for a user's edit.
 public enum NoteContents {
     case bytes(Data)
     case pieces((PieceWriter) throws -> Void)
@@ -14,12 +16,16 @@ public enum NoteContents {
         case .bytes(let data):
             try FileIO.createAndSync(path, data, mode: mode, exactMode: exactMode, sync: sync)
         case .pieces(let fill):
-            let writer = try PieceWriter(creating: path, mode: mode, exactMode: exactMode)
+            let partial = path + PieceWriter.partialSuffix
+            let writer = try PieceWriter(creating: partial, mode: mode, exactMode: exactMode)
             do {
                 try fill(writer)
                 try writer.finish(sync: sync)
+                // `path` is a new temp's name, never a note's: a plain rename cannot replace anything there.
+                guard rename(partial, path) == 0 else { throw NoteSyncError.posix("rename", path: path, errno: errno) }
             } catch {
                 writer.discard()
+                unlink(partial)
                 throw error
             }
         }
@@ -33,6 +39,8 @@ public enum NoteContents {
 public final class PieceWriter {
     /// The unit of holes: a block of this many zeros, at a multiple of it, is not written.
     static let block = 64 << 10
+    /// Ends the name of a version still being written (``NoteContents/create(at:mode:exactMode:sync:)``).
+    public static let partialSuffix = ".notesync-partial"
     let path: String
     private var fd: Int32
     /// The bytes taken so far, and those of them not written yet (less than a piece).

@@ -77,7 +77,7 @@ public protocol ServerStorage: Sendable {
     func read(_ path: String, limit: Int) throws -> Data?
     /// The file at `path` a piece at a time, in order, from one opening of it: `body` is given each piece until it
     /// returns false. True when it was read to its end, false when `body` stopped (or it grew past `limit` meanwhile),
-    /// nil when there is none; throws as ``read(_:limit:)`` does. An object store's object comes whole, one piece.
+    /// nil when there is none; throws as ``read(_:limit:)`` does. An object store's object comes in ranged reads.
     func readPieces(_ path: String, limit: Int, pieceBytes: Int, _ body: (Data) throws -> Bool) throws -> Bool?
     /// `length` bytes of the file at `path` from `offset` (fewer when the file ends first), nil when there is none:
     /// one asset of a pack.
