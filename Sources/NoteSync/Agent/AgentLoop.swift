@@ -91,8 +91,8 @@ final class AgentLoop {
     // MARK: the steps of a turn
 
     /// The records the agent keeps, loaded again once a full sync that reached the server is done
-    /// (``SyncEngine/reloadRecords()``): allocated among the sync's blocks, they held the holes those left in place
-    /// (idle at 100,000 notes: 65–69 MB resident before, 59–60 MB after).
+    /// (``SyncEngine/reloadRecords()``): allocated among the sync's blocks, they would pin the holes those leave, so
+    /// that the freed pages could not go back to the system.
     private func reloadRecords() {
         do { try engine.reloadRecords() } catch {
             logger.warning("agent.records.reload.failed", metadata: ["error": "\(error)"])
@@ -120,9 +120,8 @@ final class AgentLoop {
                 reloadRecords()
             }
             // A full sync, and gc more so, allocate and free in proportion to the folder, on several threads; glibc
-            // keeps what was freed in its arenas. Handed back, the agent holds its records, not its last peak (at
-            // 100,000 notes, 145 MB after a full sync, and 386 MB after the gc of a fresh server). SQLite's page
-            // cache, full after the bases were read (2.2 MB at 100,000 notes), goes too.
+            // keeps what was freed in its arenas. Handed back, the agent holds its records, not its last peak
+            // (docs/benchmarks.md, "Why these settings"). SQLite's page cache, full after the bases were read, goes too.
             engine.state.releaseMemory()
             engine.releaseServerCaches()
             MallocTuning.trim()
@@ -354,7 +353,7 @@ final class AgentLoop {
 
     /// A command's request through the socket: a sync now (or a dry run, a recovery, a restore), its report sent
     /// back. With the watch current and nothing held, only the paths it saw change are scanned (the agent knows
-    /// the rest is as last synced): at 100,000 notes an unchanged folder answers in milliseconds.
+    /// the rest is as last synced): the answer takes what changed, not what the folder holds.
     private func serve(_ request: (fd: Int32, request: AgentSocket.Request)) {
         let asked = request.request
         let outcome: Result<SyncReport, any Error>

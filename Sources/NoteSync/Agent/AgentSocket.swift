@@ -68,7 +68,7 @@ public enum AgentSocket {
     }
 
     /// A `sockaddr_un` for `path`, or nil when the path is too long for one (108 bytes): then there is no socket,
-    /// and commands say the folder is busy, as before.
+    /// and commands find only the folder's lock: they say the folder is busy.
     static func address(_ path: String) -> sockaddr_un? {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)

@@ -6,7 +6,8 @@ import Synchronization
 
 /// Watches directory trees with inotify and reports changes as ``WatchEvent``s on ``events``.
 ///
-/// libinotifytools 3.22 is process-global, non-reentrant C state with known traps (research/fs.md §1), so
+/// libinotifytools 3.22 is process-global, non-reentrant C state with known traps (docs/agent.md, "The inotify
+/// watcher"), so
 /// every call into it happens on one dedicated `Thread` (``InotifyWatcher/Loop``), and only copied Sendable
 /// values leave that thread. It reads with `inotifytools_next_event(1)`: a one-second timeout is the only
 /// safe way to wait (0 blocks forever, `next_events(_, n > 1)` busy-spins), and it is also how quickly the

@@ -1,6 +1,6 @@
 /// What ``InotifyWatcher`` reports, copied out of the kernel's `inotify_event` into a plain value.
 ///
-/// Events are hints, not facts: editors save through renames and temp files (research/fs.md §3), so the
+/// Events are hints, not facts: editors save through renames and temp files (docs/agent.md, "Settling"), so the
 /// consumer settles each path and decides by `lstat` and hashing. `root` is the id ``InotifyWatcher/addRoot(_:recursive:ignore:)``
 /// returned; `path` is relative to that root, `/`-separated, valid UTF-8, and `""` for the root itself.
 public enum WatchEvent: Sendable, Hashable {
