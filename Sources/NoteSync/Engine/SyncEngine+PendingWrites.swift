@@ -61,7 +61,8 @@ extension SyncEngine {
         return true
     }
 
-    /// The record an earlier build kept in `meta` (a JSON array of the writes). An unreadable record only loses this
+    /// The record a state database older than schema v4 keeps in `meta` (a JSON array of the writes). An unreadable
+    /// record only loses this
     /// recovery (the log's history is the other one): never the sync.
     static func decodePendingWrites(_ stored: String) -> [PendingWrite] {
         (try? JSONDecoder().decode([PendingWrite].self, from: Data(stored.utf8))) ?? []

@@ -34,7 +34,7 @@ public struct PlannedChange: Codable, Sendable, Hashable {
     /// The note, escaped for display.
     public var name: String
     /// What few changes have besides a name: held apart, so that a change without them (nearly every one) is 32
-    /// bytes, not 72. A first sync reports each of its notes: 100,000 changes took 9.4 MB at its peak, now 4.2.
+    /// bytes, not 72. A first sync reports each of its notes, so this size is paid once a note, at its peak.
     private var extra: Box<Extra>?
 
     private struct Extra: Hashable {
@@ -143,8 +143,8 @@ public enum ReportLine: Hashable, Sendable {
 
     /// The lines of `changes`, one at a time, in order: the moves of each folder renamed (same old and new folder,
     /// same detail) said once, where the first of them was. `changes` is read twice (a lazy filter of the report's
-    /// changes copies none): a first sync of 100,000 notes has as many lines, and an array of them, with a filtered
-    /// copy of the changes, was the peak of its memory.
+    /// changes copies none), not collected: a first sync has a line a note, and an array of them beside a filtered
+    /// copy of the changes would be the peak of its memory.
     public static func forEachLine<Changes: Collection<PlannedChange>>(of changes: Changes, _ body: (ReportLine) -> Void) {
         func folders(_ change: PlannedChange) -> (from: String, to: String)? {
             guard change.kind == .move, let from = change.from else { return nil }
