@@ -2,7 +2,8 @@ import Foundation
 
 /// Names of notesync's own conflict copies: `<stem> (conflict <device> <YYYY-MM-DD HHMMSS>).<ext>`.
 ///
-/// A conflict copy is a normal note that syncs everywhere (design §3), so its name must be a valid
+/// A conflict copy is a normal note that syncs everywhere (docs/reconciliation.md, "Conflict copies"), so its name
+/// must be a valid
 /// record name on every device: the device name loses `/`, control and format characters, the
 /// characters Windows and SMB reject, and parentheses (so the marker can be found again); the stem
 /// is shortened on a character boundary so the component fits in 255 bytes (NAME_MAX); the time is

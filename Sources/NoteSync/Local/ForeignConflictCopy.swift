@@ -2,7 +2,7 @@
 ///
 /// Notes folders often sit inside Dropbox, Syncthing or Nextcloud folders. Their conflict copies
 /// are notes like any other and sync (they are not ignored), but they are reported so the user
-/// resolves them (design §3). Names follow each tool's code (research/fs.md §5):
+/// resolves them (docs/reconciliation.md, "Conflict copies"). Names follow each tool's code:
 /// - Syncthing: `<stem>.sync-conflict-YYYYMMDD-HHMMSS-<device><.ext>` (older: no `-<device>`);
 /// - Dropbox: `<stem> (<who>'s conflicted copy YYYY-MM-DD[ (n)])<.ext>`, and the renames
 ///   `(Case Conflict[ n])`, `(Unicode Encoding Conflict[ n])`, `(Selective Sync Conflict[ n])`;

@@ -40,7 +40,7 @@ extension IgnoreRules {
         var check: BuiltInCheck?
     }
 
-    /// The shipped list (research/fs.md §3.4). A name that could be a real note (`*.save`, `*.part`,
+    /// The shipped list: editor, OS and sync-tool litter. A name that could be a real note (`*.save`, `*.part`,
     /// Qt's `note.md.XXXXXX`, any all-digit name) is left out: settling covers short-lived temps, and
     /// syncing litter loses nothing while ignoring a note would.
     private static let builtInEntries: [BuiltInEntry] = [

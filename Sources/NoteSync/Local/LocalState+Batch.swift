@@ -76,7 +76,7 @@ extension LocalState {
         }
 
         /// Stores the token and the heads of `names`, each read from `head` (nil: the server forgot it), without a
-        /// dictionary of them made first (a first sync's 100,000 heads cost about 38 MB as one).
+        /// dictionary of them made first (a first sync stores a head a note: a dictionary of them all is a large copy).
         public func setZone(
             token: Int64, chain: ContentDigest?, earlier: [ContentDigest?], names: some Sequence<RecordName>,
             head: (RecordName) -> RecordHead?
@@ -150,7 +150,7 @@ extension LocalState {
         }
 
         /// The statements a transaction runs for every record, prepared once each and bound straight through
-        /// SQLite's C interface: a first sync writes 30,000 rows per 10,000 notes, and building arguments for each
+        /// SQLite's C interface: a first sync writes three rows a note, and building arguments for each
         /// cost more than SQLite's own work.
         final class Statements {
             enum Kind: Int, CaseIterable {

@@ -54,9 +54,9 @@ extension LocalState {
             try db.alter(table: "head") { t in t.add(column: "moved", .text) }
         }
         migrator.registerMigration("v4") { db in
-            // The versions a sync is about to write into notes (SyncEngine+PendingWrites.swift), one row each. They
-            // were one JSON value in `meta`, which a first sync of 100,000 notes held three times over (60 MB) to
-            // record; a value an earlier build left there is still read.
+            // The versions a sync is about to write into notes (SyncEngine+PendingWrites.swift), one row each, not
+            // one JSON value in `meta`, which a first sync would hold three times over to record; a value a database
+            // older than v4 holds there is still read.
             try db.create(table: "pendingWrite") { t in
                 t.column("seq", .integer).primaryKey()
                 t.column("name", .text).notNull()
@@ -69,9 +69,8 @@ extension LocalState {
         migrator.registerMigration("v5") { db in
             // The bases and heads as tables without rowids, stored in name order: a sync reads both whole, and the
             // bases share the heads' name strings (``LocalState/bases(sharingNamesWith:)``), found row by row when
-            // both come in the same order, where a lookup in the heads' index for each base took a third of
-            // loading the bases (10,000 notes: 2–3 ms). Each row is also written once, not in a table and in the
-            // index of its name.
+            // both come in the same order, without a lookup in the heads' index (a cache miss on a head's string)
+            // for each base. Each row is also written once, not in a table and in the index of its name.
             try db.execute(
                 sql: """
                     CREATE TABLE "base_v5" ("name" TEXT PRIMARY KEY NOT NULL, "tag" INTEGER NOT NULL,

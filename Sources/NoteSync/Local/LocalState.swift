@@ -20,7 +20,8 @@ public final class LocalState: Sendable {
     /// The most SQLite keeps of the pages it read, in KiB (``init(path:readOnly:)`` says why so little)...
     static let pageCacheKiB = 256
     /// ...and while it writes (SQLite's default): each row written is found through the name's index, in no order,
-    /// and with only the reading cache, A's first sync of 100,000 notes took 6.1–6.6 s instead of 5.4–5.8 s.
+    /// and with only the reading cache a large first sync reads the index's pages again and again (docs/benchmarks.md,
+    /// "Why these settings").
     static let writeCacheKiB = 2048
 
     /// Opens (creating if asked) the state database at `path`; `readOnly` opens it without writing anything.
@@ -30,9 +31,9 @@ public final class LocalState: Sendable {
         configuration.readonly = readOnly
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
-            // SQLite keeps up to 2 MB of pages it read (its default): a sync reads the bases and heads once, in order,
-            // and writes rows it finds again through the index, so pages it holds are rarely read twice, and the
-            // kernel's page cache holds them anyway. 2 MB was a tenth of a one-shot sync's peak at 10,000 notes.
+            // SQLite's default keeps up to 2 MB of the pages it read, a large share of a small folder's sync: a sync
+            // reads the bases and heads once, in order, and writes rows it finds again through the index, so pages
+            // it holds are rarely read twice, and the kernel's page cache holds them anyway.
             try db.execute(sql: "PRAGMA cache_size = -\(Self.pageCacheKiB)")
         }
         if !readOnly {
@@ -232,7 +233,7 @@ public final class LocalState: Sendable {
     }
 
     /// When the last sync finished, in nanoseconds since 1970: the file's time (a regular file only), or the
-    /// `last.sync` value an earlier build stored (cleared by the first sync of this one), whichever is later.
+    /// value ``MetaKey/lastSync`` holds (a sync clears it), whichever is later.
     public func lastSync() throws -> Int64? {
         let stored = try meta(.lastSync).flatMap(Int64.init)
         guard path != ":memory:", let info = FileIO.lstatInfo(Self.lastSyncFile(path)), (info.st_mode & S_IFMT) == S_IFREG
@@ -275,7 +276,7 @@ public final class LocalState: Sendable {
     /// Every base (the last synced state of each note), for a sync.
     ///
     /// With `heads` (the zone's, loaded first), a base whose name is a head's too keeps the head's string instead of a
-    /// copy of its own: a synced note's name is held once, not twice (about 10 MB at 100,000 notes).
+    /// copy of its own: a synced note's name is held once, not twice (the agent holds both tables for its whole life).
     public func bases(sharingNamesWith heads: RecordTable<RecordHead>? = nil) throws -> RecordTable<BaseRecord> {
         try read { db in
             var result: RecordTable<BaseRecord> = [:]
@@ -329,11 +330,10 @@ public final class LocalState: Sendable {
             // A handful of devices write every record: their ids are shared, not allocated once per head.
             var devices: [String] = []
             // A move's heads name each other: a name moved to or from is the string of the head it names (the
-            // other half of the move), not a copy. After a rename of half of 100,000 notes 101,588 heads name
-            // another, and until those names change again the copies took 11 MB of every sync (a no-op: 101 MB
-            // resident, now 90) and of the agent (idle: 82 MB, now 70). Replaced after the load, the copies' pages
-            // stayed taken: a name not loaded yet waits in `later` (its bytes in `laterBytes`, no string each) and
-            // is looked up once all are.
+            // other half of the move), not a copy. After a rename of a folder every head of it names another, and
+            // until those names change again copies would weigh on every sync and on the idle agent (docs/benchmarks.md,
+            // "Why these settings"). Copies replaced after the load would leave their pages taken: a name not loaded
+            // yet waits in `later` (its bytes in `laterBytes`, no string each) and is looked up once all are.
             var later: [(row: Int, end: Int)] = []
             var laterBytes: [UInt8] = []
             try Self.eachRow(db, "SELECT name, tag, deleted, digest, size, modified, version, device, unverified, moved FROM head") { row in
@@ -376,13 +376,13 @@ public final class LocalState: Sendable {
     }
 
     /// The versions a sync recorded before writing them into notes and did not clear (it was killed), oldest first:
-    /// the rows, then a value an earlier build left in `meta` (``SyncEngine/decodePendingWrites(_:)``).
+    /// the rows, then a value a database older than schema v4 holds in `meta` (``SyncEngine/decodePendingWrites(_:)``).
     func pendingWrites() throws -> [PendingWrite] {
         try read { db in
             var writes: [PendingWrite] = []
-            // A database an earlier build wrote has no such table until a sync (not a dry run: it opens the database
+            // A database older than schema v4 has no such table until a sync (not a dry run: it opens the database
             // read-only, never migrating it) has opened it. Asked of `sqlite_master` itself: GRDB's `tableExists`
-            // reads the whole schema into its cache first (2 % of the CPU of a sync of a small folder).
+            // reads the whole schema into its cache first, a cost every sync would pay.
             let exists = try Bool.fetchOne(
                 db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pendingWrite')"))
             if exists == true {

@@ -25,8 +25,8 @@ public enum MetaKey: String, CaseIterable, Sendable {
     /// device's own entries, read again from the log's start, give no base to a note absent here, so a delete the
     /// server lost is not pushed again (``SyncEngine``).
     case recovering
-    /// Where builds before the state database's `pendingWrite` table recorded the versions a sync was about to write
-    /// into notes (JSON): read (and cleared) once, so that a folder such a build left mid-sync recovers.
+    /// Where a state database older than schema v4 (no `pendingWrite` table) records the versions a sync was about to
+    /// write into notes (JSON): read (and cleared) once, so that a folder left mid-sync with such a database recovers.
     case pendingWrites = "pending.writes"
     /// The voided slots this device has checked its heads and bases against.
     case voidsSeen = "voids.seen"
