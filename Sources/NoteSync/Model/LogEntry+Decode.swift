@@ -6,9 +6,9 @@ extension LogEntry {
     /// anything else (spaces, keys in another order or unknown, escapes, numbers that are not plain integers), and
     /// the caller decodes the whole body with `JSONDecoder`; so what this accepts, `JSONDecoder` reads the same.
     ///
-    /// `JSONDecoder` builds a map of the whole document first: for an entry of 50,000 moves (25 MB of JSON, the top
-    /// folders of half of 100,000 notes renamed) the map took 43 MB and the decoded array grew to 25 MB beside it, the
-    /// peak of the sync of every device that read it.
+    /// `JSONDecoder` builds a map of the whole document first, bigger than the JSON, with the decoded array then
+    /// growing beside it: for a large entry (a folder renamed is one entry of a move per note) that would be the peak
+    /// of the sync of every device that reads it (docs/benchmarks.md, "Why these settings").
     static func decodeChangeByChange(_ body: Data) -> LogEntry? {
         body.withUnsafeBytes { raw -> LogEntry? in
             var reader = ChangeReader(raw.bindMemory(to: UInt8.self))
@@ -42,8 +42,8 @@ extension LogEntry {
 
 /// Decodes an entry's body as it is read, a piece at a time, as ``LogEntry/decodeChangeByChange(_:)`` decodes it
 /// whole: the same entry, or nil where that returns nil (the caller then reads the file whole). Only the bytes of the
-/// change a piece ends in are held from one piece to the next: a device reading the entry of 50,000 moves held its
-/// 25 MB whole beside the changes decoded from it.
+/// change a piece ends in are held from one piece to the next: a device reading a large entry never holds its JSON
+/// whole beside the changes decoded from it.
 ///
 /// A change is known complete when the next one has begun: `},{"base":` is found nowhere else in an entry this reader
 /// accepts (a string without escapes holds no `"`), and where it is found anyway (in the keys after the changes) the
@@ -59,8 +59,8 @@ struct LogEntryStream {
     private var consumed = 0
 
     /// `bodyBytes`: the body's length. Room for the changes is made once the first piece's are read, for as many as
-    /// the body holds at their size (and a tenth more): an array grown by doubling held its old and new storage at
-    /// once, and room for the most a body could hold (a change of 57 bytes) was four times what a rename needs.
+    /// the body holds at their size (and a tenth more): an array grown by doubling holds its old and new storage at
+    /// once, and room for the most a body could hold (a change of 57 bytes) would be four times what a rename needs.
     init(bodyBytes: Int) {
         self.bodyBytes = bodyBytes
     }

@@ -46,7 +46,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
     public static let currentVersion = 1
 
     /// The bytes ``appendJSON(to:)`` writes, counted without writing them: an entry's buffer is made at its size.
-    /// (Counted at 20 digits a number, the JSON of 50,000 moves, 25 MB, was given 36 MB.)
+    /// Counted, not estimated at 20 digits a number, which would give a large entry's buffer far more than it takes.
     var jsonSize: Int {
         func digits(_ value: Int64) -> Int {
             var count = value < 0 ? 2 : 1

@@ -1,10 +1,10 @@
 /// Records by name with a dictionary's interface, stored densely: the names and the values in two arrays of exactly
 /// the rows there are, found through an open-addressing index of one word per bucket.
 ///
-/// A `Dictionary` stores keys and values in its buckets, and keeps at most three buckets in four full: at 100,000
-/// records of about 120 bytes it holds 262,144 buckets (the table doubles past 98,304), some 34 MB for the heads and
-/// as much for the bases. Here the buckets are 8 bytes each (2 MB) and the rows take what they hold (13 MB): the
-/// agent keeps every base and head in memory, so this is most of what it holds (docs/agent.md, "Memory").
+/// A `Dictionary` stores keys and values in its buckets, and keeps at most three buckets in four full: past 98,304
+/// records it doubles to 262,144 buckets of a whole record each. Here a bucket is 8 bytes and the rows take what
+/// they hold: the agent keeps every base and head in memory, so this is most of what it holds (docs/agent.md,
+/// "Memory").
 ///
 /// Each bucket holds the low 32 bits of the name's hash and the row number plus one (0: empty), so a probe compares
 /// names only when their hashes agree, and growing the index hashes no name again. Collisions probe linearly and

@@ -236,8 +236,8 @@ public struct ZoneState: Sendable, Hashable {
     }
 
     /// The heads changed since the last call, to be stored with ``token``; forgets them. `nil` for a head that is
-    /// gone (a jump to a snapshot that forgot it). An array made at its size: a dictionary grown to the 100,000 heads
-    /// of a commit of 50,000 moves took 50 MB of its peak (heaptrack).
+    /// gone (a jump to a snapshot that forgot it). An array made at its size, not a dictionary grown a head at a time:
+    /// the commit of a folder renamed changes a head per note moved, and that dictionary would be much of its peak.
     public mutating func takeUnsaved() -> [(name: RecordName, head: RecordHead?)] {
         var changed: [(name: RecordName, head: RecordHead?)] = []
         changed.reserveCapacity(unsaved.count)
@@ -279,10 +279,10 @@ public struct ZoneState: Sendable, Hashable {
         advance(to: entry.seq, chain: entry.chainDigest)
         if entry.void != nil { unreadableSlots.insert(entry.seq) }
         let moves = MoveLinks(entry)
-        // Room for the entry's new names at once: a rename of 50,000 of 100,000 notes adds 50,000 heads (the old
-        // names stay, as tombstones), and appended one by one they grew the rows to 262,144 (22 MB) on B's peak.
-        // The sets of names too: grown by doubling, the 101,588 names of that rename held a set's old and new buckets
-        // at once (6.3 MB) at the peak of the commit that folds them in. Only the names each lacks count (a rename
+        // Room for the entry's new names at once: a rename adds a head per note moved (the old names stay, as
+        // tombstones), and appended one by one they would grow the rows by doubling, to up to twice that, at the
+        // peak of the device that folds it in. The sets of names too: grown by doubling, a set holds its old and new
+        // buckets at once, at the peak of the commit that folds them in. Only the names each lacks count (a rename
         // and its rename back, folded in before the names are stored, would otherwise double it for nothing).
         if entry.changes.count > 1 {
             var newHeads = 0
@@ -347,9 +347,8 @@ public struct ZoneState: Sendable, Hashable {
     /// from. A link counts only when both halves are in the entry and name each other (a save that names a delete
     /// it does not come with is a plain save).
     ///
-    /// A ``RecordTable``, not a `Dictionary` (the same semantics: the last link that names a name counts): the
-    /// 101,588 names of a rename of half of 100,000 notes took 8.4 MB as a dictionary's 262,144 buckets, 5.3 MB
-    /// here, held through the fold of the entry, where a rename's commit peaks.
+    /// A ``RecordTable``, not a `Dictionary` (the same semantics: the last link that names a name counts): smaller
+    /// than a dictionary's buckets, and held through the fold of the entry, where a rename's commit peaks.
     static func moves(in entry: LogEntry) -> RecordTable<RecordName> {
         guard entry.changes.contains(where: { $0.movedFrom != nil }) else { return [:] }
         // Made at their size: grown by doubling, an entry of 50,000 moves held their old and new buckets at once.
@@ -373,8 +372,8 @@ public struct ZoneState: Sendable, Hashable {
     /// The moves of an entry as ``moves(in:)`` finds them, asked for by the change: for each change, the index of the
     /// other half of its move. Where every name of the entry (and every name its moves give) is in NFC, as every
     /// valid name is, and none comes twice, the halves are found in the changes sorted by name, two 4-byte indices a
-    /// change: the table of a rename of 50,794 notes took 5.3 MB, and the dictionary that made it 4.2 MB more, at the
-    /// fold of the entry, where the commit of a rename peaks. Otherwise (a name twice, where the last link counts; a
+    /// change, with no table of names (nor a dictionary to make it) at the fold of the entry, where the commit of a
+    /// rename peaks. Otherwise (a name twice, where the last link counts; a
     /// name not in NFC, equal as Unicode to another that is not the same bytes) it is ``moves(in:)``'s table.
     struct MoveLinks {
         private enum Form {
