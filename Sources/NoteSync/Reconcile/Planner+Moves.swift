@@ -35,8 +35,8 @@ extension SyncEngine {
     /// planner does not decide again one by one.
     ///
     /// A pair is made only where the record's line is known on both sides; elsewhere the names go through the
-    /// reconciler one by one, as before renames were detected (a delete and a new note: nothing lost, at worst a
-    /// note in the trash and its text at the new name).
+    /// reconciler one by one, as a delete and a new note (nothing lost: at worst a note in the trash and its text at
+    /// the new name).
     ///
     /// `names` are in order, each once; so are the lists made from them.
     static func planMoves(
@@ -58,8 +58,8 @@ extension SyncEngine {
             scan.files[name] == nil && !scan.isUnreadable(name) && (scan.scope?.contains(name) ?? true)
         }
         func isFree(_ name: RecordName) -> Bool { !covered.contains(name) && bases[name] == nil }
-        // At most a step for each name gone here or moved on the server, made at once: grown by doubling, the steps of
-        // a rename of 50,000 notes (about 400 bytes each) took 26 MB for 20.
+        // At most a step for each name gone here or moved on the server, made at once: grown by doubling, the array
+        // would hold its old and new storage at once, and a step is hundreds of bytes.
         var steps: [Step] = []
         steps.reserveCapacity(gone.count + movedThere.count)
         func add(_ step: Step, covering: [RecordName]) {
@@ -71,8 +71,8 @@ extension SyncEngine {
                 local: .present(digest: file.digest, size: file.size, modified: file.modified), base: base, server: head)
         }
 
-        /// Where the server moved a gone note's record (a move not seen here yet). Found when asked, not kept in a table:
-        /// at a rename of 50,794 notes the table took 3 MB at the planning's peak.
+        /// Where the server moved a gone note's record (a move not seen here yet). Found when asked, not kept in a table,
+        /// which would be held at the planning's peak.
         func destination(_ name: RecordName) -> RecordName? {
             guard let base = bases[name], let head = zone.heads[name], head.tag != base.tag, head.movedTo != nil else {
                 return nil
@@ -102,8 +102,8 @@ extension SyncEngine {
                 covering: [source, destination])
         }
 
-        // Renamed here: the pairs found, the matcher's lists let go before the steps are made (at 50,000 renamed
-        // notes, 7 MB held to the end of the planning).
+        // Renamed here: the pairs found, the matcher's lists let go before the steps are made (held to the end of the
+        // planning, they would add to its peak).
         func renamedHere() -> [MoveMatcher.Pair] {
             var sources: [MoveMatcher.Source] = []
             for name in gone where !covered.contains(name) {
@@ -221,8 +221,8 @@ extension SyncEngine {
 
     /// The names the moves' steps speak for, which the planner does not decide again one by one. Most are among the
     /// plan's names (sorted, each once), and each of those is a flag beside its place in them; the others go in a set.
-    /// At a rename of 50,794 notes, a set of the 101,588 names took 262,144 buckets (4.2 MB, 6.3 MB while it grew);
-    /// the flags take 0.1 MB.
+    /// A flag is a byte a name, where a set of them all would take a hash bucket of its own for each, and more while
+    /// it grows.
     struct CoveredNames {
         private let names: [RecordName]
         /// A flag for each of `names`, made at the first name covered.
@@ -267,8 +267,8 @@ extension SyncEngine {
 
     /// The text each inode had when this device synced it, for the notes gone from their names: where the first of
     /// them in name order recorded it, for an inode two of them recorded. A sorted array searched by halves, not a
-    /// dictionary: the 50,794 notes of a renamed folder took 5.2 MB of a dictionary's buckets (7.9 MB while it grew),
-    /// 2 MB here once made (4.8 MB while it is: the sorted list, with the names, and the table).
+    /// dictionary, whose buckets take more than the array and grow by doubling; the sorted list and its names are
+    /// held only while the array is made.
     struct GoneFiles {
         private let files: [(inode: UInt64, digest: ContentDigest)]
 

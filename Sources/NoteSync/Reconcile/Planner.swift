@@ -6,8 +6,8 @@ extension SyncEngine {
     public struct Step: Sendable {
         public var name: RecordName
         public var local: LocalFile?
-        /// The base the record was decided against (boxed: a first sync's steps have none, and inline it took 105
-        /// bytes of every step).
+        /// The base the record was decided against (boxed: a first sync's steps have none, and inline it would take
+        /// 105 bytes of every step).
         public var base: BaseRecord? {
             get { boxedBase?.value }
             set { boxedBase = newValue.map(Box.init) }
@@ -31,16 +31,15 @@ extension SyncEngine {
             set { stage = .resolved(newValue) }
         }
 
-        /// The decision, then the action that replaces it: each may carry a server head (120 bytes), and a step held
-        /// both, inline, with the base, for every note of a first sync (496 bytes a step, 50 MB at 100,000 notes;
-        /// now 272).
+        /// The decision, then the action that replaces it: each may carry a server head (120 bytes), so a step holds
+        /// one stage at a time, not both inline beside the base: a first sync holds a step for every note.
         private enum Stage: Sendable {
             case decided(Decision)
             case resolved(Action?)
         }
         private var stage: Stage
         private var boxedBase: Box<BaseRecord>?
-        /// The move, boxed: few steps have one, and inline it made every step of a first sync 100 bytes longer.
+        /// The move, boxed: few steps have one, and inline it would make every step of a first sync 100 bytes longer.
         private var boxedMove: Box<MovePlan>?
 
         public init(name: RecordName, local: LocalFile?, base: BaseRecord?, decision: Decision, move: MovePlan? = nil) {
@@ -80,8 +79,8 @@ extension SyncEngine {
         renameTime: (_ from: RecordName, _ to: RecordName, LocalFile) -> Int64 = { _, _, file in file.fingerprint.ctime },
         historyBase: (RecordName, LocalFile, RecordHead, BaseRecord?) -> BaseRecord? = { _, _, _, _ in nil }
     ) -> [Step] {
-        // The names to decide, in order, each once: an array sorted once, not a set (a set of 101,588 names took
-        // 262,144 buckets, 4.2 MB, and each loop over it sorted it again).
+        // The names to decide, in order, each once: an array sorted once, not a set (a set takes a hash bucket for
+        // each name, and each loop over it in order would sort it again).
         var names: [RecordName]
         if let scope = scan.scope {
             names = scope.sorted()
@@ -118,8 +117,8 @@ extension SyncEngine {
         var steps = planMoves(
             names: names, scan: scan, bases: bases, zone: zone, deviceID: deviceID, similarity: similarity,
             renameTime: renameTime, covered: &covered)
-        // Room for a step per name at once: a first sync plans one per note, and an array grown by doubling held up
-        // to twice that for a moment (a step is about 500 bytes: 71 MB for 100,000 notes, where these take 50).
+        // Room for a step per name at once: a first sync plans one per note, and an array grown by doubling holds up
+        // to twice that for a moment (a step is hundreds of bytes).
         steps.reserveCapacity(steps.count + max(0, names.count - covered.count))
         for (index, name) in names.enumerated() where !covered.contains(at: index) {
             let file = scan.files[name]
@@ -139,8 +138,8 @@ extension SyncEngine {
             if decision != .nothing { steps.append(Step(name: name, local: file, base: base, decision: decision)) }
         }
         guard !covered.isEmpty else { return steps }
-        // The moves' steps among the others, in name order, put in order in place by sorting their indices: the
-        // buffer of half the steps that a stable sort takes was 7 MB at a rename of 50,000 notes.
+        // The moves' steps among the others, in name order, put in order in place by sorting their indices, not the
+        // steps: a stable sort takes a buffer of half of what it sorts.
         names = []
         covered = CoveredNames(names: [])
         Self.sortByName(&steps)

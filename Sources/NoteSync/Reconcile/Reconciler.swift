@@ -24,7 +24,8 @@ public enum Decision: Hashable, Sendable {
     /// Both sides changed to the same result: adopt the server head as the new base, nothing moves.
     case adopt(RecordHead?)
     /// Both sides edited (or both created): three-way merge with the base text as ancestor (nil: empty ancestor).
-    /// Boxed: inline, its digest and head made every decision (and every step of a first sync's plan) 40 bytes longer.
+    /// Boxed: inline, its digest and head would make every decision (and every step of a first sync's plan) 40 bytes
+    /// longer.
     indirect case merge(ancestor: ContentDigest?, server: RecordHead)
     /// The local note was edited, the server deleted it: the edit wins, saved on top of the tombstone.
     case resurrectLocal(base: Int64)
