@@ -11,10 +11,9 @@ public enum AssetCodec {
     /// Shorter texts are stored as they are: the header and zlib's framing would eat the gain.
     static let minimumSize = 256
 
-    /// How hard libdeflate works. Level 1, measured on the benchmark's 10,000 notes (19.6 MB, one thread): 0.19–0.21 s
-    /// of CPU for 9.52 MB stored, where level 2 took 0.30 s for 9.48 MB (0.4 % smaller) and zlib's level 6 0.60 s
-    /// for 9.47 MB; its tables are 200 KB, level 2's 656 KB. What it writes is a zlib stream like any other: earlier
-    /// builds inflate it with zlib.
+    /// How hard libdeflate works. Level 1: on the benchmark's corpus, level 2 and zlib's level 6 store barely fewer
+    /// bytes for one and a half to three times the CPU, and level 1's tables are smaller than level 2's
+    /// (docs/benchmarks.md, "Why these settings"). What it writes is a zlib stream like any other, which zlib inflates.
     static let level: Int32 = 1
 
     /// The bytes to store for `text`.

@@ -29,7 +29,8 @@ public struct Snapshot: Codable, Sendable, Hashable {
     /// Four bytes of the chain digest of every entry from ``linksFrom`` up to `seq` (``ContentDigest/link``; 0 where
     /// the slot was damaged), big-endian, so that the log's history outlives the entries gc removes: a device that
     /// jumps here from a token it read checks that entry against its link, and a server restored from an older copy
-    /// (or another server) is told from a compacted log (docs/retention.md). Absent in snapshots of builds before.
+    /// (or another server) is told from a compacted log (docs/retention.md). Optional: a snapshot without it knows
+    /// only its own entry's link (``link(at:)``).
     public var links: Data?
 
     /// The link of the entry at `seq`, when this snapshot knows it.
