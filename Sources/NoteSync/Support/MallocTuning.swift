@@ -7,7 +7,7 @@ import Foundation
 /// - **Arenas.** A thread that finds the arenas busy gets one of its own, up to eight per core, and what a thread
 ///   frees stays in its arena for that arena's next allocation: the reads, hashes and writes of a large sync, spread
 ///   over every core, leave each arena holding what it once held. More arenas than cores never run at once. With one
-///   per core, a first sync of 100,000 notes peaked at 105 MB resident instead of 128–146 MB, no slower.
+///   per core, a large first sync peaks lower, no slower (docs/benchmarks.md, "Why these settings").
 /// - **The mmap threshold.** When an arena has no free space for a block of 128 KiB or more, glibc maps the block
 ///   on its own and unmaps it when it is freed; but each time such a block is freed it raises the threshold to that
 ///   block's size (up to 32 MiB), so a process that once freed a large array grows its arenas for every later array
@@ -15,9 +15,9 @@ import Foundation
 ///   between the small blocks that outlive them (names, records), and when they are freed the arena cannot hand
 ///   those pages back: `malloc_trim` frees only whole free pages. Fixed at 128 KiB, a large array never grows an
 ///   arena: it takes free space already there, or a mapping of its own whose pages go back to the system the moment
-///   it is freed. An idle agent after its start's full sync and gc at 100,000 notes: 102 MB resident → 71–73 MB
-///   (docs/agent.md, Memory). A one-shot `sync` or `diff` already had a fixed threshold: setting `M_TOP_PAD`
-///   (``OneShotProcess``) stops glibc raising it too.
+///   it is freed. What it saves an idle agent after its start's full sync and gc: docs/benchmarks.md, "Why these
+///   settings". A one-shot `sync` or `diff` has a fixed threshold either way:
+///   setting `M_TOP_PAD` (``OneShotProcess``) stops glibc raising it too.
 public enum MallocTuning {
     /// The threshold: glibc's own starting value, kept from rising.
     static let mmapThreshold: Int32 = 128 << 10

@@ -90,7 +90,7 @@ public enum DisplayName {
 
     public static func escape(_ text: String) -> String {
         // Nearly every name has nothing to escape: it is returned as it is, sharing its storage (a first sync's report
-        // names every note, and a copy of each name was 9 MB at 100,000 notes).
+        // names every note, and a copy of each name would double what the names take).
         guard text.unicodeScalars.contains(where: { $0 == "\\" || isControl($0) }) else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count)

@@ -7,9 +7,9 @@ import Synchronization
 enum Parallel {
     /// The cores this process may use: its affinity mask (`taskset`, a cpuset), capped by a cgroup's CPU quota (v1 or
     /// v2), read once, first by ``MallocTuning`` on the main thread before any other starts. Not Foundation's
-    /// `activeProcessorCount`: setting up `ProcessInfo` and reading the cgroup's files through `URL` and `Data` took
-    /// half a millisecond of every process's start, and on Linux it reads cgroup v1's files only, never the
-    /// affinity mask (under `taskset -c 0` it counted every core).
+    /// `activeProcessorCount`: it sets up `ProcessInfo` and reads the cgroup's files through `URL` and `Data`, a cost
+    /// in every process's start, and on Linux it reads cgroup v1's files only, never the affinity mask (under
+    /// `taskset -c 0` it counts every core).
     static let cores = Int(ns_active_cores())
 
     /// `body(index)` for every index in `0..<count`, results in index order.
