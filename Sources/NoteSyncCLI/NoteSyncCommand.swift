@@ -13,9 +13,9 @@ enum ExitCodes {
 
 /// The entry point: malloc is set up before any thread allocates (``MallocTuning``), then the command line is parsed
 /// and the command run. Every command but `watch` runs on the main thread, as a plain function: an `async` entry point
-/// started Swift's concurrency runtime for all of them, ran the command on a thread of the global pool while the main
-/// thread waited in `dispatch_main`, and parked the main thread with `pthread_exit`, for which glibc loads
-/// libgcc_s. `watch` (an ``AsyncParsableCommand``) runs as a task, the main thread serving the main queue as before.
+/// would start Swift's concurrency runtime for all of them, run the command on a thread of the global pool while the
+/// main thread waits in `dispatch_main`, and park the main thread with `pthread_exit`, for which glibc loads
+/// libgcc_s. `watch` (an ``AsyncParsableCommand``) runs as a task, the main thread serving the main queue.
 /// The root command is async too (ArgumentParser asks that of a root with an async subcommand), but run alone it only
 /// prints its help: that runs as a plain command. The command line is parsed synchronously, so a completion of an
 /// argument must be a synchronous one (`.custom`, not `.customAsync`).

@@ -260,7 +260,7 @@ func printReport(_ report: SyncReport) {
         return
     }
     func label(_ kind: PlannedChange.Kind) -> String { kind == .move ? "renamed" : kind.rawValue }
-    // The kinds are ASCII words: padded by count (NSString's padding took 2 % of a 10,000-note first sync's CPU).
+    // The kinds are ASCII words: padded by count, not by NSString, whose padding shows in a first sync's CPU profile.
     func padded(_ kind: PlannedChange.Kind) -> String {
         let text = label(kind)
         return text + String(repeating: " ", count: max(0, 16 - text.utf8.count))
