@@ -12,8 +12,8 @@ struct ConfigCommand: ParsableCommand {
             --max-file-size: the largest note this device syncs (default \(FileSizeLimit.default); binary units: \
             500k, 32M, 2G; 0 for no limit). A bigger note is left out with a warning, here (not uploaded, never taken \
             as deleted) and from the server (not downloaded); every other note syncs, and `notesync status` lists \
-            the notes left out. A note is read, sent and written whole: a sync's memory grows with the largest note \
-            it moves, about twice its size. The next sync (a running agent's too) uses the new value.
+            the notes left out. A note over 8 MiB is read, sent and written in pieces, so a raised limit costs a \
+            sync no memory. The next sync (a running agent's too) uses the new value.
             """
     )
 

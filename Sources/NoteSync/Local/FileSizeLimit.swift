@@ -2,16 +2,16 @@ import Foundation
 
 /// The largest note a notes folder syncs (`max-file-size`, kept in the local state's meta): a bigger file is left
 /// out of the sync with a warning, here (never uploaded, never taken as deleted) and from the server (never
-/// downloaded), and every other note syncs. A text is read, sealed, sent and written whole, so this bounds what one
-/// note costs a sync in memory.
+/// downloaded), and every other note syncs. It keeps what was not meant to sync off the server; it does not bound
+/// memory: a text over ``BigText/threshold`` goes in pieces.
 public struct FileSizeLimit: Sendable, Hashable, CustomStringConvertible {
     /// The largest size synced, in bytes; nil: no limit.
     public var bytes: Int64?
 
     public init(bytes: Int64?) { self.bytes = bytes }
 
-    /// A folder's limit when none is set: a text costs a sync about twice its size at its peak (read, then encoded
-    /// for the server), and two are read at once on two cores, so this keeps a sync near 100 MB.
+    /// A folder's limit when none is set: what a notes folder is expected to hold, a file bigger than it most likely
+    /// not a note (a disk image, a video). Raising it costs a sync no memory (``BigText``).
     public static let `default` = FileSizeLimit(bytes: 32 << 20)
 
     /// The largest note merged line by line: a three-way merge holds about thirteen times its texts' size. Above it
