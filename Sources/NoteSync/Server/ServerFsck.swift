@@ -595,7 +595,12 @@ public struct ServerFsck {
     /// Whether the asset file at `path` holds the text named `digest`: as it is, or (format 3) compressed.
     static func holds(_ path: String, _ digest: ContentDigest, in storage: any ServerStorage) throws -> Bool {
         if !storage.isObjectStore, let actual = try FileDigest.of(path: path), actual.digest == digest { return true }
-        guard let info = storage.info(path), info.size < (storage.isObjectStore ? 1 << 30 : ServerStore.maxEntryBytes),
+        guard let info = storage.info(path) else { return false }
+        // Read a piece at a time: a big text (``BigText``), never read whole.
+        if info.size > BigText.threshold {
+            return try holdsStreamed(path, digest, size: info.size, in: storage, vault: nil, encrypted: false)
+        }
+        guard info.size < (storage.isObjectStore ? 1 << 30 : ServerStore.maxEntryBytes),
             let data = try storage.read(path, limit: 1 << 30)
         else { return false }
         if storage.isObjectStore && ContentDigest(of: data) == digest { return true }
@@ -618,6 +623,9 @@ public struct ServerFsck {
     /// Whether the asset file at `path` of an encrypted server is whole (its header checks the ciphertext) and, with
     /// the key, opens under its name and holds a text whose name it is.
     static func holdsSealed(_ path: String, _ name: ContentDigest, in store: ServerStore) throws -> Bool {
+        if let info = store.storage.info(path), info.size > BigText.threshold {
+            return try holdsStreamed(path, name, size: info.size, in: store.storage, vault: store.vault, encrypted: true)
+        }
         guard let data = try store.storage.read(path, limit: 1 << 30) else { return false }
         return sealedHolds(data, name, in: store)
     }
