@@ -71,6 +71,7 @@ extension SyncEngine {
         keep: Bool, report: inout SyncReport
     ) throws -> [RecordName] {
         let previous = try storedCaseWaiting()
+        let scanned = Set(scan.files.keys)
         let outcome = CasePairs.settle(
             &scan, bases: bases, heads: heads, owners: Set(previous.values),
             spelledOnDisk: scan.scope == nil ? { _ in nil } : spelledOnDisk())
@@ -79,6 +80,12 @@ extension SyncEngine {
         if keep {
             let lines = outcome.waiting.sorted { $0.key < $1.key }.map { $0.key.string + "\t" + $0.value.string }
             try state.setMeta([.caseWaiting: lines.isEmpty ? nil : lines.joined(separator: "\n")])
+            // A file queued under its own spelling before the heads were fetched (a note made here while the server
+            // had one of another case) is now that record's file: the spelling is no note to push.
+            let taken = scanned.subtracting(scan.files.keys).filter { bases[$0] == nil && outcome.waiting[$0] == nil }
+            let outbox = taken.isEmpty ? [:] : try state.outbox()
+            let stale = taken.filter { outbox[$0] != nil }
+            if !stale.isEmpty { try state.update { batch in for name in stale { try batch.dequeue(name) } } }
         }
         return previous.keys.filter { outcome.waiting[$0] == nil }.sorted()
     }

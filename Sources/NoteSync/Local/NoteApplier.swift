@@ -577,7 +577,7 @@ public struct NoteApplier: Sendable {
         let target = root + "/" + to
         if let what = notANote(source) { throw Self.notANoteError(source, what) }
         try makeParents(of: to)
-        guard try FolderRename.noReplace(source, target) else {
+        guard try FolderRename.noReplace(source, target) || Self.changesOnlyCase(source, target, from: from, to: to) else {
             throw NoteSyncError(
                 .conflict, path: target,
                 "was renamed from \(DisplayName.escape(from)) on another device, but a file has this name here now: "
@@ -586,6 +586,18 @@ public struct NoteApplier: Sendable {
         try FaultPoint.hit("apply.followedRename")
         if flush { try flushRenames([from, to]) }
         removeEmptyParents(of: from)
+    }
+
+    /// On a notes folder that folds case, a rename changing only case (`b/c.md` to `b/C.md`, made on a device that
+    /// tells case apart) finds the note itself at the new name, and a no-replace rename refuses: there, when
+    /// `target` is `source` (the same file, with no other link), a plain rename changes the case and replaces
+    /// nothing.
+    private static func changesOnlyCase(_ source: String, _ target: String, from: String, to: String) -> Bool {
+        guard from != to, let old = RecordName(trusted: from), let new = RecordName(trusted: to),
+            CasePairs.fold(old) == CasePairs.fold(new), let found = FileIO.lstatInfo(source), let there = FileIO.lstatInfo(target),
+            found.st_ino == there.st_ino, found.st_dev == there.st_dev, found.st_nlink == 1, (found.st_mode & S_IFMT) == S_IFREG
+        else { return false }
+        return rename(source, target) == 0
     }
 
     /// Makes renames durable: the folders of `paths` (relative) flushed, one `syncfs` when there are many (a folder

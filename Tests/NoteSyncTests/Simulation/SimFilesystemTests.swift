@@ -30,8 +30,8 @@ import Testing
     /// the users' `chmod`s, every folder plain.
     @Test func seedsWithoutPersonalitiesAreTheSeedsAsFound() {
         for seed in UInt64(1)...200 {
-            let before = SimSchedule.forSeed(seed, filesystems: false)
-            let now = SimSchedule.forSeed(seed, filesystems: true)
+            let before = SimSchedule.forSeed(seed, filesystems: false, cases: false)
+            let now = SimSchedule.forSeed(seed, filesystems: true, cases: false)
             #expect(before.filesystems == nil)
             #expect(now.filesystems?.count == now.deviceCount)
             let others = now.steps.filter { if case .makePrivate = $0.action { false } else { true } }

@@ -319,7 +319,7 @@ import Testing
     /// never converged. A device now reads the log again only if the entry it read last is still there, unchanged;
     /// otherwise it stops with a mismatch and recovers.
     @Test func aDeviceThatReadAReplacedEntryIsNotFooledByAVoid() {
-        Self.expectClean(SimSchedule.forSeed(2_045_266_361_651_497_441, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(2_045_266_361_651_497_441, watch: false, filesystems: false, cases: false))
     }
 
     /// Soak seeds with server faults: an entry held back by a replicating tool is delivered after the server was
@@ -329,7 +329,7 @@ import Testing
     /// that names the entry before the gap (LogChainTests.aGapUnderAnEntryOfAnotherHistoryIsNotSealed).
     @Test(arguments: [2_837_512_041_737_764_176, 2_837_512_041_737_768_084] as [UInt64])
     func anEntryOfAReplacedServerDeliveredLateIsNotApplied(seed: UInt64) {
-        Self.expectClean(SimSchedule.forSeed(seed, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(seed, watch: false, filesystems: false, cases: false))
     }
 
     /// The first soak with users' mass deletes and restores (first seed 1616509261043046087): three ways the
@@ -343,7 +343,7 @@ import Testing
             1_616_509_261_043_055_595, 1_616_509_261_043_058_426, 1_616_509_261_043_058_508
         ] as [UInt64])
     func usersMassDeletesAndRestores(seed: UInt64) {
-        Self.expectClean(SimSchedule.forSeed(seed, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(seed, watch: false, filesystems: false, cases: false))
     }
 
     /// Carol restores b/c.md to the version she committed first (the same text, a new mtime) and pushes it; dave
@@ -354,7 +354,7 @@ import Testing
     /// lost entry's prior version now takes that version's time (soak of 2026-11-24, seed 27186296061304119).
     @Test(arguments: [27_186_296_061_304_119] as [UInt64])
     func aRecoveredVersionWithTheSameTextTakesItsTime(seed: UInt64) {
-        Self.expectClean(SimSchedule.forSeed(seed, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(seed, watch: false, filesystems: false, cases: false))
         Self.expectClean(
             SimSchedule(
                 deviceCount: 4, clockStep: 1_000_000_000,
@@ -374,7 +374,7 @@ import Testing
     /// Bob saves note.md while his sync pulls carol's version over it, and the sync is killed just after (soak of
     /// 2026-11-24, seed 236232051865333365).
     @Test func aSaveMadeWhileAPullIsKilledSurvives() {
-        Self.expectClean(SimSchedule.forSeed(236_232_051_865_333_365, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(236_232_051_865_333_365, watch: false, filesystems: false, cases: false))
         Self.expectClean(
             SimSchedule(
                 deviceCount: 3, clockStep: 1_000_000,
@@ -416,7 +416,7 @@ import Testing
 
     /// The seed the soak found it with, as generated today (the shrunk schedule above stays if generation changes).
     @Test func seed57111914() {
-        Self.expectClean(SimSchedule.forSeed(57_111_914, serverFaults: false, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(57_111_914, serverFaults: false, watch: false, filesystems: false, cases: false))
     }
 
     /// Carol's sync pulls b/c.md, and she appends a line to it right after the rename put it in place. The
@@ -1161,12 +1161,12 @@ import Testing
     /// Soak seed 1023562384186183645 as found: a backup put back, entries held and lost, gc killed at
     /// `gc.assetRemoved`; `server fsck` then found note.md's version 1, kept by snapshot 2, missing.
     @Test func seed1023562384186183645() {
-        Self.expectClean(SimSchedule.forSeed(1_023_562_384_186_183_645, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(1_023_562_384_186_183_645, watch: false, filesystems: false, cases: false))
     }
 
     /// Soak seed 1023562384186174721 as found (``aTextSavedBackAfterAKilledCommitIsPushed()``).
     @Test func seed1023562384186174721() {
-        Self.expectClean(SimSchedule.forSeed(1_023_562_384_186_174_721, watch: false, filesystems: false))
+        Self.expectClean(SimSchedule.forSeed(1_023_562_384_186_174_721, watch: false, filesystems: false, cases: false))
     }
 
     /// Soak seed 9900136 as found, on the agent's path: carol edits note.md, renames it to b/c.md and her agent syncs.
@@ -1174,7 +1174,7 @@ import Testing
     /// settler pushed note.md's delete alone and the text was on no server. The real watcher reads inotify's queue in
     /// order, within milliseconds: the rename arrives before the delete may go (``SimRunner``'s `watchScope`).
     @Test func seed9900136() {
-        Self.expectClean(SimSchedule.forSeed(9_900_136))
+        Self.expectClean(SimSchedule.forSeed(9_900_136, cases: false))
         Self.expectClean(
             SimSchedule(
                 deviceCount: 3, clockStep: 1_000_000,
@@ -1191,14 +1191,14 @@ import Testing
     /// resurrected note as a new file (0644): no note of his was written over. The harness looked at modes only after
     /// healing syncs and followed the trashed note into its new file; it now looks after every recovery sync too.
     @Test func seed3747538162042876569() {
-        Self.expectClean(SimSchedule.forSeed(3_747_538_162_042_876_569))
+        Self.expectClean(SimSchedule.forSeed(3_747_538_162_042_876_569, cases: false))
         // The same in another run's seed: the private note.md trashed by recovery, pulled back by healing.
-        Self.expectClean(SimSchedule.forSeed(3_747_538_162_042_880_477))
+        Self.expectClean(SimSchedule.forSeed(3_747_538_162_042_880_477, cases: false))
     }
 
     /// Soak seed 52700556 as found: the same, with edits of other notes and two renames before the agent's sync.
     @Test func seed52700556() {
-        Self.expectClean(SimSchedule.forSeed(52_700_556))
+        Self.expectClean(SimSchedule.forSeed(52_700_556, cases: false))
         Self.expectClean(
             SimSchedule(
                 deviceCount: 3, clockStep: 1_000_000_000,

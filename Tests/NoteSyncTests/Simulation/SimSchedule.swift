@@ -43,6 +43,26 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         /// The device's i-th note (sorted, modulo their number): reaches conflict copies too; a pool name
         /// when the device has no note.
         case existing(Int)
+        /// A name of ``pool`` spelled in another case: its `variant`-th ``SimSchedule/caseVariants(of:)``
+        /// (`Note.md`, `A/b.md`, `TODO.TXT`). Another note on a folder that tells case apart, the same file on a
+        /// case-folding one.
+        case spelled(Int, variant: Int)
+    }
+
+    /// `name` spelled in other cases, none equal to it: its last component capitalized, lower- and uppercased,
+    /// its top folder capitalized, the whole path uppercased.
+    static func caseVariants(of name: String) -> [String] {
+        var components = name.split(separator: "/").map(String.init)
+        guard let last = components.popLast() else { return [] }
+        let folder = components.isEmpty ? "" : components.joined(separator: "/") + "/"
+        var variants = [last.prefix(1).uppercased() + last.dropFirst().lowercased(), last.lowercased(), last.uppercased()]
+            .map { folder + $0 }
+        if let top = components.first {
+            variants.append(top.capitalized + name.dropFirst(top.count))
+        }
+        variants.append(name.uppercased())
+        var seen: Set<String> = [name]
+        return variants.filter { seen.insert($0).inserted }
     }
 
     /// What goes wrong during a sync, at the `at`-th fault point it passes (FaultPoint.hit); a sync that passes
@@ -89,6 +109,9 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case touch(Target)
         /// `chmod 600` of a note: accepted and ignored on a folder without modes (``Filesystem/fixedMode``).
         case makePrivate(Target)
+        /// `mv` of a note to its `variant`-th ``SimSchedule/caseVariants(of:)``: a rename changing only case (on a
+        /// folder that tells case apart, a move to another name, over it if it exists).
+        case respell(Target, variant: Int)
         /// A sync. `full` scans everything; otherwise only the paths the user touched since the device's last
         /// sync plus what the server changed, as the agent does, unless the device needs a full sync anyway.
         case sync(Fault?, full: Bool)
@@ -176,12 +199,16 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         case exfat
         /// A CIFS or FUSE mount with a fixed file mode: every step, every file 0644, `chmod` accepted and ignored.
         case modeless
+        /// vfat, exFAT, CIFS, a casefold ext4 folder: a name is looked up by its case folding (`Todo.md` is
+        /// `todo.md`), a file keeps the case it was made with. Real: the folder is in ``SimCaseFolding``'s mount
+        /// (a FUSE passthrough, so without rename flags, as libfuse2 filesystems are); plain where it cannot be made.
+        case caseFolding
 
         /// The steps missing there.
         var lacking: FolderRename.Lacking {
             switch self {
             case .plain, .modeless: []
-            case .fuse: [.noReplace, .exchange]
+            case .fuse, .caseFolding: [.noReplace, .exchange]
             case .exfat: .exfat
             }
         }
@@ -189,7 +216,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         /// The mode every file and folder has there; nil where modes are kept.
         var fixedMode: mode_t? {
             switch self {
-            case .plain, .fuse: nil
+            case .plain, .fuse, .caseFolding: nil
             case .exfat: 0o777
             case .modeless: 0o644
             }
@@ -199,6 +226,18 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// `NOTESYNC_SIM_FS=0`: seeds' schedules with every notes folder plain (``Filesystem``), as seeds found before
     /// personalities were drawn.
     static let filesystemsByDefault = ProcessInfo.processInfo.environment["NOTESYNC_SIM_FS"] != "0"
+
+    /// Whether the schedule drew case-folding folders and names spelled in other cases (``withCases(using:)``); nil
+    /// for schedules without them: explicit schedules, and seeds with `NOTESYNC_SIM_CASE=0`.
+    var cases: Cases? = nil
+
+    /// The case draws of a schedule: ``Filesystem/caseFolding`` folders, ``Target/spelled(_:variant:)`` targets and
+    /// ``Action/respell(_:variant:)`` renames are in its fields and steps; this says they were drawn.
+    struct Cases: Sendable, Hashable {}
+
+    /// `NOTESYNC_SIM_CASE=0`: seeds' schedules without case-folding folders or case variants, as seeds found before
+    /// them.
+    static let casesByDefault = ProcessInfo.processInfo.environment["NOTESYNC_SIM_CASE"] != "0"
 
     var testDescription: String { code }
 
@@ -275,7 +314,7 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         Generator(
             run: { rng in
                 random(using: &rng, length: length).withServerFaults(using: &rng).withUserRails(using: &rng).withGC(using: &rng)
-                    .withWatch(using: &rng).withFilesystems(using: &rng)
+                    .withWatch(using: &rng).withFilesystems(using: &rng).withCases(using: &rng)
             }, shrink: { $0.shrinks() })
     }
 
@@ -284,7 +323,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
     /// `userRails: false`, the schedule it gave before users made mass deletes and restores.
     static func forSeed(
         _ seed: UInt64, length: ClosedRange<Int> = 10...40, serverFaults: Bool = true,
-        userRails: Bool = true, gc: Bool = true, watch: Bool = watchByDefault, filesystems: Bool = filesystemsByDefault
+        userRails: Bool = true, gc: Bool = true, watch: Bool = watchByDefault, filesystems: Bool = filesystemsByDefault,
+        cases: Bool = casesByDefault
     ) -> SimSchedule {
         var mix = seed
         func next() -> UInt64 {
@@ -307,7 +347,38 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         if watch { schedule = schedule.withWatch(using: &watcher) }
         var personalities = Xoshiro(seed: (next(), next(), next(), next()))
         if filesystems { schedule = schedule.withFilesystems(using: &personalities) }
+        var folding = Xoshiro(seed: (next(), next(), next(), next()))
+        if cases { schedule = schedule.withCases(using: &folding) }
         return schedule
+    }
+
+    /// The schedule with case draws (every schedule): a device's notes folder case-folding (one in six, whatever
+    /// personality it drew), some pool targets spelled in another case (one in five), and renames changing only case
+    /// inserted between the steps (about one step in twenty-five).
+    func withCases(using rng: inout some RandomNumberGenerator) -> SimSchedule {
+        var result = self
+        result.cases = Cases()
+        var filesystems = self.filesystems ?? Array(repeating: .plain, count: deviceCount)
+        for index in filesystems.indices where Int.random(in: 0..<6, using: &rng) == 0 { filesystems[index] = .caseFolding }
+        result.filesystems = filesystems
+        func respelled(_ target: Target) -> Target {
+            guard case .pool(let index) = target, Int.random(in: 0..<5, using: &rng) == 0 else { return target }
+            return .spelled(index, variant: Int.random(in: 0..<8, using: &rng))
+        }
+        result.steps = []
+        for var step in steps {
+            if Int.random(in: 0..<25, using: &rng) == 0 {
+                let target: Target =
+                    Int.random(in: 0..<2, using: &rng) == 0
+                    ? .existing(Int.random(in: 0..<8, using: &rng))
+                    : .pool(Int.random(in: 0..<SimSchedule.pool.count, using: &rng))
+                let device = Int.random(in: 0..<deviceCount, using: &rng)
+                result.steps.append(Step(device, .respell(target, variant: Int.random(in: 0..<8, using: &rng))))
+            }
+            step.action = step.action.withTargets(respelled)
+            result.steps.append(step)
+        }
+        return result
     }
 
     /// The schedule with a filesystem personality drawn for each device's notes folder (every schedule draws them;
@@ -449,6 +520,11 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
             smaller.watch = nil
             candidates.append(smaller)
         }
+        if cases != nil {
+            var smaller = self
+            smaller.cases = nil
+            candidates.append(smaller)
+        }
         if let filesystems {
             var smaller = self
             smaller.filesystems = nil
@@ -469,7 +545,8 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         "SimSchedule(deviceCount: \(deviceCount), clockStep: \(clockStep), steps: [\n"
             + steps.map { "    .init(\($0.device), \($0.action.code))," }.joined(separator: "\n") + "\n]"
             + (watch.map { ", watch: .init(seed: \($0.seed))" } ?? "")
-            + (filesystems.map { ", filesystems: [\($0.map { ".\($0)" }.joined(separator: ", "))]" } ?? "") + ")"
+            + (filesystems.map { ", filesystems: [\($0.map { ".\($0)" }.joined(separator: ", "))]" } ?? "")
+            + (cases.map { _ in ", cases: .init()" } ?? "") + ")"
     }
 }
 
@@ -483,7 +560,29 @@ extension SimSchedule.Action {
         case .edit(let target, let edit, let style) where style != .inPlace: return [.edit(target, edit, .inPlace)]
         case .serverFault(.loseEntry(let fromEnd)) where fromEnd > 0: return [.serverFault(.loseEntry(fromEnd: 0))]
         case .gc(let policy, let crashAt?): return [.gc(policy: policy, crashAt: nil)]
-        default: return []
+        default:
+            // A name spelled in another case is simpler spelled as the pool has it.
+            let plain = withTargets { if case .spelled(let index, _) = $0 { .pool(index) } else { $0 } }
+            return plain == self ? [] : [plain]
+        }
+    }
+
+    /// The action with `change` applied to each of its targets (mid-sync edits' included).
+    func withTargets(_ change: (SimSchedule.Target) -> SimSchedule.Target) -> Self {
+        switch self {
+        case .edit(let target, let edit, let style): .edit(change(target), edit, style)
+        case .delete(let target): .delete(change(target))
+        case .move(let target, let to): .move(change(target), to: to)
+        case .deleteFolder(let target): .deleteFolder(change(target))
+        case .moveFolder(let target, let to): .moveFolder(change(target), to: to)
+        case .touch(let target): .touch(change(target))
+        case .makePrivate(let target): .makePrivate(change(target))
+        case .respell(let target, let variant): .respell(change(target), variant: variant)
+        case .restore(let target, let back): .restore(change(target), back: back)
+        case .sync(.userEdit(let at, let target), let full): .sync(.userEdit(at: at, change(target)), full: full)
+        case .sync(.userEditThenCrash(let at, let target, let crashAt), let full):
+            .sync(.userEditThenCrash(at: at, change(target), crashAt: crashAt), full: full)
+        default: self
         }
     }
 
@@ -496,6 +595,7 @@ extension SimSchedule.Action {
         case .moveFolder(let target, let to): ".moveFolder(\(target.code), to: \(to))"
         case .touch(let target): ".touch(\(target.code))"
         case .makePrivate(let target): ".makePrivate(\(target.code))"
+        case .respell(let target, let variant): ".respell(\(target.code), variant: \(variant))"
         case .sync(let fault, let full): ".sync(\(fault.map(\.code) ?? "nil"), full: \(full))"
         case .dryRun: ".dryRun"
         case .goOffline: ".goOffline"
@@ -517,6 +617,7 @@ extension SimSchedule.Target {
         switch self {
         case .pool(let index): ".pool(\(index))"
         case .existing(let index): ".existing(\(index))"
+        case .spelled(let index, let variant): ".spelled(\(index), variant: \(variant))"
         }
     }
 }

@@ -263,11 +263,12 @@ final class SimDevice {
         case renamed(String, to: String)
     }
 
-    init(index: Int, root: String, serverRoot: String) throws {
+    /// `notesRoot`: the notes folder, where it is not `root/<name>` (a case-folding folder, in its mount).
+    init(index: Int, root: String, serverRoot: String, notesRoot: String? = nil) throws {
         self.index = index
         id = SimDevice.ids[index]
         name = SimDevice.names[index]
-        folder = NotesFolder(root: root + "/" + name)
+        folder = NotesFolder(root: notesRoot ?? root + "/" + name)
         self.serverRoot = serverRoot
         unreachableServer = root + "/unreachable-" + name
         try FileIO.makeDirectories(folder.root)
@@ -392,8 +393,15 @@ struct SimFigures: Sendable {
     /// Users' `chmod 600` of a note, and versions a sync wrote over such a note (which stayed 0600).
     var privateNotes = 0
     var privateRewrites = 0
-    /// Schedules that drew each filesystem personality other than plain for at least one notes folder.
+    /// Schedules that drew each filesystem personality other than plain for at least one notes folder (a
+    /// case-folding one only where it was mounted).
     var filesystems: [String: Int] = [:]
+    /// Schedules that drew a case-folding folder where none could be mounted (run plain); users' actions on a
+    /// name spelled in another case than the pool's; names that waited on a case-folding device at the end (a
+    /// case pair on the server, one file there).
+    var caseFoldingUnmounted = 0
+    var caseVariants = 0
+    var casePairWaits = 0
     /// Schedules with at least one invariant violated, and the violations found.
     var failedSchedules = 0
     var violations = 0
@@ -429,6 +437,9 @@ struct SimFigures: Sendable {
         privateNotes += other.privateNotes
         privateRewrites += other.privateRewrites
         filesystems.merge(other.filesystems, uniquingKeysWith: +)
+        caseFoldingUnmounted += other.caseFoldingUnmounted
+        caseVariants += other.caseVariants
+        casePairWaits += other.casePairWaits
         crashPoints.merge(other.crashPoints, uniquingKeysWith: +)
         phases.merge(other.phases, uniquingKeysWith: +)
     }

@@ -1,0 +1,176 @@
+import Foundation
+import Testing
+
+@testable import NoteSync
+
+/// The simulation's case-folding notes folders (``SimCaseFolding``, ``SimSchedule/Filesystem/caseFolding``) and
+/// names spelled in other cases (``SimSchedule/withCases(using:)``): the mount is real, the draws leave the rest of a
+/// seed's schedule as it was, and case pairs run clean through the whole oracle.
+@Suite(.simulationFolder) struct SimCaseFoldingTests {
+    /// Whether the case-folding folder is mounted here; prints why not (once). Where it is not, a folding device
+    /// runs plain and these schedules still run, as plain ones.
+    static let mounted: Bool = {
+        guard let reason = SimCaseFolding.unavailableReason else { return true }
+        FileHandle.standardError.write(Data("case-folding simulation folders run plain: \(reason)\n".utf8))
+        return false
+    }()
+
+    /// Two spellings are one file in the mount, the first spelling is kept, a third cannot be made beside it, and the
+    /// folder lacks the rename flags (a libfuse2 filesystem) while hard links work.
+    @Test(.enabled(if: mounted)) func theMountFoldsCaseForReal() throws {
+        let root = try #require(SimCaseFolding.root) + "/fold-test-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        try FileIO.makeDirectory(root)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileIO.createAndSync(root + "/Todo.md", Data("one".utf8), mode: 0o644, exactMode: false)
+        #expect(try FileIO.read(root + "/todo.md") == Data("one".utf8))
+        #expect(try FileIO.read(root + "/TODO.MD") == Data("one".utf8))
+        #expect(try FileIO.list(root) == ["Todo.md"])
+        let fd = open(root + "/TODO.md", O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        #expect(fd < 0 && errno == EEXIST)
+        if fd >= 0 { close(fd) }
+        try FileIO.makeDirectory(root + "/A")
+        try FileIO.createAndSync(root + "/a/b.md", Data("b".utf8), mode: 0o644, exactMode: false)
+        #expect(SimCaseFolding.spelling(of: "a/B.md", in: root) == "A/b.md")
+        #expect(SimCaseFolding.spelling(of: "a/new.md", in: root) == "A/new.md")
+        #expect(rename(root + "/todo.md", root + "/TODO.md") == 0)
+        #expect(try FileIO.list(root)?.sorted() == ["A", "TODO.md"])
+        #expect(try FolderGuarantees.probe(in: root + "/probe").missing == ["rename-exchange", "rename-without-replace"])
+    }
+
+    /// `cases: false` gives the seed's schedule as found before case draws: the same steps less the renames changing
+    /// only case, every target spelled as the pool has it, each folder's personality as drawn unless case-folding.
+    @Test func seedsWithoutCaseDrawsAreTheSeedsAsFound() {
+        var folding = 0
+        var spelled = 0
+        for seed in UInt64(1)...300 {
+            let before = SimSchedule.forSeed(seed, cases: false)
+            let now = SimSchedule.forSeed(seed, cases: true)
+            #expect(before.cases == nil && now.cases != nil)
+            let plain = now.steps.filter { if case .respell = $0.action { false } else { true } }.map { step in
+                var step = step
+                step.action = step.action.withTargets { if case .spelled(let index, _) = $0 { .pool(index) } else { $0 } }
+                return step
+            }
+            let kept = now.steps.filter { if case .respell = $0.action { false } else { true } }
+            spelled += zip(plain, kept).filter { $0.0 != $0.1 }.count
+            #expect(plain == before.steps && now.watch == before.watch, "seed \(seed)")
+            let pairs = zip(before.filesystems ?? [], now.filesystems ?? [])
+            #expect(now.filesystems?.count == now.deviceCount && pairs.allSatisfy { $0 == $1 || $1 == .caseFolding })
+            if now.filesystems?.contains(.caseFolding) == true { folding += 1 }
+        }
+        #expect(folding > 60 && spelled > 100, "\(folding) schedules with a case-folding folder, \(spelled) spelled targets")
+    }
+
+    @Test func caseVariantsAreOtherSpellingsOfTheName() {
+        for name in SimSchedule.pool {
+            let variants = SimSchedule.caseVariants(of: name)
+            #expect(variants.count >= 2 && !variants.contains(name) && Set(variants).count == variants.count)
+            #expect(variants.allSatisfy { SimCaseFolding.fold($0) == SimCaseFolding.fold(name) })
+        }
+        #expect(SimSchedule.caseVariants(of: "a/b.md") == ["a/B.md", "a/B.MD", "A/b.md", "A/B.MD"])
+    }
+
+    static func expectClean(_ schedule: SimSchedule, sourceLocation: SourceLocation = #_sourceLocation) -> SimFigures {
+        let (findings, figures) = SimRunner.run(schedule)
+        #expect(findings.isEmpty, "\(findings)", sourceLocation: sourceLocation)
+        return figures
+    }
+
+    /// `todo.txt` and `Todo.txt` made on a plain device; the folding device pulls one file, the other waits (said
+    /// with a warning); edits of both on the plain device reach it as the engine documents, and its user's edits of
+    /// its file (through either spelling) are its record's.
+    @Test func aPairMadeOnAPlainDeviceIsOneFileOnAFoldingOne() {
+        let figures = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(5), .rewrite(lines: 2), .inPlace)),
+                    .init(0, .edit(.spelled(5, variant: 0), .rewrite(lines: 2), .inPlace)),
+                    .init(0, .sync(nil, full: true)),
+                    .init(1, .sync(nil, full: true)),
+                    .init(0, .edit(.spelled(5, variant: 0), .append, .inPlace)),
+                    .init(0, .edit(.pool(5), .append, .renameOver)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .edit(.spelled(5, variant: 2), .append, .vim)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: true))
+                ], filesystems: [.plain, .caseFolding, .plain]))
+        #expect(!Self.mounted || figures.casePairWaits == 1)
+    }
+
+    /// A folding device's user saves the note under another spelling (vim makes the file anew, in the user's case):
+    /// the note is still its record, and the edit reaches every device under that name.
+    @Test func anEditThroughAnotherSpellingIsTheNotesEdit() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(1), .rewrite(lines: 3), .inPlace)),
+                    .init(0, .sync(nil, full: true)),
+                    .init(1, .sync(nil, full: true)),
+                    .init(1, .edit(.spelled(1, variant: 3), .changeLine(1), .vim)),
+                    .init(1, .edit(.spelled(1, variant: 2), .append, .emacs)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .edit(.pool(1), .changeLine(0), .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false))
+                ], filesystems: [.plain, .caseFolding, .plain]))
+    }
+
+    /// A rename changing only case on the folding device: the file keeps its record there (``CasePairs``: a file
+    /// spelled as no record is its record's), so the other devices keep the name, and edits on both sides meet.
+    @Test func aRenameChangingOnlyCaseOnTheFoldingDevice() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(0), .rewrite(lines: 2), .inPlace)),
+                    .init(0, .sync(nil, full: true)),
+                    .init(1, .sync(nil, full: true)),
+                    .init(1, .respell(.pool(0), variant: 0)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .edit(.pool(0), .append, .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .edit(.spelled(0, variant: 0), .changeLine(0), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: true))
+                ], filesystems: [.plain, .caseFolding, .plain]))
+    }
+
+    /// A rename changing only case made on a plain device (`mv b/c.md B/C.MD`), pulled by the folding device. The
+    /// engine followed it with a no-replace rename, which finds the note itself at the new name on a folder that
+    /// folds case: it refused, warned "a file has this name here now" (none had), and the folder kept the old
+    /// spelling until a later sync. Now the note's case changes there.
+    @Test func aRenameChangingOnlyCasePulledByTheFoldingDevice() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(4), .rewrite(lines: 2), .inPlace)),
+                    .init(0, .sync(nil, full: true)),
+                    .init(1, .sync(nil, full: true)),
+                    .init(0, .respell(.pool(4), variant: 3)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .edit(.pool(4), .append, .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: true))
+                ], filesystems: [.plain, .caseFolding, .plain]))
+    }
+
+    /// A note made on the folding device (`todo.txt`) while the server has one of another case it has not pulled yet
+    /// (`TODO.TXT`): the file is that record's there (its text a conflict copy). The sync queued the file under the
+    /// user's spelling before it fetched the heads and left that queued, so a clean sync reported a change pending
+    /// (soak seed 177933009923285, shrunk).
+    @Test func aNoteMadeBesideAnUnseenTwinOnTheFoldingDevice() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000_000,
+                steps: [
+                    .init(4, .edit(.spelled(5, variant: 3), .append, .inPlace)),
+                    .init(4, .sync(nil, full: false)),
+                    .init(1, .edit(.pool(5), .changeLine(1), .inPlace))
+                ], filesystems: [.plain, .caseFolding, .plain, .plain, .plain]))
+    }
+}
