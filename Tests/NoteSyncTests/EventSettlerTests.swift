@@ -121,6 +121,27 @@ struct FakeInstant: InstantProtocol {
         }
     }
 
+    /// `a/b.md` saved, then `mv a a2` before the folder's rename settled: the note is gone from `a/` because it moved
+    /// with its folder. It waits for the rename and goes with it, so that one sync sees the move; taken alone, its
+    /// sync pushed a delete of a note nobody deleted (soak seed 3204859652964217760).
+    @Test func aNoteInAFolderRenamedBeforeItSettledGoesWithTheRename() {
+        var settler = settler()
+        let folder = Probe(isRegularFile: false, size: 4096)
+        let probe: (String) -> Probe? = { $0 == "a2" ? folder : nil }
+        settler.noted("a/b.md", at: at(0), size: 10)
+        settler.renamed("a", to: "a2", at: at(25), fromSize: nil, toSize: 4096)
+        #expect(settler.takeSettled(at: at(30), probe: probe) == [], "the note waits for its folder's rename")
+        #expect(settler.nextDeadline == at(55), "woken by the rename's deadline, not at once: \(String(describing: settler.nextDeadline))")
+        #expect(settler.takeSettled(at: at(55), probe: probe) == ["a", "a/b.md", "a2"])
+        #expect(settler.isEmpty)
+        // A note deleted beside a folder renamed still waits for the deletes, as any delete.
+        settler.noted("c.md", at: at(100), size: nil)
+        settler.renamed("d", to: "e", at: at(100), fromSize: nil, toSize: 4096)
+        let both: (String) -> Probe? = { $0 == "e" ? folder : nil }
+        #expect(settler.takeSettled(at: at(130), probe: both) == ["d", "e"])
+        #expect(settler.takeSettled(at: at(130 + 400), probe: both) == ["c.md"])
+    }
+
     /// The watch reports a rename before its new name's own event: noted by the rename, the new name settles with the
     /// old, and the old one does not wait as a vanished note does.
     @Test func aRenameNotesBothNames() {

@@ -103,6 +103,13 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
     /// Whether `path` is the old name of a rename still waiting, missing when last looked at.
     private func isRenamedAway(_ path: String, _ item: Item) -> Bool { item.size == nil && links[path] != nil }
 
+    /// Whether `path`, missing, lies in a folder whose rename still waits (`mv a a2` after an edit of `a/b.md`): it is
+    /// gone from there because it moved with the folder, and goes with the rename, whose scan covers it. Taken alone
+    /// it would be a delete of a note nobody deleted, pushed before the move is seen.
+    private func movesWithAFolder(_ path: String) -> Bool {
+        links.keys.contains { path.hasPrefix($0 + "/") }
+    }
+
     /// The paths that have settled at `now`, taken out of the machine. `probe` looks at a path as it is now.
     /// With `flushing` (the agent is stopping) every path is taken, settled or not.
     mutating func takeSettled(at now: Instant, flushing: Bool = false, probe: (String) -> Probe?) -> [String] {
@@ -118,14 +125,15 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         // Missing paths settle together, once none has had an event for `deleteSettle`: the deletes of one
         // `rm -r` reach a sync, and its mass-delete guard, whole, never as they trickle in.
         let renamedAway = links
-        let missing = items.filter { found[$0.key] == nil && renamedAway[$0.key] == nil }.map(\.value)
+        let missing = items.filter { found[$0.key] == nil && renamedAway[$0.key] == nil && !movesWithAFolder($0.key) }
+            .map(\.value)
         let deletesWait =
             missing.map(\.last).max().map { $0.duration(to: now) < deleteSettle } == true
             && missing.map(\.first).min().map { $0.duration(to: now) < maxDeleteHold } == true
         for (path, item) in items {
             let found = found[path]
             // The old name of a rename goes with its new name (below).
-            if found == nil && links[path] != nil { continue }
+            if found == nil && (links[path] != nil || movesWithAFolder(path)) { continue }
             if found == nil && deletesWait { continue }
             if item.last.duration(to: now) < quietPeriod(path) { continue }
             if let found, found.isRegularFile, item.size != found.size, item.first.duration(to: now) < maxSettle {
@@ -148,6 +156,17 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
                 taken.insert(from)
                 ready.append(from)
                 grew = true
+            }
+        }
+        // What moved with a folder taken now goes with it.
+        let folders = links.keys.filter { taken.contains($0) }
+        if !folders.isEmpty {
+            for path in items.keys
+            where !taken.contains(path) && found[path] == nil
+                && folders.contains(where: { path.hasPrefix($0 + "/") })
+            {
+                taken.insert(path)
+                ready.append(path)
             }
         }
         for path in ready {
@@ -174,11 +193,14 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
     /// at its last event waits for the deletes as a whole (``takeSettled(at:flushing:probe:)``), so the agent sleeps
     /// through an `rm -r` instead of looking again at every turn.
     var nextDeadline: Instant? {
-        let missing = items.filter { $0.value.size == nil && !isRenamedAway($0.key, $0.value) }.map(\.value)
+        let missing = items.filter { $0.value.size == nil && !isRenamedAway($0.key, $0.value) && !movesWithAFolder($0.key) }
+            .map(\.value)
         let deletesSettle = missing.map(\.last).max().map { $0.advanced(by: deleteSettle) }
         let deletesHeldUntil = missing.map(\.first).min().map { $0.advanced(by: maxDeleteHold) }
         let deletes = [deletesSettle, deletesHeldUntil].compactMap { $0 }.min()
-        return items.map { path, item in
+        return items.compactMap { path, item in
+            // Waits for its folder's rename, which has a deadline of its own.
+            if movesWithAFolder(path) { return nil }
             let quiet = item.last.advanced(by: quietPeriod(path))
             guard item.size == nil, !isRenamedAway(path, item), let deletes else { return quiet }
             return max(quiet, deletes)
