@@ -90,6 +90,22 @@ import Testing
         #expect(ServerStore.kept(old, policy: .default, now: now, deviceTokens: [1]).map(\.seq) == [1, 2])
     }
 
+    /// A version a device made after its registered token is kept whatever the policy: a commit of a process killed
+    /// before recording it, which the device must find in the snapshot to take it as its base (soak seed
+    /// 3204859652964221605: without it a delete made since was undone by the device's push of the same text).
+    @Test func aVersionMadeAfterItsDevicesTokenIsKept() throws {
+        let none = RetentionPolicy(all: 0, hourly: 0, daily: 0, weekly: 0)
+        let versions = [
+            try version(1, ageSeconds: 900), try version(2, ageSeconds: 800), try version(3, ageSeconds: 700, deleted: true)
+        ]
+        // Version 2 is device d's ("d" made every version here); d registered at token 1: version 2 is unrecorded.
+        #expect(ServerStore.kept(versions, policy: none, now: now, deviceTokens: [1], devices: [("d", 1)]).map(\.seq) == [1, 2, 3])
+        // Once d's token has passed it, it goes as the policy says.
+        #expect(ServerStore.kept(versions, policy: none, now: now, deviceTokens: [2], devices: [("d", 2)]).map(\.seq) == [2, 3])
+        // Another device's token keeps nothing of d's.
+        #expect(ServerStore.kept(versions, policy: none, now: now, deviceTokens: [1], devices: [("e", 1)]).map(\.seq) == [1, 3])
+    }
+
     /// An hour of saves two hours ago: gc keeps about one an hour, removes the other texts and the log before the
     /// snapshot; the heads, `history` and fsck are intact.
     @Test func gcThinsOldHistoryAndCompactsTheLog() throws {

@@ -153,8 +153,14 @@ extension ServerStore {
     /// The versions of one record that `policy` keeps at `now`, from `versions` (sequence order, the head last).
     /// Empty when the record is forgotten: a tombstone older than the policy's horizon that every registered device
     /// has read.
+    ///
+    /// `devices` (id and token) keep, besides the version at each token, every version a device made after its
+    /// token: a commit that landed while the device was killed before recording it. The device finds it in the
+    /// snapshot and takes it as its base (``SyncEngine/ownUnrecordedCommits(jumpedFrom:zone:scan:bases:store:)``);
+    /// without it the note it holds looks made here, and a delete another device made since is undone by its push.
     static func kept(
-        _ versions: [RecordVersion], policy: RetentionPolicy, now: Int64, deviceTokens: [Int64]
+        _ versions: [RecordVersion], policy: RetentionPolicy, now: Int64, deviceTokens: [Int64],
+        devices: [(id: String, token: Int64)] = []
     ) -> [RecordVersion] {
         guard let head = versions.last else { return [] }
         let age = { (version: RecordVersion) in (now - version.time) / 1_000_000_000 }
@@ -169,6 +175,10 @@ extension ServerStore {
                 if versions[mid].seq <= token { low = mid + 1 } else { high = mid }
             }
             if low > 0 { keep.insert(low - 1) }
+        }
+        for (index, version) in versions.enumerated()
+        where devices.contains(where: { $0.id == version.device && version.seq > $0.token }) {
+            keep.insert(index)
         }
         // Newest first, so the head occupies its bucket (the older versions of its hour, day or week go).
         var buckets = Set<[Int64]>()
@@ -208,7 +218,7 @@ extension ServerStore {
         var live = Set<ContentDigest>()
         for name in versions.keys.sorted() {
             let all = versions[name]!
-            let kept = Self.kept(all, policy: policy, now: now, deviceTokens: tokens)
+            let kept = Self.kept(all, policy: policy, now: now, deviceTokens: tokens, devices: registered)
             report.versionsKept += kept.count
             report.versionsDropped += all.count - kept.count
             guard let head = kept.last, head.seq == all.last!.seq else {

@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+
+@testable import NoteSync
+
+/// Seeds the soak found on the extended simulation (the agent's path, filesystem personalities), shrunk, kept as
+/// deterministic tests once fixed. Each runs the schedule with every invariant checked.
+extension SimRegressionTests {
+    /// Carol saves `a/b.md`, then renames its folder `a` to `a2`; her agent's next sync comes while the folder's
+    /// rename is still settling. The settler gave `a/b.md` alone, missing, and the sync pushed its delete before
+    /// the move was seen: a delete nobody made, and the other devices lost carol's text until her next sync
+    /// uploaded `a2/b.md` as a new note (soak seed 3204859652964217760, shrunk). A path gone with its folder now
+    /// waits for the folder's rename and goes with it (``EventSettler``).
+    @Test func aNoteWhoseFolderIsRenamedWhileItSettlesIsMovedNotDeleted() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000,
+                steps: [
+                    .init(4, .edit(.pool(1), .changeLine(2), .inPlace)),
+                    .init(4, .edit(.existing(5), .append, .inPlace)),
+                    .init(2, .edit(.existing(1), .changeLine(0), .inPlace)),
+                    .init(4, .sync(nil, full: false)),
+                    .init(1, .sync(.race(at: 11, device: 1), full: false)),
+                    .init(4, .sync(nil, full: false)),
+                    .init(2, .moveFolder(.pool(1), to: 0)),
+                    .init(2, .sync(nil, full: false))
+                ], watch: .init(seed: 4_782_011_780_227_879_349)))
+    }
+}
+
+extension SimRegressionTests {
+    /// Dave's sync is killed after its commit landed (a conflict copy and his edit), before recording it; bob deletes
+    /// both; gc with every band off compacts the log. Dave's commit was kept neither as a head nor at his token, so
+    /// his next sync did not know it as his: the notes looked made on his device, and his push brought back what bob
+    /// had deleted (soak seed 3204859652964221605, shrunk). gc keeps the versions a device made after its token
+    /// (`ServerStore.kept`), so the device finds its commit in the snapshot and takes bob's deletes.
+    @Test func aCommitNeverRecordedSurvivesGcSoItsDeletesAreTaken() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .sync(.userEdit(at: 3, .pool(4)), full: false)),
+                    .init(3, .sync(.crash(at: 3), full: false)),
+                    .init(3, .edit(.pool(4), .append, .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(.userEdit(at: 0, .existing(1)), full: false)),
+                    .init(3, .sync(.crash(at: 14), full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .deleteMost),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .gc(policy: 0, crashAt: nil))
+                ]))
+    }
+}
