@@ -174,6 +174,28 @@ import Testing
         }
     }
 
+    /// `server encrypt` copies a big text a piece at a time: the encrypted copy holds it, sealed as any reader opens.
+    @Test(.plainOnly("copies a plain server"))
+    func anEncryptedCopyHoldsABigText() throws {
+        try BigText.$threshold.withValue(Self.threshold) {
+            let harness = try SyncHarness(deviceCount: 1)
+            let text = Data((0..<40_000).map { "line \($0) of a big note, copied\n" }.joined().utf8)
+            try harness.write(0, "big.md", text)
+            _ = try harness.sync(0)
+            let source = try ServerStore(root: harness.serverRoot, device: "checker", logger: testLogger)
+            let root = harness.directory.sub("encrypted")
+            let encryption = ServerStore.NewVault(passphrase: "big text")
+            let report = try ServerStore.encryptedCopy(
+                of: source, to: root, endpoint: nil, encryption: encryption, logger: testLogger)
+            #expect(report.texts == 1)
+            let copy = try ServerStore(root: root, device: "dev-b", logger: testLogger, vault: encryption.vault)
+            #expect(try copy.readAsset(AssetRef(of: text)) == text)
+            // Streamed: stored as it is, sealed, not compressed whole.
+            let stored = try #require(copy.storage.info(copy.assetPath(ContentDigest(of: text)))).size
+            #expect(stored > Int64(Vault.sealedAssetSize(text.count)), "\(stored) bytes for \(text.count)")
+        }
+    }
+
     @Test func aBigTextRoundTripsAndItsEditsArrive() throws {
         try BigText.$threshold.withValue(Self.threshold) {
             let harness = try SyncHarness(deviceCount: 2)

@@ -109,6 +109,21 @@ extension ServerStore {
         return try publish(staged).first
     }
 
+    /// Copies the big text of `ref` from `source` into this store a piece at a time (``encryptedCopy(of:to:endpoint:encryption:logger:)``):
+    /// streamed and verified into a file in `scratch` (a local folder, made if missing), staged and published from
+    /// there, and the file removed.
+    func copyBigText(_ ref: AssetRef, from source: ServerStore, scratch: String) throws {
+        try FileIO.makeDirectories(scratch, mode: 0o700)
+        let path = scratch + "/" + FileIO.randomToken() + ".text"
+        defer { unlink(path) }
+        try NoteContents.pieces { writer in try source.streamAsset(ref) { try writer.write($0) } }
+            .create(at: path, mode: 0o600, exactMode: true, sync: false)
+        guard let (staged, _) = try stageBigText(at: path, scratch: scratch), try publish(staged).first == ref else {
+            throw NoteSyncError(
+                .io, path: path, "the copy of text \(ref.sha256.hex) changed while it was copied", fix: "copy again")
+        }
+    }
+
     /// The text of `ref` for a note: read whole when it is small, else streamed into the note's file as it is read
     /// (``streamAsset(_:into:)``), which throws before the note is touched when the asset is missing or damaged.
     func contents(of ref: AssetRef) throws -> NoteContents {

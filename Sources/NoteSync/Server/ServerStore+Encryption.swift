@@ -255,10 +255,15 @@ extension ServerStore {
         var report = EncryptedCopyReport(marker: copy.marker)
         // The texts first: no entry names a text the copy does not hold.
         let refs = texts.values.sorted { $0.sha256 < $1.sha256 }
+        let scratch = FileManager.default.temporaryDirectory.path + "/notesync-encrypt-" + FileIO.randomToken()
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
         for start in stride(from: 0, to: refs.count, by: 512) {
-            let batch = try refs[start..<min(start + 512, refs.count)].map { try source.readAsset($0) }
+            let slice = refs[start..<min(start + 512, refs.count)]
+            // A big text is copied a piece at a time (``BigText``), the others whole, 512 at once.
+            let batch = try slice.filter { !BigText.streams($0.size) }.map { try source.readAsset($0) }
             _ = try copy.putAssets(batch)
-            report.texts += batch.count
+            for ref in slice where BigText.streams(ref.size) { try copy.copyBigText(ref, from: source, scratch: scratch) }
+            report.texts += slice.count
         }
         var chain: ContentDigest?
         var earlier: [ContentDigest?]? = base == nil ? [] : nil
