@@ -51,8 +51,12 @@ extension SyncEngine {
         // The synced version brought back (a note deleted here, the delete not synced): the note is as synced, its
         // mtime the record's, and nothing is pushed. Any other version is a new save, made now.
         let modified = base?.digest == text.sha256 ? base?.modified ?? Clock.nowNanoseconds() : Clock.nowNanoseconds()
+        // A note that is gone (another device deleted it, and a sync moved it to the trash) comes back with the mode
+        // it had there: a private note is restored private.
+        let present = FileIO.lstatInfo(folder.root + "/" + name.string) != nil
         let outcome = try applier.write(
-            name, path: name.string, contents: contents, modified: modified, expected: base?.digest)
+            name, path: name.string, contents: contents, modified: modified, expected: base?.digest,
+            keepingMode: present ? nil : trashedMode(of: name))
         var keptAs: String?
         if case .writtenKeepingLocalEdit(_, let copy) = outcome {
             try state.update {
@@ -68,5 +72,19 @@ extension SyncEngine {
         let earlier = before.warnings.filter { $0.kind != .deletesHeld }
         report.warnings = earlier + report.warnings.filter { !earlier.contains($0) }
         return RestoreResult(report: report, keptAs: keptAs)
+    }
+
+    /// The permission bits of the copy of `name` most recently moved to the trash (`trash/<stamp>/<name>`: the newest
+    /// change time, which the move into the trash set); nil when the trash holds none.
+    func trashedMode(of name: RecordName) -> mode_t? {
+        let stamps = (try? FileIO.list(folder.trash)) ?? []
+        let copies = stamps.compactMap { stamp -> stat? in
+            guard let info = FileIO.lstatInfo(folder.trash + "/" + stamp + "/" + name.string),
+                (info.st_mode & S_IFMT) == S_IFREG
+            else { return nil }
+            return info
+        }
+        let newest = copies.max { ($0.st_ctim.tv_sec, $0.st_ctim.tv_nsec) < ($1.st_ctim.tv_sec, $1.st_ctim.tv_nsec) }
+        return newest.map { $0.st_mode & 0o777 }
     }
 }

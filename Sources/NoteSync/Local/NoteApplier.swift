@@ -156,12 +156,13 @@ public struct NoteApplier: Sendable {
     }
 
     /// ``write(_:path:data:modified:expected:modeOf:)`` of `contents`: a big text is written into its temp a piece at a
-    /// time, and a fill that throws (a damaged asset) leaves the note as it was.
+    /// time, and a fill that throws (a damaged asset) leaves the note as it was. `keepingMode`: the permission bits the
+    /// note had before (a restore of a note a sync just moved to the trash), taken exactly instead of the file's.
     public func write(
         _ name: RecordName, path relative: String, contents: NoteContents, modified: Int64,
-        expected: ContentDigest?, modeOf: String? = nil
+        expected: ContentDigest?, modeOf: String? = nil, keepingMode: mode_t? = nil
     ) throws -> Outcome {
-        let mode = Self.mode(for: root + "/" + (modeOf ?? relative))
+        let mode = keepingMode.map { (bits: $0, exact: true) } ?? Self.mode(for: root + "/" + (modeOf ?? relative))
         do {
             return try write(
                 name, path: relative, contents: contents, modified: modified, expected: expected, mode: mode, beside: false)

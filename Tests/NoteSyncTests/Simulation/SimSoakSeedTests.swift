@@ -52,3 +52,24 @@ extension SimRegressionTests {
                 ]))
     }
 }
+
+extension SimRegressionTests {
+    /// Carol makes note.md private and syncs; alice deletes it; carol restores an earlier version. The restore's
+    /// first sync took alice's delete (the note went to the trash), and the version came back as a new file, 0644:
+    /// her private note readable by every user of the machine (soak seed 3204859652964227662, shrunk). The version
+    /// brought back keeps the mode the note had before the restore.
+    @Test func aPrivateNoteDeletedElsewhereIsRestoredPrivate() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.pool(0), .changeLine(4), .inPlace)),
+                    .init(2, .makePrivate(.pool(0))),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .approveDeletes),
+                    .init(0, .delete(.pool(0))),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .restore(.existing(5), back: 2))
+                ]))
+    }
+}
