@@ -27,7 +27,11 @@ extension S3Client {
                     } catch {
                         return loop.makeFailedFuture(error)
                     }
-                    return writer.write(.byteBuffer(ByteBuffer(bytes: piece))).flatMap { send(from: offset + Int64(wanted)) }
+                    // The next piece in a task of its own: a write that completes at once would otherwise nest
+                    // every piece's call in the one before (thousands deep for a big text).
+                    return writer.write(.byteBuffer(ByteBuffer(bytes: piece))).flatMap {
+                        loop.flatSubmit { send(from: offset + Int64(wanted)) }
+                    }
                 }
                 return send(from: 0)
             }
