@@ -592,13 +592,13 @@ public struct NoteApplier: Sendable {
     /// On a notes folder that folds case, a rename changing only case (`b/c.md` to `b/C.md`, made on a device that
     /// tells case apart) finds the note itself at the new name, and a no-replace rename refuses: there, when
     /// `target` is `source` (the same file, with no other link), a plain rename changes the case and replaces
-    /// nothing.
+    /// nothing. The file may have the new spelling already (made here in that case): then nothing is to be done.
     private static func changesOnlyCase(_ source: String, _ target: String, from: String, to: String) -> Bool {
-        guard from != to, let old = RecordName(trusted: from), let new = RecordName(trusted: to),
+        guard let old = RecordName(trusted: from), let new = RecordName(trusted: to),
             CasePairs.fold(old) == CasePairs.fold(new), let found = FileIO.lstatInfo(source), let there = FileIO.lstatInfo(target),
             found.st_ino == there.st_ino, found.st_dev == there.st_dev, found.st_nlink == 1, (found.st_mode & S_IFMT) == S_IFREG
         else { return false }
-        return rename(source, target) == 0
+        return from == to || rename(source, target) == 0
     }
 
     /// Makes renames durable: the folders of `paths` (relative) flushed, one `syncfs` when there are many (a folder

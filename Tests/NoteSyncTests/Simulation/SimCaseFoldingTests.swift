@@ -173,4 +173,22 @@ import Testing
                     .init(1, .edit(.pool(5), .changeLine(1), .inPlace))
                 ], filesystems: [.plain, .caseFolding, .plain, .plain, .plain]))
     }
+
+    /// The folding device's user makes `Todo.txt` while the server has `todo.txt`: the file is `todo.txt`'s there,
+    /// spelled `Todo.txt`. A plain device then renames `todo.txt` to `Todo.txt`: the note already has that spelling
+    /// on the folding folder, and the no-replace rename of the file onto itself refused, warned "a file has this
+    /// name here now", and left the device with a base of a name the server no longer has, for ever (soak seed
+    /// 81234568077, shrunk).
+    @Test func aPulledRenameToTheSpellingTheFileHasAlready() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.pool(5), .rewriteShared(1), .inPlace)),
+                    .init(3, .edit(.spelled(5, variant: 4), .append, .inPlace)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .respell(.pool(5), variant: 4))
+                ], filesystems: [.plain, .plain, .plain, .caseFolding]))
+    }
 }

@@ -328,7 +328,7 @@ final class SimRunner {
             let candidates = [other, top + "2", top + "3"].compactMap { $0 }.filter { $0 != top && !$0.contains(".") }
             guard let newTop = candidates.first(where: { FileIO.lstatInfo(device.folder.root + "/" + $0) == nil }) else { return }
             // On a case-folding folder the folder may be spelled otherwise, and hold records of other spellings.
-            let spelledTop = SimCaseFolding.spelling(of: top, in: device.folder.root)
+            let spelledTop = folds(device) ? SimCaseFolding.spelling(of: top, in: device.folder.root) : top
             let moved = try recordNotes(device).filter { $0.value.spelling.hasPrefix(spelledTop + "/") }
             for name in moved.keys { noteActedOn(device, name) }
             try check(rename(device.folder.root + "/" + top, device.folder.root + "/" + newTop) == 0, "mv \(top)")
@@ -342,7 +342,7 @@ final class SimRunner {
             let components = note.split(separator: "/")
             guard components.count > 1 else { return }
             let top = String(components[0])
-            let spelledTop = SimCaseFolding.spelling(of: top, in: device.folder.root)
+            let spelledTop = folds(device) ? SimCaseFolding.spelling(of: top, in: device.folder.root) : top
             for (name, file) in try recordNotes(device) where file.spelling.hasPrefix(spelledTop + "/") {
                 noteActedOn(device, name)
                 model.deleted(device: device.index, note: name, before: SyncHarness.lines(file.data))
