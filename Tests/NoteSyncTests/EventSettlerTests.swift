@@ -142,6 +142,25 @@ struct FakeInstant: InstantProtocol {
         #expect(settler.takeSettled(at: at(130 + 400), probe: both) == ["c.md"])
     }
 
+    /// `mv a a2`, then `mv a2/b.md todo.md` before the folder's rename settled: the folder's partial sync would see
+    /// `a/b.md` gone and nothing at `a2/b.md`, and push a delete. A rename out of (or into) a path taken goes with it,
+    /// both its names, so the sync sees the move (soak seed 3204859652964227462).
+    @Test func aRenameOutOfAFolderJustRenamedGoesWithTheFolder() {
+        var settler = settler()
+        let folder = Probe(isRegularFile: false, size: 4096)
+        let file = Probe(isRegularFile: true, size: 10)
+        let probe: (String) -> Probe? = { $0 == "a2" ? folder : $0 == "todo.md" ? file : nil }
+        settler.renamed("a", to: "a2", at: at(0), fromSize: nil, toSize: 4096)
+        settler.renamed("a2/b.md", to: "todo.md", at: at(10), fromSize: nil, toSize: 10)
+        #expect(settler.takeSettled(at: at(30), probe: probe) == ["a", "a2", "a2/b.md", "todo.md"])
+        #expect(settler.isEmpty)
+        // Into a folder just renamed: `mv notes.md a2/notes.md` goes with `a2` too.
+        settler.renamed("a", to: "a2", at: at(100), fromSize: nil, toSize: 4096)
+        settler.renamed("notes.md", to: "a2/notes.md", at: at(110), fromSize: nil, toSize: 10)
+        let into: (String) -> Probe? = { $0 == "a2" ? folder : $0 == "a2/notes.md" ? file : nil }
+        #expect(settler.takeSettled(at: at(130), probe: into) == ["a", "a2", "a2/notes.md", "notes.md"])
+    }
+
     /// The watch reports a rename before its new name's own event: noted by the rename, the new name settles with the
     /// old, and the old one does not wait as a vanished note does.
     @Test func aRenameNotesBothNames() {

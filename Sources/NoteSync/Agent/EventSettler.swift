@@ -158,15 +158,33 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
                 grew = true
             }
         }
-        // What moved with a folder taken now goes with it.
-        let folders = links.keys.filter { taken.contains($0) }
-        if !folders.isEmpty {
-            for path in items.keys
-            where !taken.contains(path) && found[path] == nil
-                && folders.contains(where: { path.hasPrefix($0 + "/") })
-            {
+        // A scope closed under the renames still waiting: what moved with a folder taken now (`a/b.md` under `a`,
+        // renamed `a2`) goes with it, and so does a rename into or out of a path taken now (`a2/b.md` renamed
+        // `todo.md` just after `mv a a2`), its both names: a partial sync that saw the note gone from one name and
+        // not the other would push a delete nobody made.
+        func covered(_ path: String) -> Bool {
+            if taken.contains(path) { return true }
+            var end = path.endIndex
+            while let slash = path[..<end].lastIndex(of: "/") {
+                if taken.contains(String(path[..<slash])) { return true }
+                end = slash
+            }
+            return false
+        }
+        grew = !links.isEmpty
+        while grew {
+            grew = false
+            for (from, to) in links where covered(from) || covered(to) {
+                for path in [from, to] where !taken.contains(path) && items[path] != nil {
+                    taken.insert(path)
+                    ready.append(path)
+                    grew = true
+                }
+            }
+            for path in items.keys where !taken.contains(path) && found[path] == nil && movesWithAFolder(path) && covered(path) {
                 taken.insert(path)
                 ready.append(path)
+                grew = true
             }
         }
         for path in ready {

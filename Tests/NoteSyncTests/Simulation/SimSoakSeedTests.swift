@@ -72,4 +72,25 @@ extension SimRegressionTests {
                     .init(2, .restore(.existing(5), back: 2))
                 ]))
     }
+
+    /// Carol renames the folder `a` to `a2`, then moves `a2/x/y/deep.txt` to `todo.txt` before her agent's next
+    /// sync: the folder's rename settled first, and its partial sync saw the note gone from `a/` and not at `a2/`,
+    /// and pushed its delete; `todo.txt` came later as a new note (soak seed 3204859652964227462, shrunk). A rename
+    /// out of a folder taken goes with it (``EventSettler``).
+    @Test func aNoteMovedOutOfAFolderJustRenamedIsMovedNotDeleted() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .edit(.pool(3), .append, .inPlace)),
+                    .init(3, .edit(.pool(0), .changeLine(0), .inPlace)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(3, .edit(.pool(2), .rewrite(lines: 6), .inPlace)),
+                    .init(2, .moveFolder(.pool(1), to: 5)),
+                    .init(2, .move(.existing(6), to: 5)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(2, .sync(nil, full: false))
+                ], watch: .init(seed: 14_101_441_250_104_242_283)))
+    }
 }
