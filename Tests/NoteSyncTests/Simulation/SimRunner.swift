@@ -880,7 +880,11 @@ final class SimRunner {
         let bases = try device.state.bases().keys.map(\.string)
         if bases.contains(spelled) { return spelled }
         let key = SimCaseFolding.fold(spelled)
-        return bases.filter { SimCaseFolding.fold($0) == key }.min { UTF8Bytes.precedes($0, $1) } ?? spelled
+        if let base = bases.filter({ SimCaseFolding.fold($0) == key }).min(by: { UTF8Bytes.precedes($0, $1) }) { return base }
+        // Else a record the device has fetched and not pulled yet (the engine's owner then: the lowest record).
+        let heads = try device.state.zoneState().heads.filter { !$0.value.deleted }.map(\.key.string)
+        if heads.contains(spelled) { return spelled }
+        return heads.filter { SimCaseFolding.fold($0) == key }.min { UTF8Bytes.precedes($0, $1) } ?? spelled
     }
 
     /// A device's notes by record (``recordName(_:_:)`` of each file's spelling on a case-folding folder), with the
