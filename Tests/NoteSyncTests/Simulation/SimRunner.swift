@@ -51,8 +51,10 @@ final class SimRunner {
     private var everSeen: Set<String> = []
     private var userDeleted: Set<String> = []
     private var touched: Set<String> = []
-    /// Names that were a note on the server at some finished sync.
+    /// Names that were a note on the server at some finished sync, and names a user made that a folding device's
+    /// finished sync took as the file of a server record of another case (``foldedAway(_:server:)``).
     private var everOnServer: Set<String> = []
+    private var foldedNames: Set<String> = []
     /// Per device, the notes a sync that did not finish (killed, or the server gone midway) wrote or made there, until
     /// the device's next finished sync: a pull renamed into place or a conflict copy, not yet recorded.
     private var unconfirmed: [Set<String>] = []
@@ -1275,6 +1277,9 @@ final class SimRunner {
         let server = try serverNotes()
         everSeen.formUnion(server.keys)
         everOnServer.formUnion(server.keys)
+        if folds(device) {
+            for name in everSeen where foldedAway(name, server: server) { foldedNames.insert(name) }
+        }
         if findings.convergence.isEmpty {
             let (local, waiting) = try userView(device, server: server)
             for path in Set(local.keys).union(server.keys).sorted() where local[path] != server[path]?.data && !waiting.contains(path) {
@@ -1474,7 +1479,7 @@ final class SimRunner {
             // No unrequested delete: a name that was ever a note and that no user deleted is still a note (a name a
             // note was renamed to may lose it to another device's later rename of the same note).
             for name in everSeen.subtracting(userDeleted).subtracting(movedTo).sorted()
-            where local[name] == nil && !waiting.contains(name) && !foldedAway(name, server: server) {
+            where local[name] == nil && !waiting.contains(name) && !foldedNames.contains(name) && !foldedAway(name, server: server) {
                 findings.unrequestedDeletes.append("\(at): \(name) is gone from \(who), but no user deleted it")
             }
         }
