@@ -161,6 +161,24 @@ struct FakeInstant: InstantProtocol {
         #expect(settler.takeSettled(at: at(130), probe: into) == ["a", "a2", "a2/notes.md", "notes.md"])
     }
 
+    /// `mv a a2`, then a note of it gone from `a2` with no rename the watch could pair (its new name seen as a new
+    /// file): the folder's batch would read the note's absence as a delete before the deletes settled. It waits for
+    /// them; the new file goes on its own, so the text is on the server before the delete.
+    @Test func aFolderRenamedWaitsForTheDeletesOfNotesGoneFromIt() {
+        var settler = settler()
+        let folder = Probe(isRegularFile: false, size: 4096)
+        let file = Probe(isRegularFile: true, size: 10)
+        let probe: (String) -> Probe? = { $0 == "a2" ? folder : $0 == "todo.md" ? file : nil }
+        settler.renamed("a", to: "a2", at: at(0), fromSize: nil, toSize: 4096)
+        settler.noted("a2/b.md", at: at(10), size: nil)
+        settler.noted("todo.md", at: at(10), size: 10)
+        #expect(settler.takeSettled(at: at(45), probe: probe) == ["todo.md"])
+        #expect(settler.nextDeadline == at(410), "\(String(describing: settler.nextDeadline))")
+        #expect(settler.takeSettled(at: at(200), probe: probe) == [])
+        #expect(settler.takeSettled(at: at(410), probe: probe) == ["a", "a2", "a2/b.md"])
+        #expect(settler.isEmpty)
+    }
+
     /// The watch reports a rename before its new name's own event: noted by the rename, the new name settles with the
     /// old, and the old one does not wait as a vanished note does.
     @Test func aRenameNotesBothNames() {

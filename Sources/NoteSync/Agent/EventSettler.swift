@@ -124,9 +124,7 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         let found = items.keys.reduce(into: [String: Probe]()) { found, path in found[path] = probe(path) }
         // Missing paths settle together, once none has had an event for `deleteSettle`: the deletes of one
         // `rm -r` reach a sync, and its mass-delete guard, whole, never as they trickle in.
-        let renamedAway = links
-        let missing = items.filter { found[$0.key] == nil && renamedAway[$0.key] == nil && !movesWithAFolder($0.key) }
-            .map(\.value)
+        let missing = missingPaths(found).map { items[$0]! }
         let deletesWait =
             missing.map(\.last).max().map { $0.duration(to: now) < deleteSettle } == true
             && missing.map(\.first).min().map { $0.duration(to: now) < maxDeleteHold } == true
@@ -158,40 +156,91 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
                 grew = true
             }
         }
-        // A scope closed under the renames still waiting: what moved with a folder taken now (`a/b.md` under `a`,
-        // renamed `a2`) goes with it, and so does a rename into or out of a path taken now (`a2/b.md` renamed
-        // `todo.md` just after `mv a a2`), its both names: a partial sync that saw the note gone from one name and
-        // not the other would push a delete nobody made.
-        func covered(_ path: String) -> Bool {
-            if taken.contains(path) { return true }
-            var end = path.endIndex
-            while let slash = path[..<end].lastIndex(of: "/") {
-                if taken.contains(String(path[..<slash])) { return true }
-                end = slash
-            }
-            return false
+        closeOverRenames(&taken, &ready, found: found)
+        if deletesWait { holdForVanished(&taken, &ready, missing: missingPaths(found)) }
+        for path in ready {
+            items[path] = nil
+            links[path] = nil
         }
-        grew = !links.isEmpty
+        return ready.sorted()
+    }
+
+    /// The paths gone when looked at (`found` has no probe of them) that vanished: neither the old name of a rename
+    /// nor moved with a folder renamed. They wait for the deletes as a whole.
+    private func missingPaths(_ found: [String: Probe]) -> [String] {
+        items.keys.filter { found[$0] == nil && links[$0] == nil && !movesWithAFolder($0) }
+    }
+
+    /// Whether `path` or a folder above it is in `taken`.
+    private static func covered(_ path: String, by taken: Set<String>) -> Bool {
+        if taken.contains(path) { return true }
+        var end = path.endIndex
+        while let slash = path[..<end].lastIndex(of: "/") {
+            if taken.contains(String(path[..<slash])) { return true }
+            end = slash
+        }
+        return false
+    }
+
+    /// Closes a settled batch under the renames still waiting: what moved with a folder taken (`a/b.md` under `a`,
+    /// renamed `a2`) goes with it, and so does a rename into or out of a path taken (`a2/b.md` renamed `todo.md` just
+    /// after `mv a a2`), both its names. A partial sync that saw a note gone from one name and not at the other would
+    /// push a delete nobody made.
+    private func closeOverRenames(_ taken: inout Set<String>, _ ready: inout [String], found: [String: Probe]) {
+        var grew = !links.isEmpty
         while grew {
             grew = false
-            for (from, to) in links where covered(from) || covered(to) {
+            for (from, to) in links where Self.covered(from, by: taken) || Self.covered(to, by: taken) {
                 for path in [from, to] where !taken.contains(path) && items[path] != nil {
                     taken.insert(path)
                     ready.append(path)
                     grew = true
                 }
             }
-            for path in items.keys where !taken.contains(path) && found[path] == nil && movesWithAFolder(path) && covered(path) {
+            for path in items.keys
+            where !taken.contains(path) && found[path] == nil && movesWithAFolder(path) && Self.covered(path, by: taken) {
                 taken.insert(path)
                 ready.append(path)
                 grew = true
             }
         }
-        for path in ready {
-            items[path] = nil
-            links[path] = nil
+    }
+
+    /// While the deletes wait, a batch whose scan would cover a vanished note (a folder renamed, `mv a a2`, and a
+    /// note of it gone since, `a2/b.md`, whose new name the watch did not pair with it) waits too: its partial sync
+    /// would read the note's absence as a delete before the deletes settled. The folders above such a note, with what
+    /// they link to and what lies below them, stay for a later batch.
+    private func holdForVanished(_ taken: inout Set<String>, _ ready: inout [String], missing: [String]) {
+        let held = Self.held(among: taken, by: missing, links: links)
+        taken.subtract(held)
+        ready.removeAll { held.contains($0) }
+    }
+
+    /// The paths of `paths` that wait for the deletes of `missing` (``holdForVanished``): those above a missing
+    /// path, closed under `links` and what lies below them.
+    private static func held(among paths: Set<String>, by missing: [String], links: [String: String]) -> Set<String> {
+        var above = Set<String>()
+        for path in missing {
+            var end = path.endIndex
+            while let slash = path[..<end].lastIndex(of: "/") {
+                above.insert(String(path[..<slash]))
+                end = slash
+            }
         }
-        return ready.sorted()
+        var held = paths.intersection(above)
+        guard !held.isEmpty else { return held }
+        var grew = true
+        while grew {
+            grew = false
+            for (from, to) in links where held.contains(from) != held.contains(to) {
+                for path in [from, to] where paths.contains(path) && held.insert(path).inserted { grew = true }
+            }
+            for path in paths where !held.contains(path) && covered(path, by: held) {
+                held.insert(path)
+                grew = true
+            }
+        }
+        return held
     }
 
     /// Takes `paths` out (a command's sync took them, settled or not).
@@ -216,11 +265,16 @@ struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration
         let deletesSettle = missing.map(\.last).max().map { $0.advanced(by: deleteSettle) }
         let deletesHeldUntil = missing.map(\.first).min().map { $0.advanced(by: maxDeleteHold) }
         let deletes = [deletesSettle, deletesHeldUntil].compactMap { $0 }.min()
+        // The folders above a vanished note, and what goes with them, wait for the deletes (``holdForVanished``).
+        let vanished = items.filter { $0.value.size == nil && !isRenamedAway($0.key, $0.value) && !movesWithAFolder($0.key) }
+        let held = Self.held(among: Set(items.keys), by: Array(vanished.keys), links: links)
         return items.compactMap { path, item in
             // Waits for its folder's rename, which has a deadline of its own.
             if movesWithAFolder(path) { return nil }
             let quiet = item.last.advanced(by: quietPeriod(path))
-            guard item.size == nil, !isRenamedAway(path, item), let deletes else { return quiet }
+            guard let deletes, (item.size == nil && !isRenamedAway(path, item)) || held.contains(path) else {
+                return quiet
+            }
             return max(quiet, deletes)
         }.min()
     }

@@ -92,5 +92,20 @@ extension SimRegressionTests {
                     .init(3, .sync(nil, full: false)),
                     .init(2, .sync(nil, full: false))
                 ], watch: .init(seed: 14_101_441_250_104_242_283)))
+        // The same seed shrunk on the fixed settler: the two renames' events in other batches.
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .edit(.pool(3), .append, .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .sync(nil, full: true)),
+                    .init(2, .moveFolder(.pool(1), to: 5)),
+                    .init(2, .move(.existing(6), to: 5)),
+                    .init(2, .sync(nil, full: false))
+                ], watch: .init(seed: 14_101_441_250_104_242_283)))
     }
 }
