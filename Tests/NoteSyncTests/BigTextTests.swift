@@ -100,16 +100,21 @@ import Testing
         #expect(Int64(info.st_blocks) * 512 < 1 << 20, "\(info.st_blocks) blocks")
     }
 
-    /// A big text staged and published a piece at a time is stored as it is (not compressed) on a plain server,
-    /// opens with the whole reader, and streams back; an asset written whole (compressed) streams back too.
-    @Test(arguments: [false, true])
-    func aStreamedAssetOpensWithEveryReader(_ encrypted: Bool) throws {
-        let directory = try TempDirectory("bigtext-store")
+    /// A new server in a folder of its own (whatever the run's backend), encrypted or not, and a store of it.
+    static func folderServer(_ label: String, encrypted: Bool) throws -> (TempDirectory, ServerStore, Vault?) {
+        let directory = try TempDirectory(label)
         let root = directory.sub("server")
         let vault = encrypted ? Vault.generate() : nil
         try ServerStore.create(
             root: root, logger: testLogger, encryption: vault.map { ServerStore.NewVault(vault: $0, passphrase: "big text") })
-        let store = try ServerStore(root: root, device: "dev-a", logger: testLogger, vault: vault)
+        return (directory, try ServerStore(root: root, device: "dev-a", logger: testLogger, vault: vault), vault)
+    }
+
+    /// A big text staged and published a piece at a time is stored as it is (not compressed) on a plain server,
+    /// opens with the whole reader, and streams back; an asset written whole (compressed) streams back too.
+    @Test(arguments: [false, true])
+    func aStreamedAssetOpensWithEveryReader(_ encrypted: Bool) throws {
+        let (directory, store, _) = try Self.folderServer("bigtext-store", encrypted: encrypted)
         let text = Data(String(repeating: "a compressible line of a big note\n", count: 40_000).utf8)
         let note = directory.sub("note.md")
         try FileIO.createAndSync(note, text)
@@ -141,12 +146,7 @@ import Testing
     /// text; a byte changed, it does not.
     @Test(arguments: [false, true])
     func fsckChecksABigAssetAPieceAtATime(_ encrypted: Bool) throws {
-        let directory = try TempDirectory("bigtext-fsck")
-        let root = directory.sub("server")
-        let vault = encrypted ? Vault.generate() : nil
-        try ServerStore.create(
-            root: root, logger: testLogger, encryption: vault.map { ServerStore.NewVault(vault: $0, passphrase: "big text") })
-        let store = try ServerStore(root: root, device: "dev-a", logger: testLogger, vault: vault)
+        let (directory, store, vault) = try Self.folderServer("bigtext-fsck", encrypted: encrypted)
         let note = directory.sub("note.md")
         try FileIO.createAndSync(note, Self.noise(1 << 20, seed: 31))
         let (staged, _) = try #require(try store.stageBigText(at: note, scratch: directory.sub("uploads")))

@@ -47,34 +47,15 @@ extension S3Client {
             size == Int64(info.st_size)
         else { throw NoteSyncError(.io, path: path, "a staged asset is gone or changed", fix: "sync again") }
         let upload = Upload(path: path, size: size)
-        func settle() throws -> CreateOutcome? {
-            guard let object = try head(key) else { return nil }
+        let settle = { () throws -> CreateOutcome? in
+            guard let object = try self.head(key) else { return nil }
             return object.size == size ? .created : .exists
         }
-        var reason = ""
-        for attempt in 1...attempts {
-            let response: Response
-            do {
-                response = try send(
-                    "PUT", path: location.path(of: key), headers: [("If-None-Match", "*")], payloadHash: digest.hex,
-                    upload: upload)
-            } catch let failure as Transient {
-                if failure.sent, let outcome = try settle() { return outcome }
-                reason = failure.reason
-                pause(after: attempt, reason)
-                continue
-            }
-            switch response.status {
-            case 200, 201: return .created
-            case 412: return .exists
-            case 409, 429, 500...599:
-                if let outcome = try settle() { return outcome }
-                reason = "HTTP \(response.status)"
-                pause(after: attempt, reason)
-            default: throw refusal(response, key: key)
-            }
+        return try claim(key, settle: settle) {
+            try self.send(
+                "PUT", path: self.location.path(of: key), headers: [("If-None-Match", "*")], payloadHash: digest.hex,
+                upload: upload)
         }
-        throw unreachable(key, reason)
     }
 }
 

@@ -73,15 +73,26 @@ public final class S3Client: Sendable {
     /// sent, a 5xx) is settled by reading the key back: our bytes there mean created.
     public func createIfAbsent(_ key: String, _ data: Data) throws -> CreateOutcome {
         let hash = SigV4Signer.payloadHash(of: data)
+        let settle = { try self.settle(key, data) }
+        return try claim(key, settle: settle) {
+            try self.send(
+                "PUT", path: self.location.path(of: key), headers: [("If-None-Match", "*")], body: data, payloadHash: hash)
+        }
+    }
+
+    /// A conditional `PutObject` of `key` made by `put`, tried again as ``createIfAbsent(_:_:)`` says; `settle` tells
+    /// an outcome lost on the way (nil: the key is empty, try again).
+    func claim(
+        _ key: String, settle: () throws -> CreateOutcome?, _ put: () throws -> Response
+    ) throws -> CreateOutcome {
         var reason = ""
         for attempt in 1...attempts {
             let response: Response
             do {
-                response = try send(
-                    "PUT", path: location.path(of: key), headers: [("If-None-Match", "*")], body: data, payloadHash: hash)
+                response = try put()
             } catch let failure as Transient {
                 // Sent or not, we cannot tell (unless no connection was made): the key tells.
-                if failure.sent, let outcome = try settle(key, data) { return outcome }
+                if failure.sent, let outcome = try settle() { return outcome }
                 reason = failure.reason
                 pause(after: attempt, reason)
                 continue
@@ -91,7 +102,7 @@ public final class S3Client: Sendable {
             case 412: return .exists
             case 409, 429, 500...599:
                 // 409: another conditional write to the key is in flight (AWS); a 5xx may have stored it.
-                if let outcome = try settle(key, data) { return outcome }
+                if let outcome = try settle() { return outcome }
                 reason = "HTTP \(response.status)"
                 pause(after: attempt, reason)
             default: throw refusal(response, key: key)
