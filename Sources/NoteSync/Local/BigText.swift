@@ -7,7 +7,8 @@ import Synchronization
 /// holes where it is all zeros (docs/server-format.md, "Big texts"). So a sync holds a few pieces of it, whatever its
 /// size; smaller texts are read whole, which is faster.
 public enum BigText {
-    /// 8 MiB: a text up to this is read, encoded and written whole (two at once cost a sync some 40 MB at most).
+    /// A text up to this is read, encoded and written whole, which is faster and lets it be compressed and packed;
+    /// two are read at once on two cores, so this bounds what the whole texts cost a sync.
     public static let defaultThreshold: Int64 = 8 << 20
 
     /// The size from which a text streams: ``defaultThreshold``, or `NOTESYNC_BIG_TEXT_BYTES` (the integration
