@@ -400,7 +400,7 @@ public final class SyncEngine {
             }
             var plan = Self.plan(
                 scan: scan, bases: bases, zone: zone, deviceID: config.deviceID, similarity: similarity(store),
-                isIgnored: scanner.isIgnored, renameTime: RenameTimes(root: folder.root).time
+                isIgnored: scanner.isIgnored, waiting: scanner.waiting, renameTime: RenameTimes(root: folder.root).time
             ) { name, local, head, base in
                 historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
             }

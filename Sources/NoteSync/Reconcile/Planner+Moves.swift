@@ -43,7 +43,7 @@ extension SyncEngine {
         names: [RecordName], scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String,
         similarity: ((BaseRecord, LocalFile) -> Double?)?,
         renameTime: (_ from: RecordName, _ to: RecordName, LocalFile) -> Int64 = { _, _, file in file.fingerprint.ctime },
-        covered: inout CoveredNames
+        waiting: Set<RecordName> = [], covered: inout CoveredNames
     ) -> [Step] {
         // Cheap test first: nothing is gone here and nothing moved on the server (nearly every sync).
         let gone = names.filter { bases[$0] != nil && scan.files[$0] == nil && !scan.isUnreadable($0) }
@@ -205,9 +205,12 @@ extension SyncEngine {
             }
         }
 
-        // Renamed on the server: the note is renamed here to follow it.
+        // Renamed on the server: the note is renamed here to follow it. Not to a name that waits for its group's
+        // file (``CasePairs``): there the owner's file has that name; the old name is decided alone (the server's
+        // delete of it followed) and the record waits at the new one.
         for source in movedThere where !covered.contains(source) {
             guard let destination = destination(source), isFree(destination), knownAbsent(destination),
+                !waiting.contains(destination),
                 let file = scan.files[source], let base = bases[source]
             else { continue }
             add(

@@ -72,10 +72,14 @@ extension SyncEngine {
     /// scan passes its file over, so its base would read as a delete, and a change the server has for it would be
     /// written into a file the user took out of the sync. It is left as it is on both sides, its base kept, until
     /// the rule goes (then the note is decided against that base).
+    ///
+    /// `waiting` are the records that wait on a case-folding folder for their group's file (``CasePairs``): a note
+    /// renamed on the server to one of them is not renamed here (its file would take the owner's), it follows the
+    /// server's delete of its old name, and the record waits at its new name with its text on the server.
     public static func plan(
         scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String = "",
         similarity: ((BaseRecord, LocalFile) -> Double?)? = nil,
-        isIgnored: (RecordName) -> Bool = { _ in false },
+        isIgnored: (RecordName) -> Bool = { _ in false }, waiting: Set<RecordName> = [],
         renameTime: (_ from: RecordName, _ to: RecordName, LocalFile) -> Int64 = { _, _, file in file.fingerprint.ctime },
         historyBase: (RecordName, LocalFile, RecordHead, BaseRecord?) -> BaseRecord? = { _, _, _, _ in nil }
     ) -> [Step] {
@@ -116,7 +120,7 @@ extension SyncEngine {
         var covered = CoveredNames(names: names)
         var steps = planMoves(
             names: names, scan: scan, bases: bases, zone: zone, deviceID: deviceID, similarity: similarity,
-            renameTime: renameTime, covered: &covered)
+            renameTime: renameTime, waiting: waiting, covered: &covered)
         // Room for a step per name at once: a first sync plans one per note, and an array grown by doubling holds up
         // to twice that for a moment (a step is hundreds of bytes).
         steps.reserveCapacity(steps.count + max(0, names.count - covered.count))

@@ -191,4 +191,21 @@ import Testing
                     .init(0, .respell(.pool(5), variant: 4))
                 ], filesystems: [.plain, .plain, .plain, .caseFolding]))
     }
+
+    /// Carol's folding folder has `A/B.MD` (her note, synced); erin renames `note.md` to `a/b.md`. On carol the two
+    /// names are one file, owned by `A/B.MD`: `a/b.md` waits. The pulled rename was still planned, refused ("a file
+    /// has this name here now") at every sync, and carol kept `note.md` and its base for ever (soak seed
+    /// 4142363115645709544, shrunk). A rename to a name that waits is not followed: `note.md` takes the server's
+    /// delete, and `a/b.md` waits with its text on the server.
+    @Test func aPulledRenameToANameThatWaitsIsNotFollowed() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.spelled(1, variant: 7), .append, .inPlace)),
+                    .init(4, .edit(.existing(0), .changeLine(5), .inPlace)),
+                    .init(3, .sync(.race(at: 0, device: 4), full: false)),
+                    .init(4, .move(.existing(1), to: 1))
+                ], filesystems: [.plain, .plain, .caseFolding, .plain, .plain]))
+    }
 }
