@@ -563,6 +563,7 @@ extension SyncEngine {
         let root = folder.root
         // Read here, in the sync's task: a batch may be prepared on another thread.
         let bigText = BigText.threshold
+        let largest = BigText.largestStored ?? store.storage.largestFile
         // The moves first, all in the first entry (up to ``maxMovesPerEntry``): a folder renamed is one entry, seen
         // whole by every device. A move adds two small changes and no text the server lacks.
         let moves = pushes.lazy.filter { $0.moveFrom != nil }.count
@@ -576,7 +577,8 @@ extension SyncEngine {
             overlapped: pushes.count > batchSize && !FaultPoint.isActive,
             prepare: { [pushes, maxFileSize] range in
                 try Self.prepareBatch(
-                    pushes[range], root: root, store: store, progress: progress, maxFileSize: maxFileSize, bigText: bigText)
+                    pushes[range], root: root, store: store, progress: progress, maxFileSize: maxFileSize, bigText: bigText,
+                    largest: largest)
             },
             process: { prepared, range, isLast, writer in
                 // The packs' indexes a large sync read to find its texts (a rename's 50,000: 5 MB) are not held through
@@ -615,7 +617,7 @@ extension SyncEngine {
     /// `bigText` bytes (``BigText``) is staged a piece at a time, in its place among the others.
     private static func prepareBatch(
         _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?, maxFileSize: FileSizeLimit,
-        bigText: Int64
+        bigText: Int64, largest: Int64?
     ) throws -> PreparedBatch {
         var prepared = PreparedBatch(saves: [], deletes: [], staged: [])
         let saves = pushes.lazy.filter { $0.path != nil }.count
@@ -633,13 +635,21 @@ extension SyncEngine {
                 Result { () -> PreparedRead? in
                     let push = part[part.startIndex + offset]
                     guard let path = push.path else { return nil }
-                    // Grown past the limit since the scan: not read whole (the next scan warns about it).
-                    if let info = FileIO.lstatInfo(root + "/" + path) {
-                        if !maxFileSize.allows(Int64(info.st_size)) { return nil }
-                        if BigText.streams(Int64(info.st_size), threshold: bigText) { return .big(path) }
+                    // One note's refusal is its own: the others of the part are still read (a failure stops the map).
+                    do {
+                        // Grown past the limit since the scan: not read whole (the next scan warns about it).
+                        if let info = FileIO.lstatInfo(root + "/" + path) {
+                            if !maxFileSize.allows(Int64(info.st_size)) { return nil }
+                            if let largest, Int64(info.st_size) > largest {
+                                throw Self.tooBigForServer(root + "/" + path, size: Int64(info.st_size), largest: largest)
+                            }
+                            if BigText.streams(Int64(info.st_size), threshold: bigText) { return .big(path) }
+                        }
+                        guard let (data, fingerprint) = try FileIO.readStable(root + "/" + path) else { return nil }
+                        return .text(push.moveFrom == nil ? preparer.encoded(data) : preparer.named(data), fingerprint)
+                    } catch let error as NoteSyncError {
+                        return .refused(error)
                     }
-                    guard let (data, fingerprint) = try FileIO.readStable(root + "/" + path) else { return nil }
-                    return .text(push.moveFrom == nil ? preparer.encoded(data) : preparer.named(data), fingerprint)
                 }
             }
             var texts: [PreparedText] = []
@@ -654,6 +664,9 @@ extension SyncEngine {
                     }
                     switch read {
                     case nil: continue
+                    case .refused(let error):
+                        prepared.warnings.append(SyncWarning.note(push.name, error))
+                        continue
                     case .text(let text, let fingerprint):
                         texts.append(text)
                         bytes += text.ref.size
@@ -664,7 +677,7 @@ extension SyncEngine {
                         let big: (staged: StagedAssets, fingerprint: StatFingerprint)?
                         do {
                             big = try store.stageBigText(at: root + "/" + path, scratch: NotesFolder(root: root).uploads)
-                        } catch let error as NoteSyncError where error.path == root + "/" + path {
+                        } catch let error as NoteSyncError where error.path == root + "/" + path || error.errno == EFBIG {
                             prepared.warnings.append(SyncWarning.note(push.name, error))
                             continue
                         }
@@ -685,6 +698,16 @@ extension SyncEngine {
             progress?.add(part.count, bytes: bytes)
         }
         return prepared
+    }
+
+    /// The refusal of a note bigger than the server takes (``ServerStorage/largestFile``): it stays queued, said, and
+    /// the other notes sync.
+    static func tooBigForServer(_ path: String, size: Int64, largest: Int64) -> NoteSyncError {
+        NoteSyncError(
+            .usage, path: path,
+            "\(FileSizeLimit.format(size)), bigger than the server takes in one file (\(FileSizeLimit.format(largest))): "
+                + "left out of the sync; the other notes sync",
+            fix: "keep the file outside the notes folder or add it to .notesyncignore, or sync with a folder server")
     }
 
     /// How many of `pushes`, from its start, one part of a batch reads and stages: ``AssetPack/lookupBatch`` when
@@ -856,6 +879,8 @@ extension SyncEngine {
     enum PreparedRead {
         case text(PreparedText, StatFingerprint)
         case big(String)
+        /// The note could not be read or sent (``tooBigForServer(_:size:largest:)``, a read error): left queued.
+        case refused(NoteSyncError)
     }
 
     /// One batch of pushes, its notes read and its texts staged on the server (``ServerStore/stageAssets(_:)``), in

@@ -18,6 +18,10 @@ public enum BigText {
     private static let fromEnvironment: Int64? = ProcessInfo.processInfo.environment["NOTESYNC_BIG_TEXT_BYTES"]
         .flatMap { Int64($0) }.flatMap { $0 > 0 ? $0 : nil }
 
+    /// The biggest file the server takes, when a unit test binds one for its task (nil: the storage's own,
+    /// ``ServerStorage/largestFile``).
+    @TaskLocal public static var largestStored: Int64?
+
     /// How much of a big text is read, sealed, sent or written at once.
     static let pieceBytes = 1 << 20
 

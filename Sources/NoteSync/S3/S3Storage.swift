@@ -11,6 +11,8 @@ public final class S3Storage: ServerStorage {
     public let client: S3Client
     public var isNetwork: Bool { true }
     public var isObjectStore: Bool { true }
+    /// S3's limit on one `PutObject` (5 GiB): a big text is sent in one request (no multipart upload).
+    public var largestFile: Int64? { 5 << 30 }
     /// Requests in flight at once for a batch.
     let width: Int
 

@@ -64,6 +64,9 @@ public protocol ServerStorage: Sendable {
     var isNetwork: Bool { get }
     /// An object store: no folders, no temp files, no fsync; requests in flight at once, not cores, bound a batch.
     var isObjectStore: Bool { get }
+    /// The biggest file the storage takes (S3: one `PutObject`); nil when it sets no limit of its own. A note
+    /// bigger than that is left out of a sync with a warning, and the others sync.
+    var largestFile: Int64? { get }
 
     /// The file at `path`, or nil when there is none (or it cannot be examined).
     func info(_ path: String) -> StorageInfo?
@@ -131,6 +134,8 @@ public protocol ServerStorage: Sendable {
 }
 
 extension ServerStorage {
+    public var largestFile: Int64? { nil }
+
     /// Read whole, as one piece.
     public func readPieces(_ path: String, limit: Int, pieceBytes: Int, _ body: (Data) throws -> Bool) throws -> Bool? {
         guard let data = try read(path, limit: limit) else { return nil }
