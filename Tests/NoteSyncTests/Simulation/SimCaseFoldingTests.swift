@@ -208,4 +208,22 @@ import Testing
                     .init(4, .move(.existing(1), to: 1))
                 ], filesystems: [.plain, .plain, .caseFolding, .plain, .plain]))
     }
+
+    /// Carol, on the folding folder, makes `a/x/README` and syncs; bob, on a plain one, makes `a/x/readme` unsynced;
+    /// the server loses carol's entry. After the recovery the server has bob's `a/x/readme` only, and carol's
+    /// recovery takes her file as that record's (her text kept as a conflict copy), as for a note never synced. The
+    /// harness counted `a/x/README` a record for ever because it had once been on the server, and reported its
+    /// absence as a delete nobody made (soak seed 4142363115645707785, shrunk): names only a lost history had are
+    /// no longer taken as records once the server is recovered.
+    @Test func aNameOnlyALostEntryHadIsNotARecordAfterTheRecovery() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.spelled(2, variant: 1), .changeLine(0), .inPlace)),
+                    .init(2, .edit(.pool(2), .changeLine(1), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .serverFault(.loseEntry(fromEnd: 0)))
+                ], filesystems: [.plain, .plain, .caseFolding]))
+    }
 }

@@ -782,6 +782,10 @@ final class SimRunner {
         undecided.formUnion(model.events.map(\.note))
         checkerState = ZoneState()
         texts = [:]
+        // A name only the lost history had is no record now: a folding device's recovery takes a file of that name as
+        // the file of a server record of another case (``foldedAway(_:server:)``), as it does a name that never
+        // reached the server. Its text is still checked with every other line.
+        everOnServer = Set(try serverNotes(fresh: true).keys)
     }
 
     private func serverBack() throws {
