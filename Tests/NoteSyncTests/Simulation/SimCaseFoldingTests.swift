@@ -226,4 +226,22 @@ import Testing
                     .init(0, .serverFault(.loseEntry(fromEnd: 0)))
                 ], filesystems: [.plain, .plain, .caseFolding]))
     }
+
+    /// Dave, on the folding folder, makes `a/b.md`; erin makes `A/B.MD` and syncs; dave's sync (a save made during
+    /// it) takes his file as `A/B.MD`'s, his text a conflict copy; he then deletes the folder `a`. The oracle judged
+    /// no sync with a save during it, so it never noted `a/b.md` as taken by its twin, and read the user's delete of
+    /// the file as a delete nobody made of `a/b.md` (soak seed 4142363115645708231, shrunk): a folding device's
+    /// sync notes the names it took whether or not it is judged.
+    @Test func aNameTakenByItsTwinInASyncWithASaveDuringIt() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000,
+                steps: [
+                    .init(3, .edit(.existing(1), .changeLine(0), .inPlace)),
+                    .init(4, .edit(.spelled(1, variant: 7), .changeLine(5), .inPlace)),
+                    .init(4, .sync(nil, full: false)),
+                    .init(3, .sync(.userEdit(at: 9, .pool(0)), full: false)),
+                    .init(3, .deleteFolder(.pool(2)))
+                ], filesystems: [.plain, .plain, .plain, .caseFolding, .plain]))
+    }
 }

@@ -1076,6 +1076,13 @@ final class SimRunner {
             device.needFull = true
             return
         }
+        if folds(device) && !serverHistoryBroken && !report.offline {
+            // The sync took each file made here beside a server record of another case as that record's
+            // (``foldedAway(_:server:)``), whether or not it is judged now: a save during it, or a race, leaves it
+            // unjudged, and a later delete of the file by its user must not read as a delete of the name made here.
+            let server = try serverNotes()
+            for name in everSeen where foldedAway(name, server: server) { foldedNames.insert(name) }
+        }
         if edited != nil || raced {
             // A save the sync may or may not have seen, or another device's commits after its last fetch: it may
             // not have all the server has. Nothing to check until the next sync.
