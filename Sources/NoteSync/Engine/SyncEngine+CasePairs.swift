@@ -90,12 +90,15 @@ extension SyncEngine {
         return previous.keys.filter { outcome.waiting[$0] == nil }.sorted()
     }
 
-    /// The waiting records that one record of their group is left for by the bases and `heads` alone (the owner
-    /// renamed or deleted by the sync that just executed): the sync plans them in one more round.
+    /// The waiting records that one record of their group is left for by the bases and `heads` alone, or whose
+    /// owner is no record any more (renamed or deleted by the sync that just executed: its file went with it, and
+    /// one of the others takes the name's place): the sync plans them in one more round.
     func releasedCasePairs(bases: RecordTable<BaseRecord>, heads: RecordTable<RecordHead>, waiting: Set<RecordName>)
-        -> [RecordName]
+        throws -> [RecordName]
     {
         guard !waiting.isEmpty else { return [] }
+        let owners = try storedCaseWaiting()
+        func isRecord(_ name: RecordName) -> Bool { bases[name] != nil || heads[name].map { !$0.deleted } == true }
         let folds = Set(waiting.map(CasePairs.fold))
         var records: [String: Int] = [:]
         func count(_ name: RecordName) {
@@ -104,7 +107,7 @@ extension SyncEngine {
         }
         for name in bases.keys { count(name) }
         for (name, head) in heads where !head.deleted && bases[name] == nil { count(name) }
-        return waiting.filter { (records[CasePairs.fold($0)] ?? 0) <= 1 }.sorted()
+        return waiting.filter { (records[CasePairs.fold($0)] ?? 0) <= 1 || owners[$0].map(isRecord) == false }.sorted()
     }
 
     /// The records that waited at the last sync, each with the owner of its group (``MetaKey/caseWaiting``).

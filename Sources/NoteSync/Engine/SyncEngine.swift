@@ -431,7 +431,7 @@ public final class SyncEngine {
                 // A note that waited for its group's file (``CasePairs``) is planned once the owner left: no event
                 // or poll names it, and the next sync might be far off.
                 let released =
-                    foldsCase ? releasedCasePairs(bases: bases, heads: zone.heads, waiting: scanner.waiting) : []
+                    foldsCase ? try releasedCasePairs(bases: bases, heads: zone.heads, waiting: scanner.waiting) : []
                 guard !released.isEmpty, round < options.maxRounds else { return }
                 scan = try scanner.scan(bases: bases, only: released.map(\.string), namesUnder: namesUnder)
                 continue

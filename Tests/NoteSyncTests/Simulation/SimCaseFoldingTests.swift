@@ -265,4 +265,22 @@ import Testing
                     .init(2, .sync(nil, full: true))
                 ], filesystems: [.plain, .plain, .caseFolding, .plain]))
     }
+
+    /// Dave's folding folder has `NOTE.MD` (his, synced); alice makes `Note.md` and `note.md`, which wait there; bob
+    /// renames `NOTE.MD` away. Dave's sync followed the rename, and the two still waited for an owner gone with its
+    /// file: neither was in his folder until a later sync (soak seed 7000123456999, shrunk). A waiting name whose
+    /// owner is no record any more is planned in one more round, where one of them takes the file.
+    @Test func aPairWaitingForAnOwnerRenamedAwayTakesTheFile() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 5, clockStep: 1_000_000,
+                steps: [
+                    .init(3, .edit(.spelled(0, variant: 3), .rewrite(lines: 4), .inPlace)),
+                    .init(0, .edit(.spelled(0, variant: 0), .changeLine(4), .inPlace)),
+                    .init(4, .sync(.race(at: 2, device: 3), full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .move(.existing(3), to: 3)),
+                    .init(0, .edit(.pool(0), .rewrite(lines: 2), .inPlace))
+                ], filesystems: [.plain, .plain, .plain, .caseFolding, .plain]))
+    }
 }
