@@ -245,27 +245,6 @@ import Testing
                 ], filesystems: [.plain, .plain, .plain, .caseFolding, .plain]))
     }
 
-    /// Carol's folding folder has `DEEP.TXT` (hers, synced) and the server dave's `deep.txt`, which waits there; carol
-    /// edits the note with emacs through the name `deep.txt`: the save writes the file anew, spelled `deep.txt`. The
-    /// full scan went by the listing, gave the file to the waiting `deep.txt` and set `DEEP.TXT` waiting: the edit
-    /// was not queued while offline, and the next sync pushed a delete of `DEEP.TXT` (soak seed
-    /// 4142363115645709556, shrunk). The last sync's owner keeps the group's one file under any spelling.
-    @Test func anEditorsSaveUnderTheTwinsSpellingStaysTheOwnersEdit() {
-        _ = Self.expectClean(
-            SimSchedule(
-                deviceCount: 4, clockStep: 1_000_000,
-                steps: [
-                    .init(2, .edit(.spelled(3, variant: 5), .changeLine(0), .inPlace)),
-                    .init(3, .edit(.existing(3), .changeLine(0), .inPlace)),
-                    .init(2, .sync(nil, full: false)),
-                    .init(1, .sync(.race(at: 8, device: 3), full: false)),
-                    .init(2, .approveDeletes),
-                    .init(2, .edit(.pool(3), .changeLine(3), .emacs)),
-                    .init(2, .serverDown),
-                    .init(2, .sync(nil, full: true))
-                ], filesystems: [.plain, .plain, .caseFolding, .plain]))
-    }
-
     /// Dave's folding folder has `NOTE.MD` (his, synced); alice makes `Note.md` and `note.md`, which wait there; bob
     /// renames `NOTE.MD` away. Dave's sync followed the rename, and the two still waited for an owner gone with its
     /// file: neither was in his folder until a later sync (soak seed 7000123456999, shrunk). A waiting name whose
