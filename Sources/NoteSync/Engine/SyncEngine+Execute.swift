@@ -656,15 +656,11 @@ extension SyncEngine {
             var bytes: Int64 = 0
             for (offset, push) in part.enumerated() {
                 if push.path != nil {
-                    // A note that cannot be read now is left queued and said; the others are committed.
-                    let read: PreparedRead?
-                    do { read = try reads[offset]!.get() } catch let error as NoteSyncError {
-                        prepared.warnings.append(SyncWarning.note(push.name, error))
-                        continue
-                    }
-                    switch read {
+                    // Only an error that is no note's own fails the map (and comes before the slots it left unread).
+                    switch try reads[offset]!.get() {
                     case nil: continue
                     case .refused(let error):
+                        // A note that cannot be read or sent now is left queued and said; the others are committed.
                         prepared.warnings.append(SyncWarning.note(push.name, error))
                         continue
                     case .text(let text, let fingerprint):
