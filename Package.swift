@@ -21,7 +21,13 @@ let package = Package(
         .executable(name: "notesync", targets: ["NoteSyncCLI"]),
         // The tests' and the benchmark's load generators, kept out of the user's binary.
         .executable(name: "notesync-load", targets: ["NoteSyncLoad"]),
-        .library(name: "NoteSync", targets: ["NoteSync"])
+        .library(
+            name: "NoteSync",
+            targets: [
+                "NoteSyncSupport", "NoteSyncCrypto", "NoteSyncDiff", "NoteSyncModel", "NoteSyncLocal", "NoteSyncServer",
+                "NoteSyncReconcile", "NoteSyncEngine", "NoteSyncAgent"
+            ]
+        )
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -42,33 +48,113 @@ let package = Package(
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CDeflate", path: "Sources/CDeflate", providers: [.apt(["libdeflate-dev"])]),
         .target(name: "CSyscalls", path: "Sources/CSyscalls", cSettings: buildCommitSettings),
+        // The layers, bottom up: each target depends only on those below it, so a reference the wrong way does not
+        // compile. docs/README.md ("The layers") says what each holds and why it sits where it does.
         .target(
-            name: "NoteSync",
+            name: "NoteSyncSupport",
+            dependencies: ["CSyscalls", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NoteSyncCrypto",
+            dependencies: [
+                "NoteSyncSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto")
+            ],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NoteSyncDiff", dependencies: ["NoteSyncSupport"], exclude: ["README.md"],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "NoteSyncModel", dependencies: ["NoteSyncSupport", "NoteSyncCrypto"], exclude: ["README.md"],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "NoteSyncLocal",
             dependencies: [
                 "CSyscalls",
-                "CInotifyTools",
-                "CZlib",
-                "CDeflate",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                "NoteSyncSupport",
+                "NoteSyncCrypto",
+                "NoteSyncModel",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log")
+            ],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NoteSyncServer",
+            dependencies: [
+                "CZlib",
+                "CDeflate",
+                "NoteSyncSupport",
+                "NoteSyncCrypto",
+                "NoteSyncModel",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio")
             ],
+            exclude: ["README.md"],
             swiftSettings: swiftSettings,
             // libdeflate is linked in (libdeflate-dev's libdeflate.a, position-independent): the binary runs on a
             // machine without libdeflate0, as it runs without Swift.
             linkerSettings: [.linkedLibrary(":libdeflate.a", .when(platforms: [.linux]))]
         ),
+        .target(
+            name: "NoteSyncReconcile",
+            dependencies: ["NoteSyncSupport", "NoteSyncDiff", "NoteSyncModel"],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NoteSyncEngine",
+            dependencies: [
+                "NoteSyncSupport",
+                "NoteSyncCrypto",
+                "NoteSyncDiff",
+                "NoteSyncModel",
+                "NoteSyncLocal",
+                "NoteSyncServer",
+                "NoteSyncReconcile",
+                .product(name: "Logging", package: "swift-log")
+            ],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NoteSyncAgent",
+            dependencies: [
+                "CInotifyTools",
+                "NoteSyncSupport",
+                "NoteSyncModel",
+                "NoteSyncLocal",
+                "NoteSyncServer",
+                "NoteSyncEngine",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+            ],
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "NoteSyncCLI",
             dependencies: [
-                "NoteSync",
+                "NoteSyncSupport",
+                "NoteSyncCrypto",
+                "NoteSyncDiff",
+                "NoteSyncModel",
+                "NoteSyncLocal",
+                "NoteSyncServer",
+                "NoteSyncReconcile",
+                "NoteSyncEngine",
+                "NoteSyncAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -110,7 +196,11 @@ let package = Package(
         .executableTarget(
             name: "NoteSyncLoad",
             dependencies: [
-                "NoteSync",
+                "NoteSyncSupport",
+                "NoteSyncModel",
+                "NoteSyncLocal",
+                "NoteSyncServer",
+                "NoteSyncEngine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log")
             ],
@@ -119,13 +209,31 @@ let package = Package(
         // The fuzz targets' checking functions: a normal library, so the unit tests replay the fuzz corpus.
         .target(
             name: "NoteSyncFuzz",
-            dependencies: ["NoteSync"],
+            dependencies: [
+                "NoteSyncSupport",
+                "NoteSyncCrypto",
+                "NoteSyncDiff",
+                "NoteSyncModel",
+                "NoteSyncLocal",
+                "NoteSyncServer",
+                "NoteSyncReconcile",
+                "NoteSyncEngine",
+                "NoteSyncAgent"
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "NoteSyncTests",
             dependencies: [
-                "NoteSync",
+                "NoteSyncSupport",
+                "NoteSyncCrypto",
+                "NoteSyncDiff",
+                "NoteSyncModel",
+                "NoteSyncLocal",
+                "NoteSyncServer",
+                "NoteSyncReconcile",
+                "NoteSyncEngine",
+                "NoteSyncAgent",
                 "NoteSyncFuzz",
                 "CSyscalls",
                 .product(name: "PropertyBased", package: "swift-property-based"),
@@ -136,7 +244,17 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["NoteSync"],
+            dependencies: [
+                "NoteSyncSupport",
+                "NoteSyncCrypto",
+                "NoteSyncDiff",
+                "NoteSyncModel",
+                "NoteSyncLocal",
+                "NoteSyncServer",
+                "NoteSyncReconcile",
+                "NoteSyncEngine",
+                "NoteSyncAgent"
+            ],
             swiftSettings: swiftSettings
         )
     ]
@@ -147,7 +265,7 @@ let package = Package(
 // The code under test is optimized there (-O in a debug build: 10-20x the executions of -Onone, while
 // `-c release` lost the coverage feedback).
 if Context.environment["NOTESYNC_FUZZ"] == "1" {
-    for target in package.targets where target.name == "NoteSync" || target.name == "NoteSyncFuzz" {
+    for target in package.targets where target.name.hasPrefix("NoteSync") && target.type == .regular {
         target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"])]
     }
     package.products.append(.executable(name: "notesync-fuzz", targets: ["NoteSyncFuzzer"]))

@@ -1,6 +1,14 @@
 import ArgumentParser
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// `notesync config`: shows a notes folder's settings, and sets those given. They are kept in the local state (never
 /// synced): each device has its own.

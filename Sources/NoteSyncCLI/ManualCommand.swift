@@ -1,6 +1,14 @@
 import ArgumentParser
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// `notesync generate-manual DIR` (hidden): writes the manual pages, made from the command definitions
 /// (``ManualPage``), one per command. `scripts/install` runs it.

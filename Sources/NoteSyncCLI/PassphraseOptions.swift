@@ -1,7 +1,15 @@
 import ArgumentParser
 import Foundation
 import Logging
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// Where the passphrase of an encrypted server comes from: `--passphrase-file`, else `NOTESYNC_PASSPHRASE`, else a
 /// prompt on the terminal (echo off). Never from an argument: it would show in `ps` and the shell's history.

@@ -1,5 +1,13 @@
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// The one updating line a long sync or `init` shows on a terminal (stderr): drawn from its own thread, first after
 /// a second (a short sync shows nothing), then five times a second, and cleared at the end. The work only bumps

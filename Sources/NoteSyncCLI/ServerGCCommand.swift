@@ -1,6 +1,14 @@
 import ArgumentParser
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// A duration option: `30d`, `1h`, `90m`, `2w`, `1y`, `0`, or seconds.
 struct Duration: ExpressibleByArgument {

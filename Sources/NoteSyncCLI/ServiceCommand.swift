@@ -1,6 +1,14 @@
 import ArgumentParser
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// `notesync service install|uninstall|status`: the agent as a systemd user service, one instance of the template
 /// unit `notesync@.service` per notes folder, named by the folder's path (`systemd-escape --path`).

@@ -1,6 +1,14 @@
 import ArgumentParser
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 struct SyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,5 +1,13 @@
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// Fuzzes the `.notesyncignore` parser and matcher with an input split into `rules NUL path NUL path …`.
 ///
@@ -72,7 +80,7 @@ enum IgnoreFuzz {
     }
 
     static func checkPath(_ path: String, _ rules: IgnoreRules) throws(FuzzViolation) {
-        let agentOwned = FuzzTarget.components(path, omittingEmpty: true).contains(where: IgnoreRules.isAgentOwned)
+        let agentOwned = FuzzTarget.components(path, omittingEmpty: true).contains(where: ReservedNames.isAgentOwned)
         for isDirectory in [false, true] {
             let shown = FuzzViolation.show(path)
             let ignoredPath = rules.isIgnoredPath(path, isDirectory: isDirectory)

@@ -1,5 +1,13 @@
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// Fuzzes `RecordName`, the one path validator: whatever it accepts must be safe to use as a path under the
 /// notes folder and must be the only spelling of that name.
@@ -68,7 +76,7 @@ enum NameFuzz {
                 component.utf8.count <= RecordName.maxComponentBytes,
                 "\(shown) has a component longer than \(RecordName.maxComponentBytes) bytes")
             try FuzzViolation.require(
-                !IgnoreRules.isAgentOwned(component), "\(shown) names the agent's own state or temp files")
+                !ReservedNames.isAgentOwned(component), "\(shown) names the agent's own state or temp files")
         }
         for scalar in string.unicodeScalars {
             try FuzzViolation.require(

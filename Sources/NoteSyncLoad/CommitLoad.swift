@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
-import NoteSync
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncServer
+import NoteSyncSupport
 
 /// Commits as fast as it can to a server, many commits touching a small set of shared records: the load of the
 /// multi-process concurrency tests. Appends `seq commit-id` of every commit it won to --out.

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
-import NoteSync
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncServer
+import NoteSyncSupport
 
 /// A server's history written in simulated time, then gc: the benchmark's "server over time" figures (scripts/bench).
 /// An hour of autosave, a year of daily writing, or a big log for gc's time, written through the library with each

@@ -1,6 +1,14 @@
 import Foundation
 import Logging
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 import Testing
 
 /// A folder renamed under two real agents is committed as moves, however the agent receives the watch's events.

@@ -1,6 +1,14 @@
 import Foundation
 import Logging
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 import Testing
 
 /// Process-level chaos: real `notesync` processes on real folders (three devices, one server folder), killed
@@ -177,7 +185,7 @@ import Testing
                         path.hasPrefix(".notesync/")
                             ? path.hasPrefix(".notesync/staging/") && !path.hasSuffix("/")
                                 && FileIO.lstatInfo(folder(device) + "/" + path).map { ($0.st_mode & S_IFMT) == S_IFREG } == true
-                            : (path as NSString).lastPathComponent.hasPrefix(IgnoreRules.agentTempPrefix)
+                            : (path as NSString).lastPathComponent.hasPrefix(ReservedNames.agentTempPrefix)
                     }
                 #expect(temps.isEmpty, "\(who) keeps temp files: \(temps)")
             }

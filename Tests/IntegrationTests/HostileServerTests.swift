@@ -1,5 +1,13 @@
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 import Testing
 
 /// Two devices synced through a server into which hostile or broken files are then planted by hand.

@@ -1,5 +1,13 @@
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 import Testing
 
 /// The permission bits (and setgid) of `path`.

@@ -1,5 +1,13 @@
 import Foundation
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 
 /// The `notesync` binary under test: `$NOTESYNC_BIN` (scripts/test sets it), else next to the test bundle.
 func notesyncBinary() throws -> String {

@@ -1,6 +1,14 @@
 import Foundation
 import Logging
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 import Testing
 
 /// A real S3 service on loopback for one test: moto's server, or SeaweedFS (`weed server -s3`, with an identity

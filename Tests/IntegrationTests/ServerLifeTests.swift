@@ -1,6 +1,14 @@
 import Foundation
 import Logging
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 import Testing
 
 /// A server over its whole life, through the real binary: unmounted and made again, restored from an older copy,

@@ -1,6 +1,14 @@
 import Foundation
 import Logging
-import NoteSync
+import NoteSyncAgent
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncEngine
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
 import Testing
 
 /// The server on a real network folder: a real sshd on loopback and real sshfs mounts of one folder, with devices

@@ -2,7 +2,15 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// A claim of a log slot that fails with an error other than "taken" is settled by reading the slot back: NFS and
 /// sshfs can report a failure for a link or rename that the server carried out (the reply was lost).

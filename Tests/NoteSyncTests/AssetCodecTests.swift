@@ -3,7 +3,15 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// Compressed assets (format 3): stored compressed where that pays, always named and checked by the text's digest.
 @Suite struct AssetCodecTests {

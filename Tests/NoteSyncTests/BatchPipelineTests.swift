@@ -2,7 +2,15 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The batching of commits (BatchPipeline): batches in order, the next one prepared while one is processed, writes
 /// one at a time and in order, everything finished before it returns or throws.

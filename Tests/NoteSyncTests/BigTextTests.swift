@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// Big texts (``BigText``) go the streaming way end to end: read, hashed, sealed, staged and sent a piece at a time,
 /// and read back, opened, verified and written a piece at a time. The threshold is lowered for these tests (a task
@@ -282,7 +290,7 @@ import Testing
         let harness = try SyncHarness(deviceCount: 1)
         try harness.write(0, "big.md", Data("the note\n".utf8))
         _ = try harness.sync(0)
-        let staging = harness.devices[0].folder.staging + "/" + IgnoreRules.agentTempPrefix + "0123456789abcdef"
+        let staging = harness.devices[0].folder.staging + "/" + ReservedNames.agentTempPrefix + "0123456789abcdef"
         try FileIO.makeDirectories(staging)
         let partial = staging + "/big.md" + PieceWriter.partialSuffix
         try FileIO.createAndSync(partial, Self.noise(100_000, seed: 9))

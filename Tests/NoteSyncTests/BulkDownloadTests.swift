@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// Many notes new on a device (a first sync) are written in bulk: temps, one flush, no-replace renames, one flush
 /// (``NoteApplier/writeNew(_:)``). The property tests use few notes, so the bulk path is checked here.
@@ -29,8 +37,8 @@ import Testing
         #expect(try harness.modifiedTimes(1) == harness.modifiedTimes(0))
         let server = try harness.serverNotes()
         for (note, time) in try harness.modifiedTimes(1) { #expect(server[note]?.modified == time, "\(note)") }
-        let litter = try SyncHarness.walk(harness.devices[1].folder.root, skipTopLevel: IgnoreRules.stateDirectoryName)
-            .map(\.0).filter { $0.contains(IgnoreRules.agentTempPrefix) }
+        let litter = try SyncHarness.walk(harness.devices[1].folder.root, skipTopLevel: ReservedNames.stateDirectoryName)
+            .map(\.0).filter { $0.contains(ReservedNames.agentTempPrefix) }
         #expect(litter.isEmpty, "temp files left: \(litter)")
 
         for device in [0, 1] {

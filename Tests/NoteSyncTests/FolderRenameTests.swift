@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// A notes folder without `RENAME_EXCHANGE`, `RENAME_NOREPLACE` and hard links (exFAT, vfat): every way a file is
 /// put into it works, and no note is ever missing from the folder at the end (the steps are taken away with
@@ -164,7 +172,7 @@ import Testing
         _ = try harness.sync(0)
         let staging = harness.devices[0].folder.staging
         func leave(_ token: String, _ text: String) throws {
-            let folder = staging + "/" + IgnoreRules.agentTempPrefix + token
+            let folder = staging + "/" + ReservedNames.agentTempPrefix + token
             try FileIO.makeDirectories(folder)
             try writeFile(folder + "/a.md" + FolderRename.probeSuffix, Data(text.utf8))
         }

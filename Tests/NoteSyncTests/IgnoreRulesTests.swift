@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 private func rules(_ text: String) throws -> IgnoreRules {
     try IgnoreRules(userRules: text)
@@ -66,8 +74,8 @@ struct BuiltInIgnoreRulesTests {
         #expect(IgnoreRules.builtIn.isIgnoredPath(".notesync/state.db", isDirectory: false))
         #expect(IgnoreRules.builtIn.isIgnoredPath(".notesync/trash/a.md", isDirectory: false))
         #expect(IgnoreRules.builtIn.isIgnored(".notesync", isDirectory: true))
-        #expect(IgnoreRules.isAgentOwned(IgnoreRules.agentTempPrefix + "x"))
-        #expect(!IgnoreRules.isAgentOwned(IgnoreRules.fileName))
+        #expect(ReservedNames.isAgentOwned(ReservedNames.agentTempPrefix + "x"))
+        #expect(!ReservedNames.isAgentOwned(IgnoreRules.fileName))
     }
 
     /// A folder that differs from the state directory only in case (or in what vfat and CIFS strip) is notesync's

@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// A clean merge written while the user saves the note again: the applier keeps the user's save as a conflict copy
 /// beside the merged note. That copy is a conflict like any other: recorded (`notesync conflicts` lists it),

@@ -2,7 +2,15 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The tie rules of rename detection (``MoveMatcher``): deterministic, one partner each, text first.
 @Suite struct MoveMatcherTests {
@@ -60,12 +68,12 @@ import Testing
         await propertyCheck(count: 200, input: Gen.int(in: 0...10_000).array(of: 0...60)) { keys in
             var seen = Set<Int>()
             var steps = keys.filter { seen.insert($0).inserted }.map { key in
-                SyncEngine.Step(
+                Step(
                     name: Self.name("n\(key).md"), local: nil, base: nil, decision: key % 2 == 0 ? .nothing : .adopt(nil),
                     move: key % 3 == 0 ? MovePlan(source: Self.name("o\(key).md"), serverDevice: nil) : nil)
             }
             let expected = steps.sorted { $0.name < $1.name }
-            SyncEngine.sortByName(&steps)
+            Planner.sortByName(&steps)
             #expect(steps.map(\.name) == expected.map(\.name))
             #expect(steps.map(\.decision) == expected.map(\.decision))
             #expect(steps.map { $0.move?.source } == expected.map { $0.move?.source })
@@ -78,7 +86,7 @@ import Testing
         await propertyCheck(count: 200, input: Gen.int(in: 0...30).array(of: 0...60)) { keys in
             var names = keys.map { Self.name("n\($0).md") }
             let expected = Set(names).sorted()
-            SyncEngine.sortUnique(&names)
+            Planner.sortUnique(&names)
             #expect(names == expected)
         }
     }
@@ -89,8 +97,8 @@ import Testing
         let input = zip(Gen.int(in: 0...40).array(of: 0...30), Gen.int(in: 0...60).array(of: 0...40))
         await propertyCheck(count: 200, input: input) { planned, inserted in
             var names = planned.map { Self.name("n\($0).md") }
-            SyncEngine.sortUnique(&names)
-            var covered = SyncEngine.CoveredNames(names: names)
+            Planner.sortUnique(&names)
+            var covered = Planner.CoveredNames(names: names)
             var expected = Set<RecordName>()
             for key in inserted {
                 let name = Self.name("n\(key).md")
@@ -378,7 +386,7 @@ import Testing
             }
             var dictionary: [UInt64: ContentDigest] = [:]
             for file in gone.sorted(by: { $0.name < $1.name }).reversed() { dictionary[file.inode] = file.digest }
-            let files = SyncEngine.GoneFiles(gone)
+            let files = Planner.GoneFiles(gone)
             #expect(files.isEmpty == dictionary.isEmpty)
             for inode in UInt64(0)...21 { #expect(files.digest(ofInode: inode) == dictionary[inode]) }
         }

@@ -2,7 +2,15 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// Packs (formats 5 and 6, ``AssetPack``): a batch's texts in a few files, read, reused, checked and collected as loose
 /// assets are.
@@ -589,8 +597,8 @@ final class RacingStorage: ServerStorage, @unchecked Sendable {
     func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {
         try base.stage(data, device: device, suffix: suffix, sync: sync)
     }
-    func packSink(device: String) throws -> any AssetPack.Sink { try base.packSink(device: device) }
-    func stagingSink(device: String, suffix: String) throws -> any AssetPack.Sink {
+    func packSink(device: String) throws -> any StagingSink { try base.packSink(device: device) }
+    func stagingSink(device: String, suffix: String) throws -> any StagingSink {
         sinking(suffix)
         return try base.stagingSink(device: device, suffix: suffix)
     }

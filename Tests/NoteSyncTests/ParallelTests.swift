@@ -2,7 +2,15 @@ import CSyscalls
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// ``Parallel/map(_:serialBelow:_:)``: results in index order; a failure stops its own chunk, and the caller
 /// sees which slots ran (to clean up after them).

@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The plan is a list of resolved steps (``SyncEngine/Action``), worked out once: the dry run describes that list
 /// and the sync does it, so what a dry run says (the merge, the winner, the conflict copy's name) is what the sync
@@ -77,12 +85,12 @@ import Testing
         let bases = try device.state.bases()
         var zone = try device.state.zoneState()
         _ = try store.fetch(into: &zone)
-        let scan = try Scanner(root: device.folder.root, rules: try device.folder.ignoreRules()).scan(bases: bases, only: nil)
-        var plan = SyncEngine.plan(scan: scan, bases: bases, zone: zone)
+        let scan = try FolderScanner(root: device.folder.root, rules: try device.folder.ignoreRules()).scan(bases: bases, only: nil)
+        var plan = Planner.plan(scan: scan, bases: bases, zone: zone)
         var report = SyncReport(dryRun: true)
         try engine.resolve(&plan, scan: scan, bases: bases, zone: zone, store: store, report: &report)
 
-        func action(_ name: String) -> SyncEngine.Action? { plan.first { $0.name.string == name }?.action }
+        func action(_ name: String) -> Action? { plan.first { $0.name.string == name }?.action }
         if case .writeMerged(let text, _)? = action("merge.md") {
             #expect(text == Data("one there\ntwo\nthree here\n".utf8))
         } else {

@@ -3,7 +3,15 @@ import Foundation
 import NIOCore
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// What the S3 client reads from answers without a service: dates, and which failures mean a request never left.
 @Suite struct S3ClientTests {

@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The scan's own rules, apart from the sync around it.
 @Suite struct ScannerTests {
@@ -14,7 +22,7 @@ import Testing
         try writeFile(root + "/sub/real.md", Data("real\n".utf8))
         #expect(symlink(root + "/sub/real.md", root + "/sub/link.md") == 0)
         #expect(mkfifo(root + "/pipe.md", 0o600) == 0)
-        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:], only: nil)
+        let scan = try FolderScanner(root: root, rules: .builtIn).scan(bases: [:], only: nil)
         let paths = scan.warnings.filter { $0.kind == .notANote }.compactMap(\.path).sorted()
         #expect(paths == ["pipe.md", "sub/link.md"], "\(scan.warnings)")
     }
@@ -84,7 +92,7 @@ import Testing
             try writeFile(folder + "/plain.md", Data("plain\n".utf8))
         }
         try writeFile(root + "/sub/alone-e\u{301}.md", Data("alone\n".utf8))
-        let scanner = Scanner(root: root, rules: .builtIn)
+        let scanner = FolderScanner(root: root, rules: .builtIn)
 
         for only in [nil, ["sub"]] as [[String]?] {
             let scan = try scanner.scan(bases: [:], only: only)
@@ -117,7 +125,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: root + "/.NoteSync", withIntermediateDirectories: true)
         try writeFile(root + "/.NoteSync/state.sqlite", Data("not a note\n".utf8))
         try writeFile(root + "/note.md", Data("note\n".utf8))
-        let scanner = Scanner(root: root, rules: .builtIn)
+        let scanner = FolderScanner(root: root, rules: .builtIn)
         for only in [nil, [".NoteSync"], [".NoteSync/state.sqlite"]] as [[String]?] {
             let scan = try scanner.scan(bases: [:], only: only)
             #expect(scan.files.keys.allSatisfy { $0.string == "note.md" }, "\(String(describing: only))")
@@ -136,7 +144,7 @@ import Testing
             try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
             try writeFile(root + "/" + folder + "/n.md", Data(folder.utf8))
         }
-        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:])
+        let scan = try FolderScanner(root: root, rules: .builtIn).scan(bases: [:])
         #expect(Set(scan.files.keys) == [try name("caf\u{E9}/n.md"), try name("other/n.md")])
         // Walk order is byte order: "cafe" + U+0301 comes before "caf" + U+00E9.
         #expect(scan.files[try name("caf\u{E9}/n.md")]?.path == "cafe\u{301}/n.md")
@@ -160,7 +168,7 @@ import Testing
         }
         try writeFile(root + "/K.md", Data("ascii\n".utf8))
         try writeFile(root + "/\u{212A}.md", Data("kelvin\n".utf8))
-        let scanner = Scanner(root: root, rules: .builtIn)
+        let scanner = FolderScanner(root: root, rules: .builtIn)
         let full = try scanner.scan(bases: [:])
         let cases: [[String]] = [
             [composed + ".md"], [decomposed + ".md"], [composed + ".md", decomposed + ".md"], [composed + "/n.md"],
@@ -207,7 +215,7 @@ import Testing
                 paths.append(decomposed)
             }
         }
-        let scanner = Scanner(root: root, rules: .builtIn)
+        let scanner = FolderScanner(root: root, rules: .builtIn)
         var listings = FolderListings(root: root)
         for path in paths {
             var alone = FolderListings(root: root)
@@ -252,7 +260,7 @@ import Testing
                 try RecordName(validating: "gone/only-stored.md"),
                 BaseRecord(tag: 1, digest: .empty, size: 0, modified: 1, fingerprint: nil))
         }
-        let scanner = Scanner(root: root, rules: .builtIn)
+        let scanner = FolderScanner(root: root, rules: .builtIn)
         let index: (String) -> [RecordName]? = { try? state.baseNames(under: $0) }
         for paths in [["a/b"], ["gone"], ["a/b", "gone", "a"], ["a/bé"], (0..<10).map { "gone/\($0)" } + ["a/b", "gone"]] {
             let pass = try scanner.scan(bases: bases, only: paths)
@@ -290,7 +298,7 @@ import Testing
             candidates.append((name, name.string, fingerprint))
             expected.append(index % 3 == 1 ? name : nil)
         }
-        let rows = Scanner.unchangedSinceBase(Candidates(candidates), bases: bases)
+        let rows = FolderScanner.unchangedSinceBase(Candidates(candidates), bases: bases)
         #expect(rows.count == count)
         let found = rows.map { $0.row < 0 ? nil : bases.keys[Int($0.row)] }
         #expect(found == expected)
@@ -310,7 +318,7 @@ import Testing
         for name in copies + ["note.md", "sub/plan.md", "conflict.md", "sub/Conflicts and how to settle them.md"] {
             try writeFile(root + "/" + name, Data(name.utf8))
         }
-        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:])
+        let scan = try FolderScanner(root: root, rules: .builtIn).scan(bases: [:])
         #expect(scan.foreignConflicts.map(\.string).sorted() == copies.sorted())
         #expect(scan.files.count == 7)
     }
@@ -322,7 +330,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: root + "/a", withIntermediateDirectories: true)
         try writeFile(root + "/a/x.md", Data("x\n".utf8))
         try writeFile(root + "/a/y.md", Data("y\n".utf8))
-        let scan = try Scanner(root: root, rules: .builtIn).scan(bases: [:], only: ["a/x.md", "a"])
+        let scan = try FolderScanner(root: root, rules: .builtIn).scan(bases: [:], only: ["a/x.md", "a"])
         #expect(scan.changed.map(\.string).sorted() == ["a/x.md", "a/y.md"])
         #expect(scan.hashed == 2)
         #expect(scan.files.count == 2)
@@ -342,7 +350,7 @@ import Testing
             try writeFile(root + "/" + name, Data("text \(index)\n".utf8))
             names.append(name)
         }
-        let scanner = Scanner(root: root, rules: .builtIn)
+        let scanner = FolderScanner(root: root, rules: .builtIn)
         let first = try scanner.scan(bases: [:], only: nil)
         let rootNames = names.filter { !$0.contains("/") }.sorted()
         let subNames = names.filter { $0.contains("/") }.sorted()
@@ -378,7 +386,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
         let onDisk = ["cafe\u{301}.md", "sub/cre\u{300}me.md"]
         for path in onDisk { try writeFile(root + "/" + path, Data("text\n".utf8)) }
-        let scanner = Scanner(root: root, rules: .builtIn)
+        let scanner = FolderScanner(root: root, rules: .builtIn)
         let first = try scanner.scan(bases: [:], only: nil)
         var bases: RecordTable<BaseRecord> = [:]
         for (name, file) in first.files {

@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 @Suite struct SealedFileTests {
     let entry = LogEntry(
@@ -292,7 +300,7 @@ import Testing
 }
 
 /// A sink whose write number `failAt` (from 1) fails as a full disk does.
-private final class FailingSink: AssetPack.Sink {
+private final class FailingSink: StagingSink {
     let failAt: Int
     private(set) var writes = 0
     private(set) var discarded = false

@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// A note bigger than the server takes in one file (S3: 5 GiB in one `PutObject`; ``ServerStorage/largestFile``)
 /// never keeps the others from syncing: it is left queued with a warning naming it and the fix, and the rest is

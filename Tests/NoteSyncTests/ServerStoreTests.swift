@@ -2,7 +2,15 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 @Suite struct ServerStoreTests {
     /// `FileIO.parent(of:)` gives what `NSString.deletingLastPathComponent` gives, without its trap on

@@ -2,7 +2,15 @@ import Crypto
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// One request from a published SigV4 example, and the canonical request, string to sign and signature it must give.
 struct SigV4Vector: Sendable, CustomTestStringConvertible {

@@ -2,7 +2,15 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 // MARK: - Devices and a server, in-process
 
@@ -146,7 +154,7 @@ final class SyncHarness {
     /// Every regular file of a device's notes folder outside `.notesync/`, by relative path (litter included).
     func notes(_ device: Int) throws -> [String: Data] {
         var notes: [String: Data] = [:]
-        for (relative, _) in try Self.walk(devices[device].folder.root, skipTopLevel: IgnoreRules.stateDirectoryName)
+        for (relative, _) in try Self.walk(devices[device].folder.root, skipTopLevel: ReservedNames.stateDirectoryName)
         where !relative.hasSuffix("/") {
             notes[relative] = try FileIO.read(devices[device].folder.root + "/" + relative)
         }
@@ -156,7 +164,7 @@ final class SyncHarness {
     /// The mtime of every note of a device, in nanoseconds.
     func modifiedTimes(_ device: Int) throws -> [String: Int64] {
         var times: [String: Int64] = [:]
-        for (relative, info) in try Self.walk(devices[device].folder.root, skipTopLevel: IgnoreRules.stateDirectoryName)
+        for (relative, info) in try Self.walk(devices[device].folder.root, skipTopLevel: ReservedNames.stateDirectoryName)
         where !relative.hasSuffix("/") {
             times[relative] = StatFingerprint(info).mtime
         }

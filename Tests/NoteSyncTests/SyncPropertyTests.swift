@@ -2,7 +2,15 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// Property tests of the sync engine on random histories of two or three devices (docs/reconciliation.md, invariants).
 ///

@@ -2,7 +2,15 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// Where the unit tests make their servers: a folder in the test's temporary directory, or with
 /// `NOTESYNC_TEST_SERVER=s3` a prefix of its own in the bucket `NOTESYNC_TEST_BUCKET` on the service at

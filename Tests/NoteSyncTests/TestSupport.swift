@@ -2,7 +2,15 @@ import Foundation
 import Logging
 import Synchronization
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// A fresh directory under the system temp folder, removed when the test ends.
 final class TempDirectory {

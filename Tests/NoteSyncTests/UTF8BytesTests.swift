@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// ``UTF8Bytes`` answers as the UTF-8 views do (`elementsEqual`, `lexicographicallyPrecedes`, `allSatisfy`), on
 /// small strings (held inline), long ones, slices made strings, and names in NFC and NFD.

@@ -2,7 +2,15 @@ import Crypto
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The cryptographic core of the encrypted server (docs/encryption.md): sealed files, assets and their names, Padmé,
 /// the recovery key and the keys file. Known answers come from an independent implementation (Python's

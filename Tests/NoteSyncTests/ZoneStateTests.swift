@@ -3,7 +3,15 @@ import GRDB
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// What the local state must store along with the token (``ZoneState/unsaved``), and what a partial sync must
 /// plan (``ZoneState/unplanned``).
@@ -518,7 +526,7 @@ import Testing
             try batch.addPendingWrite(writes[1])
         }
         #expect(try state.pendingWrites() == [writes[1]])
-        #expect(SyncEngine.decodePendingWrites("") == [])
+        #expect(PendingWrite.decodeList("") == [])
     }
 }
 

@@ -1,7 +1,15 @@
 import Foundation
 import Synchronization
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The case-folding notes folders of the simulation (``SimSchedule/Filesystem/caseFolding``): one real
 /// case-insensitive, case-keeping folder, `scripts/casefold-fs` (a FUSE passthrough) mounted once per test process

@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The simulation's case-folding notes folders (``SimCaseFolding``, ``SimSchedule/Filesystem/caseFolding``) and
 /// names spelled in other cases (``SimSchedule/withCases(using:)``): the mount is real, the draws leave the rest of a

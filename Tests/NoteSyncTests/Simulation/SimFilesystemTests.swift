@@ -2,7 +2,15 @@ import Dispatch
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The simulation's filesystem personalities (``SimSchedule/Filesystem``): what ``SimulatedFolders`` gives a folder
 /// on every thread, that seeds replay as found without them, and a pulled version on each personality.

@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// Schedules the simulation (SimRunner.swift) failed on, shrunk, kept as deterministic tests once the engine was
 /// fixed. Each runs the schedule with every invariant checked.
@@ -1219,7 +1227,8 @@ import Testing
         try FileIO.makeDirectories(directory.sub("a/b"))
         try writeFile(directory.sub("x"), Data("x\n".utf8))
         try writeFile(directory.sub("a/b/c"), Data("c\n".utf8))
-        let scan = try Scanner(root: directory.path, rules: IgnoreRules(userRules: nil)).scan(bases: [:], only: ["x", "a", "y", "a/b"])
+        let scan = try FolderScanner(root: directory.path, rules: IgnoreRules(userRules: nil)).scan(
+            bases: [:], only: ["x", "a", "y", "a/b"])
         #expect(Set(scan.files.keys.map(\.string)) == ["x", "a/b/c"])
     }
 }

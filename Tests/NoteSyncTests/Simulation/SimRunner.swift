@@ -3,7 +3,15 @@ import PropertyBased
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 extension Trait where Self == ConditionTrait {
     /// The simulation's server is a folder of its own whatever ``TestServer`` says: its faults act on the folder.
@@ -1584,11 +1592,11 @@ final class SimRunner {
                 let components = relative.split(separator: "/")
                 let name = String(components.last ?? "")
                 let staged =
-                    components.count > 2 && components[0] == Substring(IgnoreRules.stateDirectoryName)
+                    components.count > 2 && components[0] == Substring(ReservedNames.stateDirectoryName)
                     && components[1] == "staging"
-                if name.hasPrefix(IgnoreRules.agentTempPrefix) || staged {
+                if name.hasPrefix(ReservedNames.agentTempPrefix) || staged {
                     findings.confinement.append("\(at): \(device.name) has a leftover temp file \(relative)")
-                } else if components.first == Substring(IgnoreRules.stateDirectoryName), components.count == 2,
+                } else if components.first == Substring(ReservedNames.stateDirectoryName), components.count == 2,
                     !stateFiles.contains(name)
                 {
                     findings.confinement.append("\(at): \(device.name) has an unexpected \(relative)")

@@ -2,7 +2,15 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// One run of the deterministic simulation (SimWorld.swift): what the users of 3–5 devices do to their notes,
 /// when each device syncs, where a sync crashes or loses the server, which devices are cut off, all as plain

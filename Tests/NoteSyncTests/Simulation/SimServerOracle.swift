@@ -1,6 +1,14 @@
 import Foundation
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The rule *no device silently stops syncing* (issue 12): while a server fault is in effect, which devices it
 /// affects and what each must report, worked out from the server's files and what the device persisted, as

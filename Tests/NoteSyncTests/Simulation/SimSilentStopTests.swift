@@ -1,7 +1,15 @@
 import Foundation
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The rule *no device silently stops syncing* (SimServerOracle.swift, SimRunner's `judgeReport`): the oracle names
 /// the devices a server fault affects, as the engine finds them, and the simulation judges their syncs by it.

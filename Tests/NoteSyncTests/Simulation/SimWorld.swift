@@ -2,7 +2,15 @@ import Foundation
 import GRDB
 import Synchronization
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 // MARK: - Time and faults
 
@@ -175,8 +183,8 @@ final class SimFaultInjector: Sendable {
                 let path = directory + "/" + entry
                 guard let info = FileIO.lstatInfo(path) else { continue }
                 if (info.st_mode & S_IFMT) == S_IFDIR {
-                    if directory != notesRoot || entry != IgnoreRules.stateDirectoryName { visit(path) }
-                } else if entry.hasPrefix(IgnoreRules.agentTempPrefix) {
+                    if directory != notesRoot || entry != ReservedNames.stateDirectoryName { visit(path) }
+                } else if entry.hasPrefix(ReservedNames.agentTempPrefix) {
                     temps.append(path)
                 }
             }

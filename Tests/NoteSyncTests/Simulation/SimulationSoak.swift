@@ -3,7 +3,15 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The long run of the simulation, for scripts/soak: schedules of consecutive seeds on every core until a count or
 /// a time is reached, with figures printed as it goes. Off unless `NOTESYNC_SOAK_SCHEDULES` or

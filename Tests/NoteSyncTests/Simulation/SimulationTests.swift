@@ -2,7 +2,15 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import NoteSync
+@testable import NoteSyncAgent
+@testable import NoteSyncCrypto
+@testable import NoteSyncDiff
+@testable import NoteSyncEngine
+@testable import NoteSyncLocal
+@testable import NoteSyncModel
+@testable import NoteSyncReconcile
+@testable import NoteSyncServer
+@testable import NoteSyncSupport
 
 /// The deterministic simulation (SimRunner.swift) in the regular suite: a fixed set of seeds, a few hundred
 /// random schedules that shrink on failure, and a replay of any seed a soak reported.

@@ -1,0 +1,981 @@
+import Foundation
+import Logging
+import NoteSyncCrypto
+import NoteSyncDiff
+import NoteSyncLocal
+import NoteSyncModel
+import NoteSyncReconcile
+import NoteSyncServer
+import NoteSyncSupport
+
+/// How an edit/edit (or create/create) of one record is resolved.
+package enum MergeResolution: Equatable {
+    /// The merge equals the server's version: write it locally.
+    case takeServer
+    /// The merge equals the local version: push it.
+    case pushLocal
+    /// A new merged text: write it locally and push it.
+    case writeAndPush(Data)
+    /// The edits overlap (or the note is binary): the later `modified` keeps the name.
+    case conflict(localWins: Bool)
+}
+
+extension SyncEngine {
+    /// A save or delete waiting to be committed. A first sync holds one per note: a move's parts, which few pushes
+    /// have, are kept apart (56 bytes a push, not 88: 4.2 MB less at the peak of a first sync of 100,000 notes).
+    package struct Push {
+        package var name: RecordName
+        /// The note's path relative to the notes folder (saves only).
+        package var path: String?
+        package var base: Int64
+        package var kind: PlannedChange.Kind
+        private var move: Box<MoveParts>?
+
+        private struct MoveParts {
+            var from: RecordName
+            var fromBase: Int64
+            var forget: RecordName?
+            var time: Int64?
+        }
+
+        package init(
+            name: RecordName, path: String?, base: Int64, kind: PlannedChange.Kind, moveFrom: RecordName? = nil,
+            moveFromBase: Int64 = 0, forget: RecordName? = nil, moveTime: Int64? = nil
+        ) {
+            self.name = name
+            self.path = path
+            self.base = base
+            self.kind = kind
+            if let moveFrom {
+                move = Box(MoveParts(from: moveFrom, fromBase: moveFromBase, forget: forget, time: moveTime))
+            }
+            precondition(moveFrom != nil || forget == nil, "only a move forgets an old name")
+        }
+
+        /// A move's save: the record moves from this name (its delete, based on ``moveFromBase``, is committed in the
+        /// same entry).
+        package var moveFrom: RecordName? { move?.value.from }
+        package var moveFromBase: Int64 { move?.value.fromBase ?? 0 }
+        /// The name this device last synced the moved note under, whose base goes once the move is committed.
+        package var forget: RecordName? { move?.value.forget }
+        /// When the note was renamed here (``MovePlan/time``); nil: the ctime of the file committed.
+        package var moveTime: Int64? { move?.value.time }
+    }
+
+    /// Does the plan's resolved steps locally and commits the pushes. Returns false when the commit lost a race and
+    /// another round is needed (the state already has the winner folded in).
+    /// `made`: gets the names of the notes it made (conflict copies) and pushes as new, when the scan is partial (the
+    /// next round's partial scan includes them; a full one finds everything).
+    /// The plan and the scan are consumed: a first sync holds a record of each per note. The scan is freed first, the
+    /// plan once its steps are done, before the commits.
+    package func execute(
+        _ plan: consuming [Step], scan: consuming ScanResult, bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
+        store: ServerStore, made: inout Set<RecordName>, report: inout SyncReport
+    ) throws -> Bool {
+        // The steps carry what they need of the scan (the local file): it goes now, before the bases, heads and
+        // pushes grow (a first sync's scan of 100,000 notes is 31 MB). A one-shot process with little to do leaves it
+        // to the process exit (freeing 100,000 records one by one costs more than the rest of a no-op sync's planning).
+        // Only a partial scan's next round reads `made` (a full round rescans everything): a first sync of 100,000
+        // notes would otherwise gather every name (4.2 MB at its peak).
+        let partial = scan.scope != nil
+        if leavesMemoryToExit && plan.count < 1000 { OneShotProcess.leaveToExit(Box(scan)) } else { _ = consume scan }
+        let applier = NoteApplier(folder: folder, deviceName: config.deviceName, guarantees: try storedFolderGuarantees())
+        var pushes: [Push] = []
+        // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
+        var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []
+        // By name alone when the head to write is the zone's (as a first sync's are): a copy of each head was 13 MB
+        // at 100,000 notes, on B's first sync's peak beside the plan. Any other head is kept in `otherHeads`.
+        var newNotes: [RecordName] = []
+        var otherHeads: [RecordName: RecordHead] = [:]
+        // Room for the bases and heads this sync may add (the steps' names each table lacks), counted now and made
+        // once the plan is freed (neither table changes before): growing a large table copies its rows, and for a
+        // moment both copies are in memory; made at the start, it was 23 MB on a first sync's peak at 100,000 notes,
+        // beside the plan's steps. Not room for every step: B's first sync has every head already, and as many
+        // again is 12 MB at 100,000 notes. Room for the pushes, base updates and new notes the actions make is made
+        // now (a conflict or a merge may add one more, which grows them).
+        // A rename frees the base of its old name as it adds its new one: a sync that renames half of 100,000 notes
+        // needs no room for more bases (`applyBaseUpdates` applies the removals first, here and in `commitBatch`),
+        // where room for 50,000 more was 5 MB and a larger index. (The heads keep the old names, as tombstones.)
+        var newBases = 0
+        var newHeads = 0
+        // Saves and deletes; base updates; texts written into notes (the progress line's count); notes new here.
+        var (saves, updates, textWrites, newDownloads) = (0, 0, 0, 0)
+        for index in plan.indices {
+            if !bases.contains(plan[index].name) { newBases += 1 }
+            if let move = plan[index].move, bases.contains(move.source) { newBases -= 1 }
+            if !zone.heads.contains(plan[index].name) { newHeads += 1 }
+            switch plan[index].action {
+            case .save, .delete: saves += 1
+            case .write(_, let kind):
+                updates += 1
+                textWrites += 1
+                if kind == .download && plan[index].local == nil { newDownloads += 1 }
+            case .trash, .adopt: updates += 1
+            default: break
+            }
+        }
+        pushes.reserveCapacity(saves)
+        baseUpdates.reserveCapacity(updates)
+        var conflicts: [ConflictRecord] = []
+        // The copy names the plan chose: a copy made now never takes another step's.
+        let plannedCopies = Set(
+            plan.lazy.compactMap { step -> RecordName? in
+                if case .conflict(let conflict) = step.action, !conflict.madeBefore { conflict.copy } else { nil }
+            })
+        // Notes new here, when there are many (a first sync): written together, two flushes in all.
+        let downloadsInBulk = newDownloads >= Self.bulkDownloadThreshold
+        if downloadsInBulk { newNotes.reserveCapacity(newDownloads) }
+        if let progress, textWrites > 0 { progress.enter(.downloading, total: textWrites) }
+
+        func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
+            report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
+        }
+        func setBase(_ name: RecordName, _ head: RecordHead, _ fingerprint: StatFingerprint?) {
+            guard let text = head.text else { return }
+            baseUpdates.append(
+                (
+                    name,
+                    BaseRecord(
+                        tag: head.tag, digest: text.sha256, size: text.size,
+                        modified: head.modified, fingerprint: fingerprint)
+                ))
+        }
+        /// The one place a conflict copy is kept: recorded (`notesync conflicts`), reported, and pushed as the new
+        /// note it is (unless it is already one the scan found).
+        func keepCopy(_ copy: RecordName, of name: RecordName, device: String, pushed: Bool = true) {
+            if pushed { pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload)) }
+            conflicts.append(ConflictRecord(copy: copy, original: name, device: device, time: Clock.nowNanoseconds()))
+            note(.conflict, name, copy.description)
+        }
+        /// A write's fingerprint; a version the user saved while this sync wrote the note (the applier displaced it)
+        /// is kept as a conflict copy, wherever the write was (a pull, a merge, a bulk download).
+        func written(_ outcome: NoteApplier.Outcome, _ name: RecordName) -> StatFingerprint? {
+            switch outcome {
+            case .written(let fingerprint):
+                return fingerprint
+            case .writtenKeepingLocalEdit(let fingerprint, let copy):
+                keepCopy(copy, of: name, device: config.deviceName)
+                return fingerprint
+            default:
+                return nil
+            }
+        }
+        func writeHead(
+            _ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?, modeOf: String? = nil
+        ) throws -> StatFingerprint? {
+            guard let text = head.text else { return nil }
+            let contents = try store.contents(of: text)
+            return written(
+                try applier.write(
+                    name, path: path, contents: contents, modified: head.modified, expected: expected, modeOf: modeOf),
+                name)
+        }
+
+        // One function per kind of action.
+        func save(_ step: Step, _ kind: PlannedChange.Kind, base: Int64) {
+            guard let local = step.local else { return }
+            pushes.append(Push(name: step.name, path: local.path, base: base, kind: kind))
+        }
+        func delete(_ step: Step, base: Int64) {
+            pushes.append(Push(name: step.name, path: nil, base: base, kind: .uploadDelete))
+        }
+        func trash(_ step: Step) throws {
+            guard let local = step.local, let base = step.base else {
+                baseUpdates.append((step.name, nil))
+                return
+            }
+            switch try applier.delete(step.name, path: local.path, expected: base.digest) {
+            case .trashed, .alreadyGone:
+                baseUpdates.append((step.name, nil))
+                note(.downloadDelete, step.name)
+            default:
+                report.warnings.append(
+                    SyncWarning(
+                        .note, path: step.name.description, "\(step.name): edited during the sync, not deleted; it syncs next round"))
+            }
+        }
+        func write(_ step: Step, _ head: RecordHead, _ kind: PlannedChange.Kind) throws {
+            // A big text is streamed into its note on its own (``BigText``), never held for a bulk batch.
+            if kind == .download && step.local == nil && downloadsInBulk && !BigText.streams(head.text?.size ?? 0) {
+                newNotes.append(step.name)
+                if let zoneHead = zone.heads[step.name], zoneHead == head, zoneHead.unverifiedSince == head.unverifiedSince {
+                    return
+                }
+                otherHeads[step.name] = head
+                return
+            }
+            let fingerprint = try writeHead(step.name, head, path: step.local?.path ?? step.name.string, expected: step.local?.digest)
+            progress?.add(1, bytes: head.text?.size ?? 0)
+            setBase(step.name, head, fingerprint)
+            note(kind, step.name, kind == .merge ? "the server's version already holds both edits" : nil)
+        }
+        func adopt(_ step: Step, _ head: RecordHead?) {
+            guard let head, !head.deleted else {
+                baseUpdates.append((step.name, nil))
+                return
+            }
+            var fingerprint = step.local?.fingerprint
+            if let local = step.local,
+                let adopted = applier.adoptModified(path: local.path, modified: head.modified, expected: local.fingerprint)
+            {
+                fingerprint = adopted
+            }
+            setBase(step.name, head, fingerprint)
+        }
+        func writeMerged(_ step: Step, _ text: Data, base: Int64) throws {
+            guard let local = step.local else { return }
+            let outcome = try applier.write(
+                step.name, path: local.path, data: text, modified: Clock.nowNanoseconds(), expected: local.digest)
+            _ = written(outcome, step.name)
+            pushes.append(Push(name: step.name, path: local.path, base: base, kind: .merge))
+        }
+        func conflict(_ step: Step, _ conflict: Conflict) throws {
+            guard let local = step.local else { return }
+            if conflict.madeBefore {
+                pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
+                keepCopy(conflict.copy, of: step.name, device: conflict.copyDevice, pushed: false)
+            } else if conflict.localWins {
+                guard let text = conflict.server.text else { return }
+                // The planned name, unless a file took it since the plan (then the next free one); a file that
+                // takes it while the copy is written is kept as a copy of its own.
+                var copy = conflict.copy
+                if FileIO.lstatInfo(folder.root + "/" + copy.string) != nil {
+                    copy = try conflictName(
+                        step.name, device: conflict.copyDevice,
+                        date: Date(timeIntervalSince1970: Double(conflict.server.modified) / 1e9)
+                    ) { plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases) }
+                }
+                // The copy has its note's mode: a private note's other version is as private as the note.
+                let outcome = try applier.write(
+                    copy, path: copy.string, contents: try store.contents(of: text), modified: conflict.server.modified,
+                    expected: nil, modeOf: local.path)
+                _ = written(outcome, copy)
+                keepCopy(copy, of: step.name, device: conflict.copyDevice)
+                pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
+            } else {
+                // The planned name, unless a file took it since the plan (then the next free one).
+                let copy = try applier.keepAsConflictCopy(
+                    step.name, from: folder.root + "/" + local.path,
+                    date: Date(timeIntervalSince1970: Double(local.modified) / 1e9)
+                ) { $0 != conflict.copy && (plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases)) }
+                keepCopy(copy, of: step.name, device: conflict.copyDevice)
+                // The note was renamed to the copy: the server's version takes the mode the note had.
+                setBase(
+                    step.name, conflict.server,
+                    try writeHead(step.name, conflict.server, path: local.path, expected: nil, modeOf: copy.string))
+            }
+        }
+
+        /// The old and new paths of the notes renamed here, flushed together before their bases are recorded.
+        var renamedHere: [String] = []
+        /// A move's rename here (the note follows a rename made on the server, or the later of two renames): done
+        /// before anything else of the step, never over a file; it throws when the note cannot be renamed.
+        func renameForMove(_ step: inout Step) throws {
+            guard step.move?.renameFrom != nil, var local = step.local else { return }
+            try applier.follow(rename: step.name, from: local.path, to: step.name.string, flush: false)
+            renamedHere += [local.path, step.name.string]
+            local.path = step.name.string
+            // A rename sets the ctime: the note keeps the scanned fingerprint with its new ctime, so it is not hashed
+            // again; unless anything else changed since the scan (a save during the sync), then it is hashed.
+            if let info = FileIO.lstatInfo(folder.root + "/" + local.path) {
+                let now = StatFingerprint(info)
+                if now.size == local.fingerprint.size && now.mtime == local.fingerprint.mtime
+                    && now.inode == local.fingerprint.inode
+                {
+                    local.fingerprint = now
+                }
+            }
+            step.local = local
+        }
+        /// A move's end. One this device commits: whatever the step's action left at the new name (the note as
+        /// renamed here, the server's edit written into it, a merge, the version that kept the name in a conflict) is
+        /// committed as the move's save, with the delete of the old name, in one entry; the action's own push or base
+        /// of the name gives way to it (its conflict copies stay). One the server made: the old name's base goes.
+        func finishMove(_ step: Step, _ move: MovePlan, pushesBefore: Int, basesBefore: Int, reportedBefore: Int) {
+            if let lost = move.lostName {
+                report.warnings.append(
+                    SyncWarning(
+                        .moveConflict, path: step.name.description,
+                        "\(move.source) was renamed on two devices: \(moveDetail(move, to: step.name, store: store))"
+                            + "; nothing is lost\n  fix: if \(lost) is the name you want, rename \(step.name) to it"))
+            }
+            guard let from = move.pushFrom else {
+                baseUpdates.append((move.source, nil))
+                // The name the note was renamed to here, which lost to the server's rename: nothing to push for it.
+                if let renamed = move.renameFrom, renamed != move.source { baseUpdates.append((renamed, nil)) }
+                report.changes.append(
+                    PlannedChange(
+                        kind: .move, name: step.name.description, detail: moveDetail(move, to: step.name, store: store),
+                        from: move.shownFrom.description))
+                return
+            }
+            // The server's edit written into the note renamed here is no download of a record: it merges into the move.
+            for index in reportedBefore..<report.changes.count
+            where report.changes[index].kind == .download && report.changes[index].name == step.name.description {
+                report.changes[index].kind = .merge
+                report.changes[index].detail = "edited on the server, renamed here: the edit is in the renamed note"
+            }
+            for index in (pushesBefore..<pushes.count).reversed() where pushes[index].name == step.name {
+                // A merge of both sides' edits, written here, is committed as the move's save: still a merge, as the
+                // dry run says (the commit reports only the move).
+                // Once: a round after a lost race merges the note again.
+                if pushes[index].kind == .merge
+                    && !report.changes.contains(where: { $0.kind == .merge && $0.name == step.name.description })
+                {
+                    report.changes.append(PlannedChange(kind: .merge, name: step.name.description, detail: nil))
+                }
+                pushes.remove(at: index)
+            }
+            for index in (basesBefore..<baseUpdates.count).reversed() where baseUpdates[index].name == step.name {
+                baseUpdates.remove(at: index)
+            }
+            pushes.append(
+                Push(
+                    name: step.name, path: step.name.string, base: move.toBase, kind: .move, moveFrom: from,
+                    moveFromBase: move.pushFromBase, forget: move.source, moveTime: move.time))
+        }
+
+        let pendingWrites = try recordPendingWrites(plan)
+        for index in plan.indices {
+            var step = plan[index]
+            guard let action = step.action else { continue }
+            do {
+                try renameForMove(&step)
+                let (pushesBefore, basesBefore, reportedBefore) = (pushes.count, baseUpdates.count, report.changes.count)
+                switch action {
+                case .save(let kind, let base): save(step, kind, base: base)
+                case .delete(let base): delete(step, base: base)
+                case .trash: try trash(step)
+                case .write(let head, let kind): try write(step, head, kind)
+                case .adopt(let head): adopt(step, head)
+                case .writeMerged(let text, let base): try writeMerged(step, text, base: base)
+                case .conflict(let resolved): try conflict(step, resolved)
+                case .leave(let kind, let detail):
+                    note(kind, step.name, detail)
+                    continue
+                }
+                if let move = step.move {
+                    finishMove(step, move, pushesBefore: pushesBefore, basesBefore: basesBefore, reportedBefore: reportedBefore)
+                }
+            } catch let error as NoteSyncError where error.kind != .serverUnreachable {
+                report.warnings.append(SyncWarning.note(step.name, error))
+            }
+        }
+        let planned = plan.count
+        _ = consume plan
+        // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed (a
+        // large plan: the agent's rounds of a few notes free little).
+        if planned >= Self.trimAfter { MallocTuning.trim() }
+        bases.reserveCapacity(bases.count + max(newBases, 0))
+        zone.heads.reserveCapacity(zone.heads.count + newHeads)
+
+        var bulkWarnings: [SyncWarning] = []
+        // A server gone midway ends the sync: the report then says nothing of the batches written before (their
+        // bases and copies are not recorded; the next sync finds the notes as they are).
+        let reportedBeforeBulk = report.changes.count
+        do {
+            let heads = zone.heads
+            let head = { (name: RecordName) in otherHeads[name] ?? heads[name]! }
+            try writeNewNotes(newNotes, head: head, applier: applier, store: store, warnings: &bulkWarnings) { name, head, outcome in
+                // A file that took the name meanwhile is kept as a copy.
+                guard let fingerprint = written(outcome, name) else { return }
+                setBase(name, head, fingerprint)
+                note(.download, name)
+            }
+        } catch {
+            report.changes.removeSubrange(reportedBeforeBulk...)
+            throw error
+        }
+        report.warnings += bulkWarnings
+        // Written: the list and any heads kept aside go before the bases take the new notes' rows.
+        newNotes = []
+        otherHeads = [:]
+
+        // The renames are durable before any base records them: after a power cut the note is at one of its names
+        // with the base that matches it.
+        if !renamedHere.isEmpty { try applier.flushRenames(renamedHere) }
+        try state.update { batch in
+            for (name, base) in baseUpdates {
+                if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
+                if base == nil { try batch.resolveConflict(copy: name) }
+                try batch.dequeue(name)
+            }
+            for conflict in conflicts { try batch.addConflict(conflict) }
+            if pendingWrites { try batch.clearPendingWrites() }
+        }
+        if baseUpdates.contains(where: { $0.base == nil }) && baseUpdates.contains(where: { $0.base != nil }) {
+            Self.applyBaseUpdates(&baseUpdates, to: &bases)
+        } else {
+            // Only sets, or only removals (B's first sync: every note): in order, each name's last stands, and the
+            // table's room was made for them.
+            for (name, base) in baseUpdates { bases[name] = base }
+        }
+        report.conflictCopies += conflicts.map(\.copy.description)
+        if partial { made.formUnion(pushes.lazy.filter { $0.base == 0 && $0.path != nil }.map(\.name)) }
+        return try commit(&pushes, bases: &bases, zone: &zone, store: store, report: &report)
+    }
+
+    /// Applies `updates` to `bases` as applying them in order does, and leaves in `updates` each name's last update
+    /// (in place, the earlier ones dropped; the order of the rest is not kept). The removals go first: the rows
+    /// removed names free take the names added, so a batch of renames grows the table only by what it adds net.
+    package static func applyBaseUpdates(_ updates: inout [(name: RecordName, base: BaseRecord?)], to bases: inout RecordTable<BaseRecord>)
+    {
+        applyBaseUpdates(&updates, name: \.name, base: \.base, to: &bases)
+    }
+
+    /// ``applyBaseUpdates(_:to:)`` for updates of any form: `name` and `base` read each one's name and base (nil: a
+    /// removal).
+    package static func applyBaseUpdates<Update>(
+        _ updates: inout [Update], name: (Update) -> RecordName, base: (Update) -> BaseRecord?,
+        to bases: inout RecordTable<BaseRecord>
+    ) {
+        var seen = Set<RecordName>(minimumCapacity: updates.count)
+        var kept = updates.endIndex
+        for index in updates.indices.reversed() where seen.insert(name(updates[index])).inserted {
+            kept -= 1
+            updates.swapAt(index, kept)
+        }
+        updates.removeFirst(kept)
+        for update in updates where base(update) == nil { bases[name(update)] = nil }
+        for update in updates { if let value = base(update) { bases[name(update)] = value } }
+    }
+
+    /// A base a commit sets or removes: `save` is the index of the batch's save whose text and file make the base, or
+    /// -1 for a removal.
+    package struct CommitBaseUpdate {
+        package var name: RecordName
+        package var save: Int32
+    }
+
+    /// The saves of a committed batch, as their bases need them: each one's file as read and text as committed, and
+    /// the entry's slot (the bases' tag).
+    package struct CommittedSaves: Sendable {
+        package let fingerprints: [StatFingerprint]
+        package let texts: [AssetRef]
+        package let seq: Int64
+
+        /// The base `update` sets, nil for a removal.
+        package func base(_ update: CommitBaseUpdate) -> BaseRecord? {
+            guard update.save >= 0 else { return nil }
+            let (fingerprint, text) = (fingerprints[Int(update.save)], texts[Int(update.save)])
+            return BaseRecord(tag: seq, digest: text.sha256, size: text.size, modified: fingerprint.mtime, fingerprint: fingerprint)
+        }
+    }
+
+    /// A note's text and mtime: how a conflict copy of a server version is recognised (it is written with both).
+    package struct CopyKey: Hashable {
+        package var digest: ContentDigest?
+        package var modified: Int64
+
+        package init(_ head: RecordHead) {
+            digest = head.text?.sha256
+            modified = head.modified
+        }
+
+        package init(_ file: LocalFile) {
+            digest = file.digest
+            modified = file.modified
+        }
+    }
+
+    /// The notes never synced (no base, no record on the server), by text and mtime: where a sync killed after
+    /// making a conflict copy of a server version left it. Resolving that conflict again finds the copy here, under
+    /// its name or wherever the user moved it, and does not make another. A note this sync decides as renamed
+    /// (`renamed`: its new name, or where its file is) is a synced note under a new name, never such a copy, even
+    /// when its text and time are a server version's (the record another device renamed elsewhere meanwhile).
+    package static func unsyncedNotes(
+        scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, renamed: Set<RecordName> = []
+    ) -> [CopyKey: RecordName] {
+        var notes: [CopyKey: RecordName] = [:]
+        for (name, file) in scan.files where bases[name] == nil && zone.heads[name] == nil && !renamed.contains(name) {
+            let key = CopyKey(file)
+            if let other = notes[key], other.string.utf8.lexicographicallyPrecedes(name.string.utf8) { continue }
+            notes[key] = name
+        }
+        return notes
+    }
+
+    /// From how many new notes a sync downloads them in bulk (``NoteApplier/writeNew(_:)``).
+    package static let bulkDownloadThreshold = 16
+
+    /// Writes notes that are new here in batches of up to 1,000 notes or 32 MB, and hands each note written to
+    /// `written` as its batch lands: not an array of every outcome, which at 100,000 notes was 38 MB on B's first
+    /// sync's peak (heaptrack). `head` gives the head each note is written from.
+    private func writeNewNotes(
+        _ notes: [RecordName], head: (RecordName) -> RecordHead, applier: NoteApplier, store: ServerStore,
+        warnings: inout [SyncWarning], written: (RecordName, RecordHead, NoteApplier.Outcome) -> Void
+    ) throws {
+        var start = 0
+        while start < notes.count {
+            var batch: [NoteApplier.NewNote] = []
+            var heads: [RecordHead] = []
+            var bytes: Int64 = 0
+            while start < notes.count && batch.count < 1000 && bytes < 32 << 20 {
+                let name = notes[start]
+                let head = head(name)
+                start += 1
+                guard let text = head.text else { continue }
+                do {
+                    batch.append(
+                        NoteApplier.NewNote(
+                            name: name, path: name.string, data: try store.readAsset(text),
+                            modified: head.modified))
+                    heads.append(head)
+                    bytes += text.size
+                } catch let error as NoteSyncError where error.kind != .serverUnreachable {
+                    warnings.append(SyncWarning.note(name, error))
+                }
+            }
+            let outcomes = applier.writeNew(batch)
+            progress?.add(batch.count, bytes: bytes)
+            for (index, outcome) in outcomes.enumerated() {
+                switch outcome {
+                case .success(let outcome):
+                    written(batch[index].name, heads[index], outcome)
+                case .failure(let error):
+                    warnings.append(SyncWarning.note(batch[index].name, error))
+                }
+            }
+            // The batch's texts are freed: their pages go back rather than stay in the arenas of the threads that read
+            // them (as the bases and heads grow beside them).
+            batch = []
+            if notes.count >= Self.trimAfter { MallocTuning.trim() }
+        }
+    }
+
+    /// From how many steps, pushes or new notes a sync hands freed pages back as it goes (``MallocTuning/trim()``):
+    /// a first sync's batches leave the pages of their texts in the arenas of the threads that read them.
+    package static let trimAfter = 1000
+
+    /// How many pushes one log entry commits at most.
+    package static let commitBatchSize = 2000
+    /// How many moves one log entry may commit (a folder of that many notes renamed is one entry): about 300 bytes
+    /// each, well under the 64 MiB an entry may have.
+    package static let maxMovesPerEntry = 100_000
+
+    /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands. Returns
+    /// false when another round is needed: a commit lost the race, or won a later slot after folding in other
+    /// devices' entries (their records are not applied locally yet).
+    ///
+    /// A batch is prepared (its notes read and its texts written to server temps, on every core) while the one
+    /// before it is flushed, published and committed, and its local state is written on another thread (one write
+    /// at a time, in order) while the next one is committed (``BatchPipeline``): a first sync's disk flushes overlap
+    /// the next batch's work. Not under a simulation's fault hooks (they are task-local): then each batch is
+    /// prepared in turn and its state written in order, here. A failure stops the sync as the first one in order
+    /// would.
+    private func commit(
+        _ pushes: inout [Push], bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
+        store: ServerStore, report: inout SyncReport
+    ) throws -> Bool {
+        var foldedOthers = false
+        let root = folder.root
+        // Read here, in the sync's task: a batch may be prepared on another thread.
+        let bigText = BigText.threshold
+        let largest = BigText.largestStored ?? store.storage.largestFile
+        // The moves first, all in the first entry (up to ``maxMovesPerEntry``): a folder renamed is one entry, seen
+        // whole by every device. A move adds two small changes and no text the server lacks.
+        let moves = pushes.lazy.filter { $0.moveFrom != nil }.count
+        if moves > 0 && moves < pushes.count { Self.putMovesFirst(&pushes) }
+        let pushes = pushes
+        let batchSize = max(Self.commitBatchSize, min(moves, Self.maxMovesPerEntry))
+        let progress = progress
+        if let progress, !pushes.isEmpty { progress.enter(.uploading, total: pushes.count) }
+        let finished = try BatchPipeline.run(
+            total: pushes.count, batchSize: batchSize,
+            overlapped: pushes.count > batchSize && !FaultPoint.isActive,
+            prepare: { [pushes, maxFileSize] range in
+                try Self.prepareBatch(
+                    pushes[range], root: root, store: store, progress: progress, maxFileSize: maxFileSize, bigText: bigText,
+                    largest: largest)
+            },
+            process: { prepared, range, isLast, writer in
+                // The packs' indexes a large sync read to find its texts (a rename's 50,000: 5 MB) are not held through
+                // its last commit, where it peaks: every batch is staged by now, and the commits before are done. A later
+                // sync, or the agent's next text not found loose, reads them again.
+                if isLast && pushes.count >= Self.trimAfter { store.releasePackIndexes() }
+                let outcome = try commitBatch(
+                    prepared, pushes[range], isLast: isLast, writer: writer, bases: &bases, zone: &zone, store: store,
+                    report: &report)
+                guard case .committed(let folded) = outcome else { return false }
+                foldedOthers = foldedOthers || folded
+                if pushes.count >= Self.trimAfter { MallocTuning.trim() }
+                return true
+            })
+        return finished && !foldedOthers
+    }
+
+    /// Puts the moves before the other pushes, each in its order, in place: only the others are copied aside (a
+    /// rename of 50,000 notes held a second array of its pushes through its commit, 3.7 MB).
+    package static func putMovesFirst(_ pushes: inout [Push]) {
+        let others = pushes.filter { $0.moveFrom == nil }
+        var next = 0
+        for index in pushes.indices where pushes[index].moveFrom != nil {
+            // What is at `next` is not a move (those before `index` are in place already): it is one of `others`.
+            if index != next { pushes.swapAt(index, next) }
+            next += 1
+        }
+        for (offset, push) in others.enumerated() { pushes[next + offset] = push }
+    }
+
+    /// Reads a batch's notes (on every core) and stages their texts on the server, a part at a time
+    /// (``partSize(_:)``): a batch of moves (one log entry for up to ``maxMovesPerEntry``) would otherwise hold every
+    /// moved note's text at once (a rename of half of 100,000 notes peaked at 325 MB, the texts 117 MB of it). Only what is staged
+    /// is kept until the commit publishes it: on a folder, temp files, or nothing for a text the server has; on an
+    /// object store, a text sent without looking for it first is staged in memory (up to 64 KiB each). A text over
+    /// `bigText` bytes (``BigText``) is staged a piece at a time, in its place among the others.
+    private static func prepareBatch(
+        _ pushes: ArraySlice<Push>, root: String, store: ServerStore, progress: SyncProgress?, maxFileSize: FileSizeLimit,
+        bigText: Int64, largest: Int64?
+    ) throws -> PreparedBatch {
+        var prepared = PreparedBatch(saves: [], deletes: [], staged: [])
+        let saves = pushes.lazy.filter { $0.path != nil }.count
+        prepared.saves.reserveCapacity(saves)
+        prepared.deletes.reserveCapacity(pushes.count - saves)
+        let preparer = try AssetPreparer(store)
+        var start = pushes.startIndex
+        while start < pushes.endIndex {
+            let size = partSize(pushes[start...])
+            let part = pushes[start..<min(start + size, pushes.endIndex)]
+            start = part.endIndex
+            // Each text is encoded as it is read, on the reading thread: the batch then holds its texts as they will
+            // be stored. A moved note's text is likely on the server already: it is only hashed, and encoded if not.
+            let reads = Parallel.map(part.count) { offset in
+                Result { () -> PreparedRead? in
+                    let push = part[part.startIndex + offset]
+                    guard let path = push.path else { return nil }
+                    // One note's refusal is its own: the others of the part are still read (a failure stops the map).
+                    do {
+                        // Grown past the limit since the scan: not read whole (the next scan warns about it).
+                        if let info = FileIO.lstatInfo(root + "/" + path) {
+                            if !maxFileSize.allows(Int64(info.st_size)) { return nil }
+                            if let largest, Int64(info.st_size) > largest {
+                                throw Self.tooBigForServer(root + "/" + path, size: Int64(info.st_size), largest: largest)
+                            }
+                            if BigText.streams(Int64(info.st_size), threshold: bigText) { return .big(path) }
+                        }
+                        guard let (data, fingerprint) = try FileIO.readStable(root + "/" + path) else { return nil }
+                        return .text(push.moveFrom == nil ? preparer.encoded(data) : preparer.named(data), fingerprint)
+                    } catch let error as NoteSyncError {
+                        return .refused(error)
+                    }
+                }
+            }
+            var texts: [PreparedText] = []
+            var bytes: Int64 = 0
+            for (offset, push) in part.enumerated() {
+                if push.path != nil {
+                    // Only an error that is no note's own fails the map (and comes before the slots it left unread).
+                    switch try reads[offset]!.get() {
+                    case nil: continue
+                    case .refused(let error):
+                        // A note that cannot be read or sent now is left queued and said; the others are committed.
+                        prepared.warnings.append(SyncWarning.note(push.name, error))
+                        continue
+                    case .text(let text, let fingerprint):
+                        texts.append(text)
+                        bytes += text.ref.size
+                        prepared.saves.append((part.startIndex + offset, fingerprint))
+                    case .big(let path):
+                        // Only what the note itself did is the note's (changed while read, unreadable); the server's
+                        // failures stop the sync as a batch's do.
+                        let big: (staged: StagedAssets, fingerprint: StatFingerprint)?
+                        do {
+                            big = try store.stageBigText(at: root + "/" + path, scratch: NotesFolder(root: root).uploads)
+                        } catch let error as NoteSyncError where error.path == root + "/" + path || error.errno == EFBIG {
+                            prepared.warnings.append(SyncWarning.note(push.name, error))
+                            continue
+                        }
+                        guard let big else { continue }
+                        // The texts before it first: the parts' texts are the saves', in order.
+                        if !texts.isEmpty { prepared.staged.append(try store.stage(texts)) }
+                        texts = []
+                        prepared.staged.append(big.staged)
+                        bytes += big.staged.refs[0].size
+                        prepared.saves.append((part.startIndex + offset, big.fingerprint))
+                    }
+                } else {
+                    prepared.deletes.append(part.startIndex + offset)
+                }
+            }
+            // A part of moves is looked for in the packs however few of its texts are distinct.
+            prepared.staged.append(try store.stage(texts, lookUpPacks: size == AssetPack.lookupBatch))
+            progress?.add(part.count, bytes: bytes)
+        }
+        return prepared
+    }
+
+    /// The refusal of a note bigger than the server takes (``ServerStorage/largestFile``): it stays queued, said, and
+    /// the other notes sync.
+    package static func tooBigForServer(_ path: String, size: Int64, largest: Int64) -> NoteSyncError {
+        NoteSyncError(
+            .usage, path: path,
+            "\(FileSizeLimit.format(size)), bigger than the server takes in one file (\(FileSizeLimit.format(largest))): "
+                + "left out of the sync; the other notes sync",
+            fix: "keep the file outside the notes folder or add it to .notesyncignore, or sync with a folder server")
+    }
+
+    /// How many of `pushes`, from its start, one part of a batch reads and stages: ``AssetPack/lookupBatch`` when
+    /// that many moves come next (a commit puts its moves first), else ``commitBatchSize``. A moved note's text is
+    /// held as read until its part is staged (it is only hashed: the server likely has it), where a new or edited
+    /// note's is held encoded: a rename of 5,208 of 10,000 notes held 2,000 texts at once, 3.8 MB of its 10 MB heap
+    /// peak. A part of moves has its texts looked up in the packs whatever their number (`stage(_:lookUpPacks:)`);
+    /// a few moves with other pushes stay in one part with them, as before.
+    package static func partSize(_ pushes: ArraySlice<Push>) -> Int {
+        let next = pushes.prefix(AssetPack.lookupBatch)
+        let allMoves = next.count == AssetPack.lookupBatch && next.allSatisfy { $0.moveFrom != nil }
+        return allMoves ? AssetPack.lookupBatch : commitBatchSize
+    }
+
+    /// How a batch's commit ended.
+    private enum BatchOutcome {
+        /// Committed; `foldedOthers` when other devices' entries were folded in first (another round applies them).
+        case committed(foldedOthers: Bool)
+        /// Lost the race for the slot: the winners are folded in, another round plans again.
+        case raced
+    }
+
+    /// Publishes a prepared batch's texts and commits it as one log entry; its bases, the heads and the token are
+    /// then written (on the writer's thread unless it is the last batch).
+    private func commitBatch(
+        _ prepared: PreparedBatch, _ slice: ArraySlice<Push>, isLast: Bool, writer: BatchPipeline.Writer,
+        bases: inout RecordTable<BaseRecord>, zone: inout ZoneState, store: ServerStore, report: inout SyncReport
+    ) throws -> BatchOutcome {
+        // Made at their size: grown by doubling, a batch of 50,000 moves held each table's old and new storage at once.
+        let moves = prepared.saves.lazy.filter { slice[$0.index].moveFrom != nil }.count
+        var changes: [RecordChange] = []
+        changes.reserveCapacity(prepared.deletes.count + prepared.saves.count + moves)
+        // In order; a name's last change counts (a note made at a moved note's old name: its save after the delete).
+        // Not a dictionary: at 100,000 changes its buckets took 29 MB of the commit's peak, the array 10 MB. Each
+        // names the save whose text and file make the base, not the base itself (24 bytes, not 112: the rename of
+        // half of 100,000 notes held 152,000 of them at its peak).
+        var newBases: [CommitBaseUpdate] = []
+        let forgets = prepared.saves.lazy.filter { slice[$0.index].forget != nil }.count
+        newBases.reserveCapacity(prepared.deletes.count + prepared.saves.count + moves + forgets)
+        var kinds: [RecordName: PlannedChange.Kind] = [:]
+        kinds.reserveCapacity(prepared.deletes.count + prepared.saves.count)
+        for index in prepared.deletes {
+            let push = slice[index]
+            changes.append(.delete(push.name, base: push.base, modified: Clock.nowNanoseconds()))
+            newBases.append(CommitBaseUpdate(name: push.name, save: -1))
+            kinds[push.name] = push.kind
+        }
+        var texts: [AssetRef] = []
+        texts.reserveCapacity(prepared.saves.count)
+        for staged in prepared.staged { texts += try store.publish(staged) }
+        for (index, (save, text)) in zip(prepared.saves, texts).enumerated() {
+            let push = slice[save.index]
+            if let from = push.moveFrom {
+                changes += RecordChange.move(
+                    from: from, fromBase: push.moveFromBase, to: push.name, toBase: push.base, text: text,
+                    modified: save.fingerprint.mtime, time: push.moveTime ?? save.fingerprint.ctime)
+                newBases.append(CommitBaseUpdate(name: from, save: -1))
+                if let forget = push.forget { newBases.append(CommitBaseUpdate(name: forget, save: -1)) }
+            } else {
+                changes.append(.save(push.name, base: push.base, text: text, modified: save.fingerprint.mtime))
+            }
+            newBases.append(CommitBaseUpdate(name: push.name, save: Int32(index)))
+            kinds[push.name] = push.kind
+        }
+        guard !changes.isEmpty else {
+            report.warnings += prepared.warnings
+            progress?.addCommitted(slice.count)
+            return .committed(foldedOthers: false)
+        }
+        // The token saved must never pass heads that are not saved with it (entries folded in by the commit).
+        let beforeToken = zone.token
+        // The entry's changes are let go once it is committed (their names live on in the heads): held to the end,
+        // the 101,588 changes of a rename of half of 100,000 notes were 13 MB of the commit's peak.
+        // An entry of more changes than two batches' notes make (a rename's moves, two changes each, all in one entry)
+        // is folded in where the commit peaks: the pages its staging freed go back first (the other batches hand
+        // theirs back after each commit).
+        if changes.count > 2 * Self.commitBatchSize { MallocTuning.trim() }
+        let outcome: CommitResult =
+            switch try store.commit(changes, into: &zone) {
+            case .committed(let entry): .committed(seq: entry.seq)
+            case .conflicts(let conflicts): .raced(conflicts)
+            }
+        changes = []
+        switch outcome {
+        case .committed(let seq):
+            // Said once: a batch that loses its slot is prepared (and warns) again.
+            report.warnings += prepared.warnings
+            try putBackSwept(prepared, slice, texts: texts, store: store)
+            // Every head folded in since the last save: ours, and those of entries that won a slot first.
+            let changedHeads = zone.takeUnsaved()
+            let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
+            var rows = consume newBases
+            let committed = CommittedSaves(fingerprints: prepared.saves.map(\.fingerprint), texts: texts, seq: seq)
+            Self.applyBaseUpdates(&rows, name: \.name, base: committed.base, to: &bases)
+            let state = state
+            let written = rows
+            // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
+            // task-local).
+            try writer.submit(inBackground: !isLast && !FaultPoint.isActive) {
+                try state.update { batch in
+                    try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
+                    for update in written {
+                        let name = update.name
+                        let base = committed.base(update)
+                        if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
+                        if base == nil { try batch.resolveConflict(copy: name) }
+                        try batch.dequeue(name)
+                    }
+                }
+            }
+            for push in slice {
+                guard let kind = kinds[push.name] else { continue }
+                if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
+                    report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
+                } else if kind == .move, let from = push.forget {
+                    report.changes.append(PlannedChange(kind: .move, name: push.name.description, from: from.description))
+                }
+            }
+            progress?.addCommitted(slice.count)
+            return .committed(foldedOthers: seq != beforeToken + 1)
+        case .raced(let conflicts):
+            try writer.finish()
+            let changedHeads = zone.takeUnsaved()
+            try state.update { try $0.setZone(token: zone.token, chain: zone.chain, earlier: zone.earlier, changed: changedHeads) }
+            logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
+            return .raced
+        }
+    }
+
+    /// A text gc swept between its publish (or reuse) and the commit (format 3, a gc with a grace period shorter
+    /// than this commit took) is put back: read again from the note, published if it still has that text. Content
+    /// addressing makes that safe. A note changed since is pushed again by the next sync anyway; its old text is
+    /// reported as missing until then.
+    private func putBackSwept(
+        _ prepared: PreparedBatch, _ slice: ArraySlice<Push>, texts: [AssetRef], store: ServerStore
+    ) throws {
+        // Each part's texts against the part that staged them (the packs it made or found them in).
+        var missing = Set<ContentDigest>()
+        var start = 0
+        for staged in prepared.staged {
+            let end = min(start + staged.refs.count, texts.count)
+            missing.formUnion(store.missingAssets(Array(texts[start..<end]), staged: staged).map(\.sha256))
+            start = end
+        }
+        guard !missing.isEmpty else { return }
+        for (save, text) in zip(prepared.saves, texts) where missing.contains(text.sha256) {
+            let push = slice[save.index]
+            if BigText.streams(text.size), let path = push.path {
+                let put = try? store.putBigText(at: folder.root + "/" + path, scratch: folder.uploads)
+                if put == text {
+                    logger.warning("sync.asset.putBack", metadata: ["note.path": "\(push.name)"])
+                } else {
+                    logger.error("sync.asset.sweptAndChanged", metadata: ["note.path": "\(push.name)"])
+                }
+                continue
+            }
+            guard let path = push.path, let data = try? FileIO.read(folder.root + "/" + path),
+                ContentDigest(of: data) == text.sha256
+            else {
+                logger.error("sync.asset.sweptAndChanged", metadata: ["note.path": "\(push.name)"])
+                continue
+            }
+            try store.putAsset(data)
+            logger.warning("sync.asset.putBack", metadata: ["note.path": "\(push.name)"])
+        }
+    }
+
+    /// A note of a batch as read: its text hashed (and encoded), or a big text's path, staged in its turn.
+    package enum PreparedRead {
+        case text(PreparedText, StatFingerprint)
+        case big(String)
+        /// The note could not be read or sent (``tooBigForServer(_:size:largest:)``, a read error): left queued.
+        case refused(NoteSyncError)
+    }
+
+    /// One batch of pushes, its notes read and its texts staged on the server (``ServerStore/stageAssets(_:)``), in
+    /// parts: the texts of `saves`, in order, are those of the parts of `staged`, in order.
+    package struct PreparedBatch: @unchecked Sendable {
+        /// Each save's position among the pushes committed (its index in their array), and the fingerprint its note
+        /// had when read: not a copy of the push (88 bytes each, 5.8 MB for a rename of 50,000 notes).
+        package var saves: [(index: Int, fingerprint: StatFingerprint)]
+        /// The deletes' positions among the pushes.
+        package var deletes: [Int]
+        package var staged: [StagedAssets]
+        /// Notes that could not be read for the batch: left queued, the rest committed.
+        package var warnings: [SyncWarning] = []
+    }
+
+    /// A three-way merge of a local note with the server head: its resolution and the texts involved.
+    package struct MergeOutcome {
+        package var resolution: MergeResolution
+        package var local: Data
+        package var server: Data
+        package var result: MergeResult
+        /// Not merged for its size (``FileSizeLimit/mergeBytes``): `result` is `.binary`.
+        package var tooBig = false
+    }
+
+    /// Three-way merges a local note with the server head.
+    package func resolveMerge(
+        _ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,
+        server: RecordHead, store: ServerStore
+    ) throws -> MergeOutcome {
+        // A big note is not merged line by line (a merge holds about thirteen times its texts): both versions are
+        // kept, as for a binary note, and none is read here.
+        if let text = server.text, max(local.size, text.size, ancestorSize ?? 0) > FileSizeLimit.mergeBytes {
+            return MergeOutcome(
+                resolution: .conflict(localWins: (local.modified, config.deviceID) > (server.modified, server.device)),
+                local: Data(), server: Data(), result: .binary, tooBig: true)
+        }
+        guard let localData = try FileIO.read(folder.root + "/" + local.path), let text = server.text else {
+            throw NoteSyncError(.io, path: local.path, "vanished during the sync", fix: "sync again")
+        }
+        let serverData = try store.readAsset(text)
+        var ancestorData = Data()
+        if let ancestor, let ancestorSize {
+            do { ancestorData = try store.readAsset(AssetRef(sha256: ancestor, size: ancestorSize)) } catch {
+                logger.warning("sync.merge.noAncestor", metadata: ["note.path": "\(name)"])
+            }
+        }
+        let result = Diff3Merge.merge(base: ancestorData, ours: localData, theirs: serverData)
+        let resolution: MergeResolution
+        switch result {
+        case .clean(let merged):
+            if merged == serverData {
+                resolution = .takeServer
+            } else if merged == localData {
+                resolution = .pushLocal
+            } else {
+                resolution = .writeAndPush(merged)
+            }
+        case .conflict, .binary:
+            resolution = .conflict(localWins: (local.modified, config.deviceID) > (server.modified, server.device))
+        }
+        return MergeOutcome(resolution: resolution, local: localData, server: serverData, result: result)
+    }
+
+    /// The first conflict copy name of `name` (attempt 1, 2 …) that is not taken; the same choice as
+    /// ``NoteApplier/keepAsConflictCopy(_:from:date:avoiding:)`` makes, so a dry run names the copy a sync makes.
+    package func conflictName(
+        _ name: RecordName, device: String, date: Date,
+        isTaken: (RecordName) -> Bool
+    ) throws -> RecordName {
+        for attempt in 1...100 {
+            let copy = try RecordName(
+                validating: ConflictCopyName.notesyncConflictName(
+                    for: name.string, device: device, date: date, attempt: attempt))
+            if !isTaken(copy) && FileIO.lstatInfo(folder.root + "/" + copy.string) == nil { return copy }
+        }
+        throw NoteSyncError(
+            .conflict, path: name.string, "has 100 conflict copies of the same second already",
+            fix: "resolve and delete its conflict copies, then sync again")
+    }
+
+    /// Whether a conflict copy may not take `copy`: a record of that name exists on the server (even deleted)
+    /// or was synced here. Saving a copy as new (based on 0) over a record would lose the race for ever, and
+    /// writing it over a note would replace that note.
+    package func isConflictNameTaken(_ copy: RecordName, zone: ZoneState, bases: RecordTable<BaseRecord>) -> Bool {
+        zone.heads[copy] != nil || bases[copy] != nil
+    }
+}
+
+/// What a commit batch keeps of ``ServerStore/commit(_:into:time:)``'s outcome: the entry's slot, not its changes.
+private enum CommitResult {
+    case committed(seq: Int64)
+    case raced([ServerChangedConflict])
+}
