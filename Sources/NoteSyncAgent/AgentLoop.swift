@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// Each turn of ``run()`` reads as its steps: check the state database is still this folder's, sync what is due,
 /// wait for the next deadline or wakeup, take what arrived.
-package final class AgentLoop {
+final class AgentLoop {
     private let agent: SyncAgent
     private let door: AgentSocket.Door
     private let folder: NotesFolder

@@ -35,8 +35,8 @@ public struct AgentOptions: Sendable, Hashable {
 
     public init() {}
 
-    package static let localSafetyPoll: Duration = .seconds(15)
-    package static let networkPoll: Duration = .seconds(1)
+    static let localSafetyPoll: Duration = .seconds(15)
+    static let networkPoll: Duration = .seconds(1)
 }
 
 extension Duration {

@@ -82,7 +82,7 @@ public enum AgentSocket {
 
     /// Listens on the folder's socket (a stale one from a killed agent is replaced: the caller holds the lock).
     /// Returns the listening descriptor, or nil when there can be none here.
-    package static func listen(_ folder: NotesFolder) -> Int32? {
+    static func listen(_ folder: NotesFolder) -> Int32? {
         let path = folder.agentSocket
         guard var address = address(path) else { return nil }
         unlink(path)
@@ -100,7 +100,7 @@ public enum AgentSocket {
 
     /// How often the agent writes a heartbeat (an empty line) to every command it is serving: a sync may take
     /// minutes, and the heartbeat tells a command that waits for it that the agent is alive.
-    package static let heartbeat: Duration = .seconds(1)
+    static let heartbeat: Duration = .seconds(1)
 
     /// How long a command waits for the agent without a byte from it (its answer or a heartbeat) before it says
     /// that the agent does not answer: a stopped (SIGSTOP, a suspended terminal) or stuck agent.
@@ -154,7 +154,7 @@ public enum AgentSocket {
     }
 
     /// The error of a command whose agent does not answer, with the agent's pid when its status file names it.
-    package static func notAnswering(_ folder: NotesFolder) -> NoteSyncError {
+    static func notAnswering(_ folder: NotesFolder) -> NoteSyncError {
         let pid = AgentStatus.read(folder).map { String($0.pid) }
         let who = pid.map { "the agent (`notesync watch`, pid \($0))" } ?? "the agent (`notesync watch`)"
         let id = pid ?? "PID"
@@ -188,7 +188,7 @@ public enum AgentSocket {
     }
 
     /// Reads one request from an accepted connection (a line of JSON, at most 64 KiB).
-    package static func readRequest(_ fd: Int32) -> Request? {
+    static func readRequest(_ fd: Int32) -> Request? {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
         while data.count < 65536, !data.contains(0x0A) {
@@ -207,7 +207,7 @@ public enum AgentSocket {
     /// Each connection is closed once, by whoever takes it out: an answer or a drop, or ``closeAll()`` when the agent
     /// stops. The one whose request is being read is only shut down there (its reader wakes and drops it): closed
     /// under the reader, its number could be another file's by the time the reader closed it again.
-    package final class Door: Sendable {
+    final class Door: Sendable {
         private let state = Mutex<(open: Set<Int32>, reading: Int32, closed: Bool)>(([], -1, false))
 
         package init() {
@@ -237,7 +237,7 @@ public enum AgentSocket {
         }
 
         /// The request of `fd` was read; false when the door closed meanwhile (the caller then drops it).
-        package func received(_ fd: Int32) -> Bool {
+        func received(_ fd: Int32) -> Bool {
             state.withLock { state in
                 if state.reading == fd { state.reading = -1 }
                 return !state.closed
@@ -276,7 +276,7 @@ public enum AgentSocket {
 
         /// Ends the heartbeats and closes what is still open (the agent stops), but the connection whose request is
         /// being read: that one is shut down, and its reader drops it.
-        package func closeAll() {
+        func closeAll() {
             state.withLock { state in
                 for fd in state.open where fd != state.reading { close(fd) }
                 state.open = state.reading >= 0 ? [state.reading] : []

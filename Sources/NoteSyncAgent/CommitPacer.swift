@@ -13,7 +13,7 @@ import NoteSyncSupport
 /// committed, at most ``pace`` late, and an hour of saves every half second makes 720 versions instead of 7,200.
 /// Deletes and renames are never paced (the agent only asks about notes that are there). Pure logic over the
 /// caller's clock readings.
-package struct CommitPacer {
+struct CommitPacer {
     package typealias Instant = ContinuousClock.Instant
 
     /// Zero: every save is committed as it settles.
@@ -26,7 +26,7 @@ package struct CommitPacer {
     package init(pace: Duration) { self.pace = pace }
 
     /// The settled paths to sync now; each save within the pace of its note's last commit waits instead.
-    package mutating func admit(_ paths: [String], at now: Instant, isSave: (String) -> Bool) -> [String] {
+    mutating func admit(_ paths: [String], at now: Instant, isSave: (String) -> Bool) -> [String] {
         guard pace > .zero else { return paths }
         var ready: [String] = []
         for path in paths {
@@ -53,7 +53,7 @@ package struct CommitPacer {
     }
 
     /// The next time a waiting save is due.
-    package var nextDeadline: Instant? { deferred.values.min() }
+    var nextDeadline: Instant? { deferred.values.min() }
 
     /// `paths` were committed at `now` (a full sync commits every waiting save too: pass them and they stop waiting).
     package mutating func committed(_ paths: [String], at now: Instant) {
@@ -67,7 +67,7 @@ package struct CommitPacer {
     }
 
     /// Every waiting save, now (a full sync covers them).
-    package mutating func takeAll() -> [String] {
+    mutating func takeAll() -> [String] {
         let all = deferred.keys.sorted()
         deferred.removeAll()
         return all

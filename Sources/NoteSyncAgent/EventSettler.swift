@@ -16,10 +16,10 @@ import NoteSyncSupport
 /// that time, and the note then settles as one edit, with no record made for the temp on the way.
 /// The time is passed in, so the machine runs on any clock (the agent's `ContinuousClock`, a test's fake one), as
 /// Syncthing's watch aggregator does.
-package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration {
+struct EventSettler<Instant: InstantProtocol> where Instant.Duration == Duration {
     /// What the settler needs to know of a path when it looks again: its kind and size, or nil when it is gone.
     package struct Probe: Equatable {
-        package var isRegularFile: Bool
+        var isRegularFile: Bool
         package var size: Int64
     }
 
@@ -32,10 +32,10 @@ package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == 
 
     package let settle: Duration
     package let deleteSettle: Duration
-    package let maxSettle: Duration
+    let maxSettle: Duration
     /// The longest deletes wait for one another: a path that keeps vanishing and coming back (an application's
     /// lock file, say) never holds the others back for longer.
-    package let maxDeleteHold: Duration
+    let maxDeleteHold: Duration
     private var items: [String: Item] = [:]
     /// Renames the watch saw: the old name → the new one. A missing old name is no vanished note: it does not wait
     /// for the deletes, and settles with its new name, so that one sync sees both and commits a move.
@@ -57,7 +57,7 @@ package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == 
     package var isEmpty: Bool { items.isEmpty }
 
     /// An event for `path` at `now`; `size` is the file's size then (nil when it is gone or not a file).
-    package mutating func noted(_ path: String, at now: Instant, size: Int64?) {
+    mutating func noted(_ path: String, at now: Instant, size: Int64?) {
         if var item = items[path] {
             item.last = now
             item.size = size
@@ -68,7 +68,7 @@ package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == 
     }
 
     /// `from` was renamed to `to` (both already noted).
-    package mutating func linked(_ from: String, to: String) {
+    mutating func linked(_ from: String, to: String) {
         guard from != to else { return }
         links[from] = to
     }
@@ -88,7 +88,7 @@ package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == 
     /// Whether the file name of `path` reads as a temp a tool writes next to a note before renaming it over the
     /// note: hidden, and the rest a name with an extension and a suffix of its own (`.note.md.new`, `.note.md.tmp`,
     /// rsync's `.note.md.Xy12Ab`). A hidden note of one extension (`.todo.md`) is not one.
-    package static func looksLikeSiblingTemp(_ path: String) -> Bool {
+    static func looksLikeSiblingTemp(_ path: String) -> Bool {
         let name = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path.utf8[path.utf8.index(after: $0)...] } ?? path.utf8[...]
         guard name.first == UInt8(ascii: "."), name.count > 1 else { return false }
         let rest = name.dropFirst()
@@ -117,7 +117,7 @@ package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == 
 
     /// The paths that have settled at `now`, taken out of the machine. `probe` looks at a path as it is now.
     /// With `flushing` (the agent is stopping) every path is taken, settled or not.
-    package mutating func takeSettled(at now: Instant, flushing: Bool = false, probe: (String) -> Probe?) -> [String] {
+    mutating func takeSettled(at now: Instant, flushing: Bool = false, probe: (String) -> Probe?) -> [String] {
         if flushing {
             defer {
                 items.removeAll()
@@ -264,7 +264,7 @@ package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == 
     /// When the earliest waiting path may settle: the time to look again (nil when nothing waits). A path missing
     /// at its last event waits for the deletes as a whole (``takeSettled(at:flushing:probe:)``), so the agent sleeps
     /// through an `rm -r` instead of looking again at every turn.
-    package var nextDeadline: Instant? {
+    var nextDeadline: Instant? {
         let missing = items.filter { $0.value.size == nil && !isRenamedAway($0.key, $0.value) && !movesWithAFolder($0.key) }
             .map(\.value)
         let deletesSettle = missing.map(\.last).max().map { $0.advanced(by: deleteSettle) }
@@ -287,9 +287,9 @@ package struct EventSettler<Instant: InstantProtocol> where Instant.Duration == 
 
 /// The agent's retry delay while syncs fail or the server is away: doubles from `minimum` up to `maximum`, back
 /// to `minimum` after a success.
-package struct Backoff: Equatable {
+struct Backoff: Equatable {
     package let minimum: Duration
-    package let maximum: Duration
+    let maximum: Duration
     package private(set) var next: Duration
 
     package init(minimum: Duration, maximum: Duration) {
@@ -304,7 +304,7 @@ package struct Backoff: Equatable {
         return next
     }
 
-    package mutating func succeeded() { next = minimum }
+    mutating func succeeded() { next = minimum }
 }
 
 /// How the agent learns of local changes.

@@ -13,37 +13,37 @@ extension InotifyWatcher {
     ///
     /// Not Sendable on purpose: one instance is made and dropped inside the thread's closure, so all of
     /// this state is confined to that thread. Callers reach it only through ``InotifyWatcher/control``.
-    package final class Loop {
-        package let watcher: InotifyWatcher
+    final class Loop {
+        let watcher: InotifyWatcher
         package var logger: Logger { watcher.logger }
         package var initialized = false
         package var descriptor: Int32 = -1
         package var roots: [Int: Root] = [:]
         /// Every watched directory by wd, and the reverse index.
         package var directories: [Int32: Directory] = [:]
-        package var descriptors: [Location: Int32] = [:]
+        var descriptors: [Location: Int32] = [:]
         /// A directory's `IN_MOVED_FROM`, held until the next event shows whether its `IN_MOVED_TO` follows.
-        package var pendingMove: PendingMove?
+        var pendingMove: PendingMove?
         /// A file's `IN_MOVED_FROM` (not ignored), until the next event: its `IN_MOVED_TO` makes it a rename.
-        package var fileMoveFrom: PendingMove?
-        package var limitReported = false
+        var fileMoveFrom: PendingMove?
+        var limitReported = false
         /// errno of the last failed `inotify_add_watch`.
-        package var lastWatchError: Int32 = 0
+        var lastWatchError: Int32 = 0
         /// Set when ``events`` was full and dropped an event: the consumer is owed an overflow.
-        package var owedOverflow = false
+        var owedOverflow = false
         /// Roots whose return could not be watched, with the directory (device, inode) found then: not tried again,
         /// nor logged again, until another directory is at the path (``checkRoots()``).
-        package var revivalFailed: [Int: (UInt64, UInt64)] = [:]
+        var revivalFailed: [Int: (UInt64, UInt64)] = [:]
         /// Live roots whose path did not read at the last check: dropped at the second miss in a row (one failed
         /// `lstat` on a flaky mount is no root gone).
-        package var rootMisses: Set<Int> = []
+        var rootMisses: Set<Int> = []
 
-        package struct Root {
+        struct Root {
             package let id: Int
             package let path: String
-            package let recursive: Bool
+            let recursive: Bool
             package let ignore: @Sendable (String, Bool) -> Bool
-            package var alive = true
+            var alive = true
 
             package func absolute(_ relative: String) -> String {
                 relative.isEmpty ? path : (path == "/" ? "/" : path + "/") + relative
@@ -52,7 +52,7 @@ extension InotifyWatcher {
 
         /// A directory in a root. Compared byte for byte: two names that differ only in Unicode
         /// normalization are different directories on Linux, though Swift's `String ==` calls them equal.
-        package struct Location: Hashable {
+        struct Location: Hashable {
             package let root: Int
             package let path: String
 
@@ -66,7 +66,7 @@ extension InotifyWatcher {
             }
 
             /// Whether `self` is `ancestor` or lies under it.
-            package func isWithin(_ ancestor: Location) -> Bool {
+            func isWithin(_ ancestor: Location) -> Bool {
                 guard root == ancestor.root else { return false }
                 if ancestor.path.isEmpty { return true }
                 var own = path.utf8.makeIterator()
@@ -83,25 +83,25 @@ extension InotifyWatcher {
             }
         }
 
-        package struct Directory {
+        struct Directory {
             package var location: Location
             package let device: UInt64
             package let inode: UInt64
         }
 
-        package struct PendingMove {
+        struct PendingMove {
             package let cookie: UInt32
             package let location: Location
         }
 
         /// An `inotify_event` copied out of libinotifytools' static buffer before the next call reuses it.
-        package struct RawEvent {
+        struct RawEvent {
             package enum Name {
                 case none
                 case valid(String)
                 case invalid
             }
-            package let wd: Int32
+            let wd: Int32
             package let mask: UInt32
             package let cookie: UInt32
             package let name: Name
@@ -123,10 +123,10 @@ extension InotifyWatcher {
             }
         }
 
-        package static let rootMask = directoryMask | UInt32(IN_DELETE_SELF | IN_MOVE_SELF)
+        static let rootMask = directoryMask | UInt32(IN_DELETE_SELF | IN_MOVE_SELF)
         /// Subdirectories leave out `IN_DELETE_SELF`/`IN_MOVE_SELF`: their parent reports those as
         /// `IN_DELETE`/`IN_MOVED_FROM` with a name, and the kernel still sends `IN_IGNORED` when it drops them.
-        package static let directoryMask = UInt32(
+        static let directoryMask = UInt32(
             IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM
                 | IN_MOVED_TO | IN_EXCL_UNLINK | IN_ONLYDIR | IN_DONT_FOLLOW)
 
@@ -195,7 +195,7 @@ extension InotifyWatcher {
             return nil
         }
 
-        package static func inotifyDescriptors() -> Set<Int32> {
+        static func inotifyDescriptors() -> Set<Int32> {
             guard let entries = try? FileIO.listEntries("/proc/self/fd") else { return [] }
             var found: Set<Int32> = []
             var target = [CChar](repeating: 0, count: 64)
@@ -217,7 +217,7 @@ extension InotifyWatcher {
         /// returned by the next watcher's first reads, with wds that mean other directories in the new
         /// instance. So first remove every watch and read until the `IN_IGNORED` of the last one removed (the
         /// last event the kernel can queue), or until a read times out.
-        package func shutDown() {
+        func shutDown() {
             // The drain needs a descriptor select() can take; with none, nothing was read and nothing is buffered.
             if initialized && descriptor >= 0 {
                 var last: Int32?
@@ -253,7 +253,7 @@ extension InotifyWatcher {
 
         // MARK: the read loop
 
-        package func readEvents() {
+        func readEvents() {
             var handled = 0
             while true {
                 guard takeRequests() else { return }
@@ -277,7 +277,7 @@ extension InotifyWatcher {
             }
         }
 
-        package func takeQueuedRequests() -> [RootRequest] {
+        func takeQueuedRequests() -> [RootRequest] {
             watcher.control.withLock { state in
                 defer { state.requests.removeAll() }
                 return state.requests
@@ -285,7 +285,7 @@ extension InotifyWatcher {
         }
 
         /// Handles stop, pause and new roots between reads; false once stop was asked for.
-        package func takeRequests() -> Bool {
+        func takeRequests() -> Bool {
             for request in takeQueuedRequests() { request.reply?.finish(addRoot(request)) }
             var (stop, pause) = watcher.control.withLock { state in
                 if state.pauseRequested && !state.stopRequested { state.paused = true }
@@ -301,7 +301,7 @@ extension InotifyWatcher {
             return !stop
         }
 
-        package func addRoot(_ request: RootRequest) -> NoteSyncError? {
+        func addRoot(_ request: RootRequest) -> NoteSyncError? {
             let root = Root(id: request.id, path: request.path, recursive: request.recursive, ignore: request.ignore)
             guard let info = FileIO.lstatInfo(root.path), (info.st_mode & S_IFMT) == S_IFDIR else {
                 return NoteSyncError(
@@ -380,7 +380,7 @@ extension InotifyWatcher {
             }
         }
 
-        package func directoryEvent(_ root: Root, _ path: String, mask: UInt32, cookie: UInt32, ignored: Bool) {
+        func directoryEvent(_ root: Root, _ path: String, mask: UInt32, cookie: UInt32, ignored: Bool) {
             let location = Location(root: root.id, path: path)
             if mask & UInt32(IN_CREATE) != 0 {
                 if !ignored { arrived(root, path) }
@@ -415,27 +415,27 @@ extension InotifyWatcher {
 
         /// A directory was created or moved in (or renamed within the root): watch it and everything under it,
         /// *then* list it, so that whatever was written before the watches existed is reported too.
-        package func arrived(_ root: Root, _ path: String) {
+        func arrived(_ root: Root, _ path: String) {
             emit(.directoryAppeared(root: root.id, path: path))
             if root.recursive { walk(root, path, announce: true) }
         }
 
         /// No `IN_MOVED_TO` followed: the directory left the watched trees. Its watches would keep reporting
         /// events under a path that is no longer there.
-        package func settlePendingMove() {
+        func settlePendingMove() {
             guard let pending = pendingMove else { return }
             pendingMove = nil
             movedOut(pending)
         }
 
-        package func movedOut(_ pending: PendingMove) {
+        func movedOut(_ pending: PendingMove) {
             forgetSubtree(pending.location, removeWatches: true)
             emit(.directoryRemoved(root: pending.location.root, path: pending.location.path))
         }
 
         /// `IN_IGNORED`: the kernel dropped the watch (directory deleted, filesystem unmounted, or our own
         /// `inotify_rm_watch`, in which case the wd is already forgotten).
-        package func kernelDropped(_ wd: Int32) {
+        func kernelDropped(_ wd: Int32) {
             guard let directory = directories[wd] else { return }
             if directory.location.path.isEmpty, let root = roots[directory.location.root], root.alive {
                 rootGone(root)
@@ -448,7 +448,7 @@ extension InotifyWatcher {
         /// is a directory again: a server folder replaced by a copy (the watch followed the old one away, or went
         /// with it), a share mounted again. One `lstat` a root, in a second without events. A root watched again
         /// reports `directoryAppeared` at its top: whatever happened meanwhile is looked at.
-        package func checkRoots() {
+        func checkRoots() {
             for root in roots.values {
                 let info = FileIO.lstatInfo(root.path).flatMap { ($0.st_mode & S_IFMT) == S_IFDIR ? $0 : nil }
                 if root.alive {
@@ -479,7 +479,7 @@ extension InotifyWatcher {
             }
         }
 
-        package func rootGone(_ root: Root) {
+        func rootGone(_ root: Root) {
             roots[root.id]?.alive = false
             forgetSubtree(Location(root: root.id, path: ""), removeWatches: true)
             logger.warning("watch.root.gone", metadata: ["watch.root": "\(root.id)", "watch.path": "\(root.path)"])
@@ -489,7 +489,7 @@ extension InotifyWatcher {
         /// After `IN_Q_OVERFLOW` renames may have been lost, so paths in the map may be wrong and new directories
         /// unwatched: walk every root again. `inotify_add_watch` on a watched inode returns its existing wd,
         /// which puts renamed directories back at their real paths; watches not met on the walk are dropped.
-        package func repairAfterOverflow() {
+        func repairAfterOverflow() {
             for root in roots.values where root.alive {
                 guard let info = FileIO.lstatInfo(root.path), (info.st_mode & S_IFMT) == S_IFDIR else {
                     rootGone(root)
@@ -551,7 +551,7 @@ extension InotifyWatcher {
         /// Makes sure the directory `info` describes, at `relative`, is watched and mapped there; its wd, or nil
         /// when it cannot be watched (gone, not permitted, or the watch limit).
         @discardableResult
-        package func ensureWatched(_ root: Root, _ relative: String, _ info: stat) -> Int32? {
+        func ensureWatched(_ root: Root, _ relative: String, _ info: stat) -> Int32? {
             let location = Location(root: root.id, path: relative)
             let device = UInt64(info.st_dev)
             let inode = UInt64(info.st_ino)
@@ -596,7 +596,7 @@ extension InotifyWatcher {
         /// Drops `location` and everything mapped under it; with `removeWatches` also from the kernel. A wd
         /// the kernel already dropped makes `inotify_rm_watch` fail with `EINVAL`, which is harmless and silent
         /// (unlike `inotifytools_remove_watch_by_wd`, which prints to stderr).
-        package func forgetSubtree(_ location: Location, removeWatches: Bool, keeping kept: Int32? = nil) {
+        func forgetSubtree(_ location: Location, removeWatches: Bool, keeping kept: Int32? = nil) {
             let doomed = directories.compactMap { wd, directory in directory.location.isWithin(location) ? wd : nil }
             for wd in doomed {
                 forget(wd)
@@ -605,7 +605,7 @@ extension InotifyWatcher {
         }
 
         /// A directory renamed within its root: the watches stay, the paths of the whole subtree change.
-        package func renameSubtree(from old: Location, to new: Location) {
+        func renameSubtree(from old: Location, to new: Location) {
             // A directory renamed over an empty one replaces it.
             forgetSubtree(new, removeWatches: true)
             let moving = directories.filter { $0.value.location.isWithin(old) }
@@ -619,7 +619,7 @@ extension InotifyWatcher {
             }
         }
 
-        package func reportWatchLimit() {
+        func reportWatchLimit() {
             guard !limitReported else { return }
             limitReported = true
             let limit = inotifytools_get_max_user_watches()
@@ -643,7 +643,7 @@ extension InotifyWatcher {
         }
 
         /// Yields to the stream; false when the buffer was full and the event was dropped.
-        package func offer(_ event: WatchEvent) -> Bool {
+        func offer(_ event: WatchEvent) -> Bool {
             if case .dropped = watcher.continuation.yield(event) { return false }
             return true
         }

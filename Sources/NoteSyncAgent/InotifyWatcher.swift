@@ -42,15 +42,15 @@ public final class InotifyWatcher: Sendable {
     package let continuation: AsyncStream<WatchEvent>.Continuation
     package let logger: Logger
     /// Pretends the watch limit is this many watches (tests; nil in production).
-    package let watchLimitForTesting: Int?
+    let watchLimitForTesting: Int?
     /// Stops the thread right after it has handled this many events, mid-batch (tests; nil in production).
-    package let stopAfterEventsForTesting: Int?
+    let stopAfterEventsForTesting: Int?
     /// The hand-off between callers and the watcher thread; everything else lives on that thread.
     package let control = Mutex(Control())
 
     /// Whether a watcher owns libinotifytools in this process: taken by ``start()``, released by the
     /// watcher thread after `inotifytools_cleanup()`.
-    package static let processSlot = Mutex(false)
+    static let processSlot = Mutex(false)
 
     /// How many events ``events`` holds before it drops events and owes an overflow.
     public static let bufferLimit = 1 << 16
@@ -184,12 +184,12 @@ public final class InotifyWatcher: Sendable {
     }
 
     /// Test hook: lets a paused watcher thread read again.
-    package func resume() {
+    func resume() {
         control.withLock { $0.pauseRequested = false }
     }
 
     /// Test hook: the inotify descriptor libinotifytools opened, while the watcher runs.
-    package var descriptorForTesting: Int32? { control.withLock { $0.descriptor } }
+    var descriptorForTesting: Int32? { control.withLock { $0.descriptor } }
 
     package static func normalized(_ path: String) -> String {
         var absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
@@ -203,25 +203,25 @@ extension InotifyWatcher {
     package struct Control {
         package enum Phase { case idle, running, stopped }
         package var phase = Phase.idle
-        package var nextRootID = 0
-        package var requests: [RootRequest] = []
-        package var stopRequested = false
-        package var pauseRequested = false
-        package var paused = false
+        var nextRootID = 0
+        var requests: [RootRequest] = []
+        var stopRequested = false
+        var pauseRequested = false
+        var paused = false
         package var descriptor: Int32?
     }
 
-    package struct RootRequest: Sendable {
+    struct RootRequest: Sendable {
         package let id: Int
         package let path: String
-        package let recursive: Bool
+        let recursive: Bool
         package let ignore: @Sendable (String, Bool) -> Bool
         /// Nil for roots queued before ``InotifyWatcher/start()``, whose errors go to `start()`.
-        package let reply: Reply?
+        let reply: Reply?
     }
 
     /// A one-shot answer from the watcher thread to a caller blocked in `start()` or `addRoot`.
-    package final class Reply: Sendable {
+    final class Reply: Sendable {
         private let done = DispatchSemaphore(value: 0)
         private let outcome = Mutex<NoteSyncError?>(nil)
 

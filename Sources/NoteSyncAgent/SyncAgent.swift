@@ -22,14 +22,14 @@ public final class SyncAgent: Service, Sendable {
     package let options: AgentOptions
     package let logger: Logger
     package let inbox = Mutex<Inbox>(Inbox())
-    package let wakeup = DispatchSemaphore(value: 0)
+    let wakeup = DispatchSemaphore(value: 0)
 
     /// Events waiting for the agent thread.
     package struct Inbox {
-        package var events: [WatchEvent] = []
+        var events: [WatchEvent] = []
         package var stop = false
         /// Commands waiting for a sync (``AgentSocket``): the connection and what it asked.
-        package var requests: [(fd: Int32, request: AgentSocket.Request)] = []
+        var requests: [(fd: Int32, request: AgentSocket.Request)] = []
     }
 
     public init(folder: NotesFolder, config: FolderConfig, options: AgentOptions = AgentOptions(), logger: Logger) {

@@ -21,17 +21,17 @@ public struct KDFParameters: Codable, Sendable, Equatable {
 
     /// N = 2^17: 128 MiB and under a second in an optimized build, for a key wrap opened once per device.
     public static let defaultLogN = 17
-    package static let blockSize = 8
-    package static let parallelism = 1
-    package static let saltByteCount = 32
+    static let blockSize = 8
+    static let parallelism = 1
+    static let saltByteCount = 32
 
-    package static let logNRange = 10...20
-    package static let rRange = 1...16
-    package static let pRange = 1...4
-    package static let saltRange = 16...64
+    static let logNRange = 10...20
+    static let rRange = 1...16
+    static let pRange = 1...4
+    static let saltRange = 16...64
     /// scrypt's memory, 128 · r · N bytes, and its work, N · r · p, at most those of logN 20, r 8, p 1.
-    package static let maximumMemory = 1 << 30
-    package static let maximumWork = 1 << 23
+    static let maximumMemory = 1 << 30
+    static let maximumWork = 1 << 23
 
     /// The logN new keys files are written with: NOTESYNC_SCRYPT_LOG_N (an integer in 10...20, for tests only) or
     /// ``defaultLogN``; a value out of range is ignored.

@@ -10,9 +10,9 @@ public struct RecoveryKey: Sendable, Equatable {
     public let bytes: Data
 
     package static let byteCount = 32
-    package static let characterCount = 52
-    package static let groupSize = 4
-    package static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
+    static let characterCount = 52
+    static let groupSize = 4
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
 
     /// A new recovery key from the system's secure generator.
     public static func generate() -> RecoveryKey {

@@ -6,7 +6,7 @@ import NoteSyncSupport
 extension Vault {
     /// An asset is sealed in chunks of this many bytes, so that neither sealing nor opening needs a second copy of a
     /// large text, and a cut or reordered asset is caught chunk by chunk.
-    package static let chunkSize = 65_536
+    static let chunkSize = 65_536
 
     /// The name an asset is stored under: HMAC-SHA256 of the text's plain SHA-256 digest (its 32 bytes), keyed with
     /// HKDF(vault key, `notesync-e1 asset-name`).
@@ -82,22 +82,22 @@ extension Vault {
     }
 
     /// How many chunks `count` bytes are sealed in: at least one, the empty last chunk of an empty asset.
-    package static func chunkCount(_ count: Int) -> Int {
+    static func chunkCount(_ count: Int) -> Int {
         max(1, (count + chunkSize - 1) / chunkSize)
     }
 
     /// Chunk `index`'s nonce: the index as 11 big-endian bytes, then 1 on the last chunk and 0 on the others.
-    package static func chunkNonce(_ index: Int, last: Bool) -> Data {
+    static func chunkNonce(_ index: Int, last: Bool) -> Data {
         var nonce = Data(count: 3)
         withUnsafeBytes(of: UInt64(index).bigEndian) { nonce.append(contentsOf: $0) }
         nonce.append(last ? 1 : 0)
         return nonce
     }
 
-    package static let assetInfo = Data("\(scheme) asset".utf8)
+    static let assetInfo = Data("\(scheme) asset".utf8)
 
     /// The key of one asset: HKDF-SHA256(vault key, its salt, `notesync-e1 asset`).
-    package func assetKey(salt: Data) -> SymmetricKey {
+    func assetKey(salt: Data) -> SymmetricKey {
         Self.deriveKey32(inputKeyMaterial: keyBytes, salt: salt, info: Self.assetInfo)
     }
 }

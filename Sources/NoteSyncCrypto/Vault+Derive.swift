@@ -8,7 +8,7 @@ import NoteSyncSupport
 /// HMACs over stack buffers: the generic one allocates and copies for each padded key block, which cost a first sync
 /// of 10,000 texts about a quarter of a second of CPU on an encrypted server.
 extension Vault {
-    package static func deriveKey32(inputKeyMaterial ikm: Data, salt: some DataProtocol, info: Data) -> SymmetricKey {
+    static func deriveKey32(inputKeyMaterial ikm: Data, salt: some DataProtocol, info: Data) -> SymmetricKey {
         // Extract: PRK = HMAC(salt, IKM). A salt over one block would be hashed first; ours are 16 bytes.
         let saltBytes = Array(salt)
         precondition(saltBytes.count <= 64, "an HKDF salt of \(saltBytes.count) bytes")

@@ -12,11 +12,11 @@ public struct Vault: Sendable {
     /// The scheme an encrypted server's marker names, and the prefix of every HKDF label.
     public static let scheme = "notesync-e1"
 
-    package static let keyByteCount = 32
-    package static let saltByteCount = 16
-    package static let tagByteCount = 16
+    static let keyByteCount = 32
+    static let saltByteCount = 16
+    static let tagByteCount = 16
     /// A sealed file's plaintext starts with its length (4 bytes, big-endian), so the padding after it can go.
-    package static let lengthByteCount = 4
+    static let lengthByteCount = 4
 
     /// The 32 bytes every other key is derived from, for the device's local state (never for the server: it holds only
     /// wraps of them). Held as `Data`, which is `Sendable` (swift-crypto's `SymmetricKey` is not, on Linux).
@@ -25,7 +25,7 @@ public struct Vault: Sendable {
     /// before any data: each name copies it, so the key is derived and its two padded blocks hashed once per vault,
     /// not once per name (a first sync names every text several times).
     /// A value type whose hash states are copied on write, so sharing it between threads is safe.
-    package nonisolated(unsafe) let nameMAC: HMAC<SHA256>
+    nonisolated(unsafe) let nameMAC: HMAC<SHA256>
 
     /// A new vault key: 32 bytes from the system's secure generator (`server init --encrypt`).
     public static func generate() -> Vault {
@@ -94,12 +94,12 @@ public struct Vault: Sendable {
     }
 
     /// The key of one structured file: HKDF-SHA256(vault key, its salt, `notesync-e1 file <kind>`).
-    package func fileKey(salt: Data, kind: String) -> SymmetricKey {
+    func fileKey(salt: Data, kind: String) -> SymmetricKey {
         Self.deriveKey32(inputKeyMaterial: keyBytes, salt: salt, info: Data("\(Self.scheme) file \(kind)".utf8))
     }
 
     /// The nonce of a structured file, whose key seals nothing else.
-    package static let zeroNonce = Data(count: 12)
+    static let zeroNonce = Data(count: 12)
 
     /// `ciphertext || tag` of `plaintext` under ChaCha20-Poly1305 (the nonce is the caller's to store or rebuild).
     package static func seal(_ plaintext: some DataProtocol, key: SymmetricKey, nonce: Data, context: Data) -> Data {
@@ -125,7 +125,7 @@ public struct Vault: Sendable {
     }
 
     /// `count` bytes from the system's secure generator (getrandom(2) on Linux): salts and keys.
-    package static func randomBytes(_ count: Int) -> Data {
+    static func randomBytes(_ count: Int) -> Data {
         var generator = SystemRandomNumberGenerator()
         var data = Data(capacity: count + 8)
         while data.count < count {

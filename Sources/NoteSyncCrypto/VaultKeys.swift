@@ -19,7 +19,7 @@ public struct VaultKeys: Codable, Sendable, Equatable {
     public var recovery: String
 
     /// The combined size of a wrap: nonce, the 32-byte vault key, tag.
-    package static let wrapByteCount = 12 + Vault.keyByteCount + Vault.tagByteCount
+    static let wrapByteCount = 12 + Vault.keyByteCount + Vault.tagByteCount
 
     /// A new keys file for `vault`: a new scrypt salt, scrypt with N = 2^17, r = 8, p = 1 (NOTESYNC_SCRYPT_LOG_N, an
     /// integer in 10...20, sets logN for tests).
@@ -104,7 +104,7 @@ public struct VaultKeys: Codable, Sendable, Equatable {
     }
 
     /// The vault inside a wrap, or `.wrongPassphrase` when `key` does not open it.
-    package static func unwrap(_ sealed: Data, under key: SymmetricKey, serverID: String) throws(VaultFailure) -> Vault {
+    static func unwrap(_ sealed: Data, under key: SymmetricKey, serverID: String) throws(VaultFailure) -> Vault {
         let nonce = sealed.prefix(12)
         let keyBytes: Data
         do {

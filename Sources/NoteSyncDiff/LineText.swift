@@ -49,7 +49,7 @@ package struct LineText: Sendable {
     }
 
     /// Whether the line ends with its terminator; only the last line of a text may not.
-    package func isTerminated(_ line: Int) -> Bool {
+    func isTerminated(_ line: Int) -> Bool {
         bytes[lines[line].upperBound - 1] == 0x0A
     }
 
@@ -57,7 +57,7 @@ package struct LineText: Sendable {
     ///
     /// Diff and merge then compare integers instead of bytes; the numbers are dense (`0..<distinct`),
     /// so callers can index arrays with them.
-    package static func interned(_ texts: [LineText]) -> [[Int]] {
+    static func interned(_ texts: [LineText]) -> [[Int]] {
         var numbers: [LineKey: Int] = [:]
         return texts.map { text in
             text.lines.map { range in

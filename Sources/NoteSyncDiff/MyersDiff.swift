@@ -7,7 +7,7 @@ import NoteSyncSupport
 /// Memory is O(N + M). Two cheap reductions come first: the common prefix and suffix, and lines
 /// that occur on one side only (they can never match, so they are changes; this makes two
 /// unrelated texts cost O(N + M) instead of O(N·M)).
-package enum MyersDiff {
+enum MyersDiff {
     /// Marks which elements of `old` are deleted and which of `new` are inserted.
     ///
     /// The unmarked elements of both sides, in order, are a longest common subsequence.

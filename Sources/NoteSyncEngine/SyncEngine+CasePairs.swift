@@ -14,7 +14,7 @@ extension SyncEngine {
     /// the probe of ``NotesFolder/foldsCase()``. A probe that cannot answer says so in `warning` and takes the
     /// folder as folding: there a case pair only waits (nothing written over or deleted), where taking a folding
     /// folder for one that tells case apart reads one of the pair's absence as a delete and pushes it.
-    package func notesFolderFoldsCase() -> (folds: Bool, warning: SyncWarning?) {
+    func notesFolderFoldsCase() -> (folds: Bool, warning: SyncWarning?) {
         if let foldsCase { return (foldsCase, nil) }
         let state = folder.stateDirectory
         func unknown(_ why: String) -> (folds: Bool, warning: SyncWarning?) {
@@ -73,7 +73,7 @@ extension SyncEngine {
     /// the last sync and no longer do: a partial sync scans and plans them (no event names them). With `keep`
     /// (a real sync, right before it plans), the waiting records are stored for the next sync and `status`.
     @discardableResult
-    package func settleCasePairs(
+    func settleCasePairs(
         _ scan: inout ScanResult, scanner: inout FolderScanner, bases: RecordTable<BaseRecord>, heads: RecordTable<RecordHead>,
         keep: Bool, report: inout SyncReport
     ) throws -> [RecordName] {
@@ -100,7 +100,7 @@ extension SyncEngine {
     /// The waiting records that one record of their group is left for by the bases and `heads` alone, or whose
     /// owner is no record any more (renamed or deleted by the sync that just executed: its file went with it, and
     /// one of the others takes the name's place): the sync plans them in one more round.
-    package func releasedCasePairs(bases: RecordTable<BaseRecord>, heads: RecordTable<RecordHead>, waiting: Set<RecordName>)
+    func releasedCasePairs(bases: RecordTable<BaseRecord>, heads: RecordTable<RecordHead>, waiting: Set<RecordName>)
         throws -> [RecordName]
     {
         guard !waiting.isEmpty else { return [] }
@@ -118,7 +118,7 @@ extension SyncEngine {
     }
 
     /// The records that waited at the last sync, each with the owner of its group (``MetaKey/caseWaiting``).
-    package func storedCaseWaiting() throws -> [RecordName: RecordName] {
+    func storedCaseWaiting() throws -> [RecordName: RecordName] {
         try Self.caseWaiting(state)
     }
 

@@ -10,7 +10,7 @@ import NoteSyncSupport
 extension SyncEngine {
     /// Describes one resolved step for a dry run: a move is said as `renamed a → b`, followed by the change of its
     /// text where the text changes too.
-    package func describeAll(_ step: Step, store: ServerStore, options: SyncOptions) throws -> [PlannedChange] {
+    func describeAll(_ step: Step, store: ServerStore, options: SyncOptions) throws -> [PlannedChange] {
         guard let move = step.move, step.action != nil else {
             return try describe(step, store: store, options: options).map { [$0] } ?? []
         }
@@ -30,7 +30,7 @@ extension SyncEngine {
     }
 
     /// What a move is, in words: where it was made, and which name kept the note when both sides renamed it.
-    package func moveDetail(_ move: MovePlan, to name: RecordName, store: ServerStore) -> String {
+    func moveDetail(_ move: MovePlan, to name: RecordName, store: ServerStore) -> String {
         let device = move.serverDevice.map { deviceName($0, store: store) } ?? "the server"
         switch (move.pushFrom, move.renameFrom, move.lostName) {
         case (_?, _, let lost?):
@@ -47,7 +47,7 @@ extension SyncEngine {
     }
 
     /// Describes one resolved step for a dry run, reading (never writing) what it needs for the diff.
-    package func describe(_ step: Step, store: ServerStore, options: SyncOptions) throws -> PlannedChange? {
+    func describe(_ step: Step, store: ServerStore, options: SyncOptions) throws -> PlannedChange? {
         guard let action = step.action else { return nil }
         let name = step.name
         let local = "local/" + name.string
@@ -131,7 +131,7 @@ extension SyncEngine {
     }
 
     /// What a diff shows for a big text (``BigText``), never read for it: its size and digest.
-    package static func bigTextLine(_ size: Int64, _ digest: ContentDigest) -> Data {
+    static func bigTextLine(_ size: Int64, _ digest: ContentDigest) -> Data {
         Data("(big text not shown: \(size) bytes, sha256 \(digest.hex))\n".utf8)
     }
 }

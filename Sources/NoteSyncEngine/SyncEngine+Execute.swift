@@ -9,7 +9,7 @@ import NoteSyncServer
 import NoteSyncSupport
 
 /// How an edit/edit (or create/create) of one record is resolved.
-package enum MergeResolution: Equatable {
+enum MergeResolution: Equatable {
     /// The merge equals the server's version: write it locally.
     case takeServer
     /// The merge equals the local version: push it.
@@ -23,7 +23,7 @@ package enum MergeResolution: Equatable {
 extension SyncEngine {
     /// A save or delete waiting to be committed. A first sync holds one per note: a move's parts, which few pushes
     /// have, are kept apart (56 bytes a push, not 88: 4.2 MB less at the peak of a first sync of 100,000 notes).
-    package struct Push {
+    struct Push {
         package var name: RecordName
         /// The note's path relative to the notes folder (saves only).
         package var path: String?
@@ -54,12 +54,12 @@ extension SyncEngine {
 
         /// A move's save: the record moves from this name (its delete, based on ``moveFromBase``, is committed in the
         /// same entry).
-        package var moveFrom: RecordName? { move?.value.from }
-        package var moveFromBase: Int64 { move?.value.fromBase ?? 0 }
+        var moveFrom: RecordName? { move?.value.from }
+        var moveFromBase: Int64 { move?.value.fromBase ?? 0 }
         /// The name this device last synced the moved note under, whose base goes once the move is committed.
         package var forget: RecordName? { move?.value.forget }
         /// When the note was renamed here (``MovePlan/time``); nil: the ctime of the file committed.
-        package var moveTime: Int64? { move?.value.time }
+        var moveTime: Int64? { move?.value.time }
     }
 
     /// Does the plan's resolved steps locally and commits the pushes. Returns false when the commit lost a race and
@@ -418,14 +418,13 @@ extension SyncEngine {
     /// Applies `updates` to `bases` as applying them in order does, and leaves in `updates` each name's last update
     /// (in place, the earlier ones dropped; the order of the rest is not kept). The removals go first: the rows
     /// removed names free take the names added, so a batch of renames grows the table only by what it adds net.
-    package static func applyBaseUpdates(_ updates: inout [(name: RecordName, base: BaseRecord?)], to bases: inout RecordTable<BaseRecord>)
-    {
+    static func applyBaseUpdates(_ updates: inout [(name: RecordName, base: BaseRecord?)], to bases: inout RecordTable<BaseRecord>) {
         applyBaseUpdates(&updates, name: \.name, base: \.base, to: &bases)
     }
 
     /// ``applyBaseUpdates(_:to:)`` for updates of any form: `name` and `base` read each one's name and base (nil: a
     /// removal).
-    package static func applyBaseUpdates<Update>(
+    static func applyBaseUpdates<Update>(
         _ updates: inout [Update], name: (Update) -> RecordName, base: (Update) -> BaseRecord?,
         to bases: inout RecordTable<BaseRecord>
     ) {
@@ -442,15 +441,15 @@ extension SyncEngine {
 
     /// A base a commit sets or removes: `save` is the index of the batch's save whose text and file make the base, or
     /// -1 for a removal.
-    package struct CommitBaseUpdate {
+    struct CommitBaseUpdate {
         package var name: RecordName
         package var save: Int32
     }
 
     /// The saves of a committed batch, as their bases need them: each one's file as read and text as committed, and
     /// the entry's slot (the bases' tag).
-    package struct CommittedSaves: Sendable {
-        package let fingerprints: [StatFingerprint]
+    struct CommittedSaves: Sendable {
+        let fingerprints: [StatFingerprint]
         package let texts: [AssetRef]
         package let seq: Int64
 
@@ -463,7 +462,7 @@ extension SyncEngine {
     }
 
     /// A note's text and mtime: how a conflict copy of a server version is recognised (it is written with both).
-    package struct CopyKey: Hashable {
+    struct CopyKey: Hashable {
         package var digest: ContentDigest?
         package var modified: Int64
 
@@ -483,7 +482,7 @@ extension SyncEngine {
     /// its name or wherever the user moved it, and does not make another. A note this sync decides as renamed
     /// (`renamed`: its new name, or where its file is) is a synced note under a new name, never such a copy, even
     /// when its text and time are a server version's (the record another device renamed elsewhere meanwhile).
-    package static func unsyncedNotes(
+    static func unsyncedNotes(
         scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, renamed: Set<RecordName> = []
     ) -> [CopyKey: RecordName] {
         var notes: [CopyKey: RecordName] = [:]
@@ -496,7 +495,7 @@ extension SyncEngine {
     }
 
     /// From how many new notes a sync downloads them in bulk (``NoteApplier/writeNew(_:)``).
-    package static let bulkDownloadThreshold = 16
+    static let bulkDownloadThreshold = 16
 
     /// Writes notes that are new here in batches of up to 1,000 notes or 32 MB, and hands each note written to
     /// `written` as its batch lands: not an array of every outcome, which at 100,000 notes was 38 MB on B's first
@@ -545,13 +544,13 @@ extension SyncEngine {
 
     /// From how many steps, pushes or new notes a sync hands freed pages back as it goes (``MallocTuning/trim()``):
     /// a first sync's batches leave the pages of their texts in the arenas of the threads that read them.
-    package static let trimAfter = 1000
+    static let trimAfter = 1000
 
     /// How many pushes one log entry commits at most.
-    package static let commitBatchSize = 2000
+    static let commitBatchSize = 2000
     /// How many moves one log entry may commit (a folder of that many notes renamed is one entry): about 300 bytes
     /// each, well under the 64 MiB an entry may have.
-    package static let maxMovesPerEntry = 100_000
+    static let maxMovesPerEntry = 100_000
 
     /// Uploads the assets and commits the pushes in batches, recording new bases as each batch lands. Returns
     /// false when another round is needed: a commit lost the race, or won a later slot after folding in other
@@ -606,7 +605,7 @@ extension SyncEngine {
 
     /// Puts the moves before the other pushes, each in its order, in place: only the others are copied aside (a
     /// rename of 50,000 notes held a second array of its pushes through its commit, 3.7 MB).
-    package static func putMovesFirst(_ pushes: inout [Push]) {
+    static func putMovesFirst(_ pushes: inout [Push]) {
         let others = pushes.filter { $0.moveFrom == nil }
         var next = 0
         for index in pushes.indices where pushes[index].moveFrom != nil {
@@ -706,7 +705,7 @@ extension SyncEngine {
 
     /// The refusal of a note bigger than the server takes (``ServerStorage/largestFile``): it stays queued, said, and
     /// the other notes sync.
-    package static func tooBigForServer(_ path: String, size: Int64, largest: Int64) -> NoteSyncError {
+    static func tooBigForServer(_ path: String, size: Int64, largest: Int64) -> NoteSyncError {
         NoteSyncError(
             .usage, path: path,
             "\(FileSizeLimit.format(size)), bigger than the server takes in one file (\(FileSizeLimit.format(largest))): "
@@ -720,7 +719,7 @@ extension SyncEngine {
     /// note's is held encoded: a rename of 5,208 of 10,000 notes held 2,000 texts at once, 3.8 MB of its 10 MB heap
     /// peak. A part of moves has its texts looked up in the packs whatever their number (`stage(_:lookUpPacks:)`);
     /// a few moves with other pushes stay in one part with them, as before.
-    package static func partSize(_ pushes: ArraySlice<Push>) -> Int {
+    static func partSize(_ pushes: ArraySlice<Push>) -> Int {
         let next = pushes.prefix(AssetPack.lookupBatch)
         let allMoves = next.count == AssetPack.lookupBatch && next.allSatisfy { $0.moveFrom != nil }
         return allMoves ? AssetPack.lookupBatch : commitBatchSize
@@ -880,7 +879,7 @@ extension SyncEngine {
     }
 
     /// A note of a batch as read: its text hashed (and encoded), or a big text's path, staged in its turn.
-    package enum PreparedRead {
+    enum PreparedRead {
         case text(PreparedText, StatFingerprint)
         case big(String)
         /// The note could not be read or sent (``tooBigForServer(_:size:largest:)``, a read error): left queued.
@@ -889,7 +888,7 @@ extension SyncEngine {
 
     /// One batch of pushes, its notes read and its texts staged on the server (``ServerStore/stageAssets(_:)``), in
     /// parts: the texts of `saves`, in order, are those of the parts of `staged`, in order.
-    package struct PreparedBatch: @unchecked Sendable {
+    struct PreparedBatch: @unchecked Sendable {
         /// Each save's position among the pushes committed (its index in their array), and the fingerprint its note
         /// had when read: not a copy of the push (88 bytes each, 5.8 MB for a rename of 50,000 notes).
         package var saves: [(index: Int, fingerprint: StatFingerprint)]
@@ -901,8 +900,8 @@ extension SyncEngine {
     }
 
     /// A three-way merge of a local note with the server head: its resolution and the texts involved.
-    package struct MergeOutcome {
-        package var resolution: MergeResolution
+    struct MergeOutcome {
+        var resolution: MergeResolution
         package var local: Data
         package var server: Data
         package var result: MergeResult
@@ -911,7 +910,7 @@ extension SyncEngine {
     }
 
     /// Three-way merges a local note with the server head.
-    package func resolveMerge(
+    func resolveMerge(
         _ name: RecordName, local: LocalFile, ancestor: ContentDigest?, ancestorSize: Int64?,
         server: RecordHead, store: ServerStore
     ) throws -> MergeOutcome {
@@ -951,7 +950,7 @@ extension SyncEngine {
 
     /// The first conflict copy name of `name` (attempt 1, 2 …) that is not taken; the same choice as
     /// ``NoteApplier/keepAsConflictCopy(_:from:date:avoiding:)`` makes, so a dry run names the copy a sync makes.
-    package func conflictName(
+    func conflictName(
         _ name: RecordName, device: String, date: Date,
         isTaken: (RecordName) -> Bool
     ) throws -> RecordName {
@@ -969,7 +968,7 @@ extension SyncEngine {
     /// Whether a conflict copy may not take `copy`: a record of that name exists on the server (even deleted)
     /// or was synced here. Saving a copy as new (based on 0) over a record would lose the race for ever, and
     /// writing it over a note would replace that note.
-    package func isConflictNameTaken(_ copy: RecordName, zone: ZoneState, bases: RecordTable<BaseRecord>) -> Bool {
+    func isConflictNameTaken(_ copy: RecordName, zone: ZoneState, bases: RecordTable<BaseRecord>) -> Bool {
         zone.heads[copy] != nil || bases[copy] != nil
     }
 }

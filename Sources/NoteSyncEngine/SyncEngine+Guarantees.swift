@@ -11,7 +11,7 @@ extension SyncEngine {
     /// Probes what the notes folder's filesystem offers (``FolderGuarantees``) when it is new or another mount (a USB
     /// stick mounted again, the folder moved to another disk), and records it for `notesync status`. Returns the
     /// warning that the folder lacks a guarantee, only when it was probed anew: the first sync on it says so once.
-    package func probeFolderGuarantees() throws -> SyncWarning? {
+    func probeFolderGuarantees() throws -> SyncWarning? {
         guard let info = FileIO.lstatInfo(folder.stateDirectory) else { return nil }
         let kind = (try? FilesystemKind(path: folder.stateDirectory).name) ?? "unknown"
         let mount = "\(info.st_dev) \(kind)"
@@ -26,7 +26,7 @@ extension SyncEngine {
 
     /// What ``probeFolderGuarantees()`` stored for the notes folder (this sync's mount: it probes a new one first);
     /// nil before any probe. The applier takes it, so that a pulled update does not probe again.
-    package func storedFolderGuarantees() throws -> FolderGuarantees? {
+    func storedFolderGuarantees() throws -> FolderGuarantees? {
         guard let stored = try state.meta(.folderGuarantees), let mountEnd = stored.firstIndex(of: "\n") else { return nil }
         return FolderGuarantees(stored: String(stored[stored.index(after: mountEnd)...]))
     }

@@ -23,7 +23,7 @@ extension SyncEngine {
     /// Records the versions `plan` writes into notes before any is written, one row each in the same transaction
     /// (after those of a killed sync still unread: none, normally, as the next sync adopts them first). Whether it
     /// recorded any. No fault point of its own: a crash right after it is one before the first write.
-    package func recordPendingWrites(_ plan: [Step]) throws -> Bool {
+    func recordPendingWrites(_ plan: [Step]) throws -> Bool {
         guard plan.contains(where: { Self.pendingWrite($0) != nil }) else { return false }
         try state.updateQuietly { batch in
             for step in plan {
@@ -37,7 +37,7 @@ extension SyncEngine {
     /// as a conflict copy, judged against the old base): a note holding exactly a version a killed sync wrote takes
     /// it as its base (the newest such version, if newer than the base it has), and the record is cleared. Offline,
     /// the record waits with the temps. A dry run adopts them in memory only.
-    package func adoptPendingWrites(_ scan: inout ScanResult, bases: inout RecordTable<BaseRecord>, dryRun: Bool) throws {
+    func adoptPendingWrites(_ scan: inout ScanResult, bases: inout RecordTable<BaseRecord>, dryRun: Bool) throws {
         let writes = try state.pendingWrites()
         guard !writes.isEmpty else { return }
         var adopted: RecordTable<BaseRecord> = [:]

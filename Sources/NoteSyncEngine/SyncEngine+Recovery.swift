@@ -16,7 +16,7 @@ extension SyncEngine {
     /// it was committed, so that version is its base whatever the user did since: a later delete or edit is then
     /// seen as one and pushed, where without the base a delete made after the crash was undone (the record pulled
     /// back as new: our own change echoed) and an edit merged against nothing.
-    package func ownUnrecordedCommits(
+    func ownUnrecordedCommits(
         _ fetched: [SlotContent], scan: ScanResult,
         bases: RecordTable<BaseRecord>
     ) -> [RecordName: BaseRecord?] {
@@ -38,7 +38,7 @@ extension SyncEngine {
     /// snapshot, so they are never fetched. A version of this device's after `token` (the one it jumped from) in the
     /// snapshot (a head, or a version its history keeps) is a commit that landed and was never recorded: a recorded
     /// commit moves the token to its entry. Without this, a note deleted here after such a commit came back.
-    package func ownUnrecordedCommits(
+    func ownUnrecordedCommits(
         jumpedFrom token: Int64, zone: ZoneState, scan: ScanResult, bases: RecordTable<BaseRecord>, store: ServerStore
     ) -> [RecordName: BaseRecord?] {
         let seq = zone.compactedAt
@@ -73,7 +73,7 @@ extension SyncEngine {
     /// A note found holding the text of one of this device's own commits, but saved again since (a restore of that
     /// version, the same text saved, a recovery that found the commit on the server): it takes the commit's time, as
     /// every other device has it, and that is its base's fingerprint. Only the time changes; the text is the record's.
-    package func adoptCommittedTimes(_ recovered: inout [RecordName: BaseRecord?], scan: ScanResult) {
+    func adoptCommittedTimes(_ recovered: inout [RecordName: BaseRecord?], scan: ScanResult) {
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName)
         for (name, base) in recovered {
             guard let base, let file = scan.files[name], let adopted = Self.adoptingTime(base, of: file, applier) else { continue }
@@ -83,7 +83,7 @@ extension SyncEngine {
 
     /// `base` as the base of `file` when the note holds exactly its text: the note takes the base's time (as a pull
     /// gives it), and the base the note's fingerprint. Nil when the note holds another text.
-    package static func adoptingTime(_ base: BaseRecord, of file: LocalFile, _ applier: NoteApplier) -> BaseRecord? {
+    static func adoptingTime(_ base: BaseRecord, of file: LocalFile, _ applier: NoteApplier) -> BaseRecord? {
         guard file.digest == base.digest else { return nil }
         var base = base
         base.fingerprint =
@@ -198,7 +198,7 @@ extension SyncEngine {
     ///   swapping the note, which no one else has, or (rarely) a merged text that was never swapped in, which the
     ///   sync merges again. Never deleted unseen: the outbox is no evidence that a temp was never swapped in,
     ///   because an offline sync after the crash queues the swapped-in version.
-    package func recoverLeftoverTemps(
+    func recoverLeftoverTemps(
         _ scan: inout ScanResult, scanner: FolderScanner, bases: RecordTable<BaseRecord>, zone: ZoneState,
         store: ServerStore, report: inout SyncReport
     ) throws {
@@ -266,7 +266,7 @@ extension SyncEngine {
     /// The voids looked at are recorded with the bases that requeue their changes, in one transaction (or at once
     /// when nothing is to be queued): a process killed in between finds them again, by the bases still tagged
     /// with the lost slot.
-    package func lostEntriesRead(_ store: ServerStore, zone: ZoneState, bases: RecordTable<BaseRecord>) throws -> LostEntries {
+    func lostEntriesRead(_ store: ServerStore, zone: ZoneState, bases: RecordTable<BaseRecord>) throws -> LostEntries {
         let voids = try store.voidedSlots()
         guard !voids.isEmpty else { return LostEntries() }
         let seen = Set((try state.meta(.voidsSeen) ?? "").split(separator: ",").compactMap { Int64($0) })
@@ -281,7 +281,7 @@ extension SyncEngine {
     }
 
     /// What ``lostEntriesRead(_:zone:bases:)`` found: the slots, and the list of voids looked at once they are dealt with.
-    package struct LostEntries {
+    struct LostEntries {
         package var slots: [Int64] = []
         package var seen = ""
         package var isEmpty: Bool { slots.isEmpty }
@@ -295,7 +295,7 @@ extension SyncEngine {
     /// deleted for a recovery). A note that holds exactly the prior version's text (the lost entry only saved the same
     /// text again, as a restore of an earlier version can) takes that version's time, as a pull would have given it:
     /// there is nothing to push, and every device ends with the same bytes and time.
-    package func requeueLostCommits(
+    func requeueLostCommits(
         _ lost: LostEntries, zone: ZoneState, bases: inout RecordTable<BaseRecord>, scan: inout ScanResult,
         store: ServerStore
     ) throws -> [RecordName] {
@@ -346,7 +346,7 @@ extension SyncEngine {
     /// Renames each file the scan left out as the Unicode twin of another (``ScanResult/unicodeTwins``) to a
     /// conflict-copy name of its own (in NFC), and scans it: no text stays on one device only. Reported as a
     /// conflict copy.
-    package func keepUnicodeTwins(
+    func keepUnicodeTwins(
         _ scan: inout ScanResult, scanner: FolderScanner, bases: RecordTable<BaseRecord>,
         report: inout SyncReport
     ) throws {

@@ -11,7 +11,7 @@ extension SyncEngine {
     /// Works out every step's action, once, in plan order. A step whose action cannot be worked out (a note or a
     /// server text that cannot be read for a merge) is reported and left out of this sync, as is one with nothing
     /// to do.
-    package func resolve(
+    func resolve(
         _ plan: inout [Step], scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, store: ServerStore,
         report: inout SyncReport
     ) throws {
@@ -53,7 +53,7 @@ extension SyncEngine {
     }
 
     /// The server text a step's action reads (to write it here, or to merge it), if any.
-    package static func serverTextRead(by step: Step) -> AssetRef? {
+    static func serverTextRead(by step: Step) -> AssetRef? {
         switch step.decision {
         case .pull(let head) where !head.deleted && !(step.move != nil && head.text?.sha256 == step.local?.digest):
             return head.text

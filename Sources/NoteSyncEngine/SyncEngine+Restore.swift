@@ -83,7 +83,7 @@ extension SyncEngine {
 
     /// The permission bits of the copy of `name` most recently moved to the trash (`trash/<stamp>/<name>`: the newest
     /// change time, which the move into the trash set); nil when the trash holds none.
-    package func trashedMode(of name: RecordName) -> mode_t? {
+    func trashedMode(of name: RecordName) -> mode_t? {
         let stamps = (try? FileIO.list(folder.trash)) ?? []
         let copies = stamps.compactMap { stamp -> stat? in
             guard let info = FileIO.lstatInfo(folder.trash + "/" + stamp + "/" + name.string),

@@ -116,7 +116,7 @@ public final class SyncEngine {
     private var pollsCheaply = false
     /// How long an agent's idle polls of an object store read only the next slot before one checks the marker and
     /// the end of the log again: a server replaced or restored from a backup is noticed within this time.
-    package static let endCheckInterval: Duration = .seconds(60)
+    static let endCheckInterval: Duration = .seconds(60)
     /// For a process that exits after one sync: what a sync held is left to the exit (``OneShotProcess``)
     /// instead of being released record by record (a cost that grows with the notes). Never for the agent.
     public var leavesMemoryToExit = false
@@ -202,9 +202,9 @@ public final class SyncEngine {
 
     /// The server could not be reached (or holds a gap still waited for): the sync ends as offline, and the agent's
     /// next sync starts from `memo` when it is set.
-    package struct ServerAway: Error {
+    struct ServerAway: Error {
         package var error: NoteSyncError
-        package var memo: (bases: RecordTable<BaseRecord>, zone: ZoneState)?
+        var memo: (bases: RecordTable<BaseRecord>, zone: ZoneState)?
     }
 
     /// Forgets what the open server's store read to find texts (the packs' indexes, 48 bytes a packed text): an idle
@@ -234,7 +234,7 @@ public final class SyncEngine {
     }
 
     /// The records the next sync in this process starts from without reading the database.
-    package var heldRecords: (bases: RecordTable<BaseRecord>, zone: ZoneState)? { memo }
+    var heldRecords: (bases: RecordTable<BaseRecord>, zone: ZoneState)? { memo }
 
     /// The bases and server state to sync from (the memo, else the state database, on another thread while the
     /// folder is walked), and the scan of the notes folder against them.
@@ -609,7 +609,7 @@ public final class SyncEngine {
     }
 
     /// How old the `lastSeen` of a status file may grow before a sync that changed nothing writes it again.
-    package static let deviceRefresh: Int64 = 3600 * 1_000_000_000
+    static let deviceRefresh: Int64 = 3600 * 1_000_000_000
 
     /// Keeps this device's status file (`devices/<id>.json`: its name and token, which gc keeps history for) true.
     /// A sync that changed nothing writes nothing to the server: the file is read, and written again only when its
@@ -648,7 +648,7 @@ public final class SyncEngine {
     /// The server, opened once and kept while it stays reachable.
     /// Opens the server and checks it is this folder's server (its id). A folder not bound yet (made by an earlier
     /// build) is bound by ``sync(_:only:)`` once a fetch has checked the log against what the folder knew.
-    package func openStore(anyServer: Bool = false, idlePoll: Bool = false) throws -> ServerStore {
+    func openStore(anyServer: Bool = false, idlePoll: Bool = false) throws -> ServerStore {
         // A cheap idle poll of an object store (``cheapPoll(_:)``) does not look at the marker.
         if let store, idlePoll, !anyServer { return store }
         // The marker as the open server's storage sees it: another file there (a share mounted again, a server put in
@@ -681,12 +681,12 @@ public final class SyncEngine {
     }
 
     /// How far ahead of this device's clock a time may be before it is reported (a note's mtime, the server's).
-    package static let skewTolerance: Int64 = 5 * 60 * 1_000_000_000
+    static let skewTolerance: Int64 = 5 * 60 * 1_000_000_000
 
     /// Notes changed since their base whose mtime is more than five minutes ahead of this device's clock: the
     /// record's `modified` decides which edit keeps the name in a conflict, so a wrong clock (here or where the
     /// note was written) is said. The decision stays deterministic: the same times give the same winner everywhere.
-    package func futureTimes(_ scan: ScanResult) -> [String] {
+    func futureTimes(_ scan: ScanResult) -> [String] {
         // A simulation's clock is its own: the files' times are not comparable with it.
         guard FaultPoint.simulatedNow() == nil else { return [] }
         let now = Clock.nowNanoseconds()
@@ -699,7 +699,7 @@ public final class SyncEngine {
     }
 
     /// This device's clock against the server's: the time the server's filesystem gave the entry just published.
-    package func clockSkewWarning(_ store: ServerStore) -> String? {
+    func clockSkewWarning(_ store: ServerStore) -> String? {
         guard let skew = store.takeClockSkew(), abs(skew) > Self.skewTolerance else { return nil }
         return "this device's clock is \(abs(skew) / 60_000_000_000) minutes \(skew > 0 ? "ahead of" : "behind") the server's "
             + "(the time of the entry just written): conflicts are decided by the notes' times\n"

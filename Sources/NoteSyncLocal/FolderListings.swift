@@ -7,7 +7,7 @@ import NoteSyncSupport
 /// paths in one folder lists it once, not once per path.
 ///
 /// Held for one scan only, so that it never answers for a folder changed since (a scan reads, it writes nothing).
-package struct FolderListings {
+struct FolderListings {
     package let root: String
     /// Per folder (relative, "" for the root): its entries' names by their NFC's bytes, or nil when it could not be
     /// listed. By bytes: `String` keys compare canonical equivalence.

@@ -147,7 +147,7 @@ public struct FolderScanner: Sendable {
     /// byte order; `[path]` when no other form can exist. A component that could have a twin (see
     /// ``RecordName/mayHaveUnicodeTwin(_:)``) is looked up in its folder's listing (`listings`: each folder listed
     /// once per scan); the rest are taken as they are.
-    package func twins(of path: String, listings: inout FolderListings) -> [String] {
+    func twins(of path: String, listings: inout FolderListings) -> [String] {
         let components = RecordName.components(of: path)
         guard components.contains(where: { RecordName.mayHaveUnicodeTwin(String($0)) }) else { return [path] }
         var prefixes = [""]
@@ -355,17 +355,17 @@ public struct FolderScanner: Sendable {
     }
 
     /// How many files a scan hashes between putting outcomes in the table.
-    package static let hashBatch = 4096
+    static let hashBatch = 4096
 
     /// How many of the walk's files a full scan takes into its table, at least, between handing freed pages back.
-    package static let trimEvery = 12_500
+    static let trimEvery = 12_500
 
     /// For each candidate, the row of its base (``RecordTable/rowIndex(of:)``) if its fingerprint still matches that
     /// base's, else -1, and its name's hash, which puts it in the scan's table without hashing it again. Looked up on
     /// every core (the bases are only read): at 100,000 notes this is a tenth of a no-op sync. Eight bytes a file:
     /// the base's digest and size, as optionals through `Parallel.map`, took two arrays of 48 bytes a file (9.6 MB
     /// at 100,000 notes, at the peak of a no-op sync).
-    package static func unchangedSinceBase(
+    static func unchangedSinceBase(
         _ candidates: Candidates,
         bases: RecordTable<BaseRecord>
     ) -> [BaseMatch] {
@@ -381,7 +381,7 @@ public struct FolderScanner: Sendable {
     }
 
     /// One candidate's outcome in ``unchangedSinceBase(_:bases:)``.
-    package struct BaseMatch: Sendable {
+    struct BaseMatch: Sendable {
         /// The base's row, or -1: no base, or one whose fingerprint differs.
         package let row: Int32
         package let hash: NameHash
@@ -547,7 +547,7 @@ public struct FolderScanner: Sendable {
     /// Walk order between twins is byte order of their paths (their components differ first in a name, and a full
     /// walk takes a folder's entries in byte order), so a partial scan, which meets files in the order it is given
     /// them, keeps the same twin as a full one: the one of lowest bytes.
-    package static func dropUnicodeTwins(
+    static func dropUnicodeTwins(
         _ candidates: inout Candidates,
         in result: inout ScanResult
     ) {

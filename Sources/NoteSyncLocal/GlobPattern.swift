@@ -11,14 +11,14 @@ import NoteSyncSupport
 /// component at any depth. The line-level syntax (comments, `!`, trailing `/` and spaces) is
 /// handled by `IgnoreRules`. Matching works on Unicode scalars, so `?` matches one `é`, and
 /// is case-sensitive, as Linux filesystems are.
-package struct GlobPattern: Sendable, Equatable {
+struct GlobPattern: Sendable, Equatable {
     /// Why a pattern body cannot be compiled, and how to write it instead.
-    package struct Problem: Error, Equatable {
+    struct Problem: Error, Equatable {
         package let message: String
         package let fix: String
     }
 
-    package enum Token: Sendable, Equatable {
+    enum Token: Sendable, Equatable {
         case literal(Unicode.Scalar)
         case anyScalar
         case star
@@ -32,19 +32,19 @@ package struct GlobPattern: Sendable, Equatable {
     }
 
     /// A one-segment pattern whose only wildcard is a leading or trailing `*`: most built-in rules.
-    package enum Shortcut: Sendable, Equatable {
+    enum Shortcut: Sendable, Equatable {
         case exact([Unicode.Scalar])
         case prefix([Unicode.Scalar])
         case suffix([Unicode.Scalar])
     }
 
     /// Whether the pattern is matched against the whole path from the root rather than the last component.
-    package let isAnchored: Bool
+    let isAnchored: Bool
     package let segments: [Segment]
     /// Set when the pattern is a plain name, prefix or suffix, to skip the glob matcher on the hot path.
-    package let shortcut: Shortcut?
+    let shortcut: Shortcut?
     /// The first and last scalar any matching path's last component must have, when the pattern fixes them.
-    package let requiredEnds: (first: Unicode.Scalar?, last: Unicode.Scalar?)
+    let requiredEnds: (first: Unicode.Scalar?, last: Unicode.Scalar?)
 
     /// Compiles `body`, a pattern without its `!` prefix and trailing `/`.
     package init(_ body: String) throws(Problem) {
@@ -267,7 +267,7 @@ package struct GlobPattern: Sendable, Equatable {
 }
 
 /// A `[...]` bracket expression: scalars, ranges and `[:class:]` names, negated by a leading `!` or `^`.
-package struct BracketExpression: Sendable, Equatable {
+struct BracketExpression: Sendable, Equatable {
     package enum Item: Sendable, Equatable {
         case scalar(Unicode.Scalar)
         case range(Unicode.Scalar, Unicode.Scalar)
@@ -275,7 +275,7 @@ package struct BracketExpression: Sendable, Equatable {
     }
 
     /// POSIX classes as git's wildmatch knows them; `digit` and `xdigit` are ASCII, the others Unicode-aware.
-    package enum NamedClass: String, Sendable, Equatable, CaseIterable {
+    enum NamedClass: String, Sendable, Equatable, CaseIterable {
         case alnum, alpha, blank, cntrl, digit, graph, lower, print, punct, space, upper, xdigit
 
         package func contains(_ scalar: Unicode.Scalar) -> Bool {

@@ -4,7 +4,7 @@ import NoteSyncSupport
 
 extension IgnoreRules {
     /// A built-in rule for a shape of name that no glob says exactly.
-    package enum BuiltInCheck: Sendable, Equatable {
+    enum BuiltInCheck: Sendable, Equatable {
         /// vim/neovim's "can I create files here" probe: `4913`, then `+123` while the name is taken
         /// (vim `bufwrite.c`). Only this sequence, so a note named `2024` is still a note.
         case vimWriteProbe
@@ -116,7 +116,7 @@ extension IgnoreRules {
         BuiltInEntry(pattern: ".jj", madeBy: "Jujutsu")
     ]
 
-    package static let builtInRules: [Rule] = builtInEntries.map { entry in
+    static let builtInRules: [Rule] = builtInEntries.map { entry in
         let matcher: Rule.Matcher
         if let check = entry.check {
             matcher = .check(check)

@@ -170,7 +170,7 @@ extension IgnoreRules {
             case file(String, line: Int)
         }
 
-        package enum Matcher: Sendable, Equatable {
+        enum Matcher: Sendable, Equatable {
             case glob(GlobPattern, directoryOnly: Bool)
             case check(BuiltInCheck)
             case agentOwned
@@ -195,7 +195,7 @@ extension IgnoreRules {
         /// Whether a match re-includes the path instead of ignoring it.
         public let isNegated: Bool
         public let origin: Origin
-        package let matcher: Matcher
+        let matcher: Matcher
 
         public var description: String {
             let written = (isNegated ? "!" : "") + printable(pattern)

@@ -8,8 +8,8 @@ import NoteSyncSupport
 extension LocalState {
     /// One write transaction's worth of changes.
     public struct Batch {
-        package let db: Database
-        package let statements: Statements
+        let db: Database
+        let statements: Statements
 
         public func setBase(_ name: RecordName, _ base: BaseRecord) throws {
             let statement = try statements.get(
@@ -155,7 +155,7 @@ extension LocalState {
         /// The statements a transaction runs for every record, prepared once each and bound straight through
         /// SQLite's C interface: a first sync writes three rows a note, and building arguments for each
         /// cost more than SQLite's own work.
-        package final class Statements {
+        final class Statements {
             package enum Kind: Int, CaseIterable {
                 case setBase, removeBase, setFingerprint, setHead, removeHead, queue, dequeue, addPendingWrite
             }
@@ -173,7 +173,7 @@ extension LocalState {
         }
 
         /// One prepared statement of ``Statements``, finalized with them.
-        package final class Statement {
+        final class Statement {
             private let handle: OpaquePointer
             private let db: Database
             private let sql: String
@@ -195,7 +195,7 @@ extension LocalState {
             deinit { sqlite3_finalize(handle) }
 
             package func bind(_ index: Int32, _ value: Int64) { sqlite3_bind_int64(handle, index, value) }
-            package func bindNull(_ index: Int32) { sqlite3_bind_null(handle, index) }
+            func bindNull(_ index: Int32) { sqlite3_bind_null(handle, index) }
             package func bind(_ index: Int32, _ text: String) {
                 sqlite3_bind_text(handle, index, text, Int32(text.utf8.count), Self.transient)
             }

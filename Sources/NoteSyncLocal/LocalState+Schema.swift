@@ -6,7 +6,7 @@ import NoteSyncSupport
 
 /// The local state's tables, as migrations: v1 made them, each later one changes them in place.
 extension LocalState {
-    package static var migrator: DatabaseMigrator {
+    static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.create(table: "meta") { t in

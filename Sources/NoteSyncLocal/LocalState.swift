@@ -21,11 +21,11 @@ public final class LocalState: Sendable {
     /// now at the path.
     private static let abandoned = Mutex<[LocalState]>([])
     /// The most SQLite keeps of the pages it read, in KiB (``init(path:readOnly:)`` says why so little)...
-    package static let pageCacheKiB = 256
+    static let pageCacheKiB = 256
     /// ...and while it writes (SQLite's default): each row written is found through the name's index, in no order,
     /// and with only the reading cache a large first sync reads the index's pages again and again (docs/benchmarks.md,
     /// "Why these settings").
-    package static let writeCacheKiB = 2048
+    static let writeCacheKiB = 2048
 
     /// Opens (creating if asked) the state database at `path`; `readOnly` opens it without writing anything.
     public init(path: String, readOnly: Bool = false) throws {
@@ -80,7 +80,7 @@ public final class LocalState: Sendable {
 
     /// `.notesync/device-id`: the device id of the folder's state, outside the database, so that a database copied
     /// over this one from another notes folder is told from it.
-    package static func deviceFile(_ path: String) -> String { FileIO.parent(of: path) + "/device-id" }
+    static func deviceFile(_ path: String) -> String { FileIO.parent(of: path) + "/device-id" }
 
     /// Left next to the database by a process that found it replaced under it: every later open says so, until
     /// `notesync init` moves the database aside.
@@ -184,7 +184,7 @@ public final class LocalState: Sendable {
     }
 
     /// The bytes SQLite's page cache holds for this database now.
-    package func cacheBytes() -> Int {
+    func cacheBytes() -> Int {
         queue.inDatabase { db in
             var current: Int32 = 0
             var highest: Int32 = 0
@@ -402,10 +402,10 @@ public final class LocalState: Sendable {
     }
 
     /// One row of ``eachRow(_:_:_:)``: typed reads of its columns.
-    package struct RawRow {
-        package let statement: OpaquePointer
-        package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
-        package func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    struct RawRow {
+        let statement: OpaquePointer
+        func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+        func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
         package func text(_ column: Int32) -> String {
             guard let bytes = sqlite3_column_text(statement, column) else { return "" }
             let count = Int(sqlite3_column_bytes(statement, column))
@@ -436,7 +436,7 @@ public final class LocalState: Sendable {
 
     /// Steps through a query's rows with SQLite's own column accessors: several times faster than decoding
     /// rows, for the two tables every sync loads whole.
-    package static func eachRow(_ db: Database, _ sql: String, _ body: (RawRow) throws -> Void) throws {
+    static func eachRow(_ db: Database, _ sql: String, _ body: (RawRow) throws -> Void) throws {
         let statement = try db.makeStatement(sql: sql)
         let raw = statement.sqliteStatement
         defer { sqlite3_reset(raw) }

@@ -26,11 +26,11 @@ public struct NoteApplier: Sendable {
     /// Whether each folder a temp was put in can place a file without replacing one
     /// (``FolderRename/placesWithoutReplacing(probe:)``), asked once per applier: on NFS or sshfs a probe is two
     /// round trips, and every pulled update on a folder without rename-exchange needs the answer.
-    package let placements: Placements
+    let placements: Placements
 
     /// The answers ``placements`` holds, by folder: the staging folder (``staging``), or a note's folder for a temp
     /// beside the note.
-    package final class Placements: Sendable {
+    final class Placements: Sendable {
         private let answers: Mutex<[String: Bool]>
 
         package init(_ known: [String: Bool]) { answers = Mutex(known) }
@@ -85,7 +85,7 @@ public struct NoteApplier: Sendable {
         package let folder: String?
     }
 
-    package func makeTemp(for relative: String, in directory: String, beside: Bool = false) throws -> Temp {
+    func makeTemp(for relative: String, in directory: String, beside: Bool = false) throws -> Temp {
         try FileIO.makeDirectories(staging)
         if !beside, let here = FileIO.lstatInfo(directory), let there = FileIO.lstatInfo(staging), here.st_dev == there.st_dev {
             let folder = staging + "/" + ReservedNames.agentTempPrefix + FileIO.randomToken()
@@ -192,7 +192,7 @@ public struct NoteApplier: Sendable {
     }
 
     /// A new note's mode before the umask, as editors create files.
-    package static let newNoteMode: mode_t = 0o666
+    static let newNoteMode: mode_t = 0o666
 
     private func write(
         _ name: RecordName, path relative: String, contents: NoteContents, modified: Int64,
@@ -459,7 +459,7 @@ public struct NoteApplier: Sendable {
         return StatFingerprint(info)
     }
 
-    package static func timespecOf(_ nanoseconds: Int64) -> timespec {
+    static func timespecOf(_ nanoseconds: Int64) -> timespec {
         timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
     }
 
@@ -467,7 +467,7 @@ public struct NoteApplier: Sendable {
     /// in a check-then-move race), compared with its base, then moved on to the trash. A folder of its own, which
     /// exists only while a delete is under way or a killed process left one: a sync looks for those leftovers
     /// without listing the whole trash.
-    package var uncheckedTrash: String { trash + ".unchecked" }
+    var uncheckedTrash: String { trash + ".unchecked" }
 
     /// Moves the note `name` to the trash if it still has the `expected` content; an edited note stays.
     ///
@@ -657,7 +657,7 @@ public struct NoteApplier: Sendable {
     }
 
     /// Creates the folders above a note, refusing to go through a symlink (confinement to the notes folder).
-    package func makeParents(of relative: String) throws {
+    func makeParents(of relative: String) throws {
         var current = root
         for component in RecordName.components(of: relative).dropLast() {
             current += "/" + component
@@ -674,7 +674,7 @@ public struct NoteApplier: Sendable {
     }
 
     /// Removes folders left empty by a delete, up to the notes folder.
-    package func removeEmptyParents(of relative: String) {
+    func removeEmptyParents(of relative: String) {
         var components = RecordName.components(of: relative).dropLast()
         while !components.isEmpty {
             if rmdir(root + "/" + components.joined(separator: "/")) != 0 { return }
@@ -705,7 +705,7 @@ public struct NoteApplier: Sendable {
     /// there is no longer the one written (another inode, size or mtime), and its fingerprint must not be recorded
     /// with the written content's digest — the next scan would take the edit for the base and never upload it.
     /// Such a note gets ``StatFingerprint/unknown``, which no file has: the next scan hashes it and sees the edit.
-    package static func publishedFingerprint(_ path: String, written: StatFingerprint) throws -> StatFingerprint {
+    static func publishedFingerprint(_ path: String, written: StatFingerprint) throws -> StatFingerprint {
         guard let info = FileIO.lstatInfo(path) else {
             throw NoteSyncError(.io, path: path, "vanished right after it was written", fix: "sync again")
         }

@@ -39,7 +39,7 @@ package struct PendingWrite: Codable, Hashable, Sendable {
 
     /// The record a state database older than schema v4 keeps in `meta` (a JSON array of the writes). An unreadable
     /// record only loses this recovery (the log's history is the other one): never the sync.
-    package static func decodeList(_ stored: String) -> [PendingWrite] {
+    static func decodeList(_ stored: String) -> [PendingWrite] {
         (try? JSONDecoder().decode([PendingWrite].self, from: Data(stored.utf8))) ?? []
     }
 }

@@ -40,7 +40,7 @@ public enum VaultKeyFile {
     /// none (vfat, exFAT, many FUSE and SMB mounts: chmod is accepted and changes nothing) the mode says nothing of
     /// who may read the key — the mount's options do — so an open mode there is no reason to refuse it, and the
     /// fix "chmod 600" could not be followed.
-    package static func keepsModes(_ path: String, _ mode: mode_t) -> Bool {
+    static func keepsModes(_ path: String, _ mode: mode_t) -> Bool {
         guard chmod(path, 0o600) == 0, let after = FileIO.lstatInfo(path) else { return true }
         let kept = after.st_mode & 0o777 == 0o600
         if kept { chmod(path, mode & 0o7777) }
@@ -59,7 +59,7 @@ public enum VaultKeyFile {
         return bytes
     }
 
-    package static func hexValue(_ digit: UInt8) -> UInt8? {
+    static func hexValue(_ digit: UInt8) -> UInt8? {
         switch digit {
         case 0x30...0x39: digit - 0x30
         case 0x61...0x66: digit - 0x61 + 10

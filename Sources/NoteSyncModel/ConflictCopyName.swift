@@ -14,8 +14,8 @@ public enum ConflictCopyName {
     /// The longest file name component Linux filesystems accept, in UTF-8 bytes.
     public static let maximumComponentBytes = 255
 
-    package static let maximumDeviceBytes = 64
-    package static let maximumExtensionBytes = 16
+    static let maximumDeviceBytes = 64
+    static let maximumExtensionBytes = 16
     private static let marker = " (conflict "
 
     /// The conflict copy name for the note at `path`, made on `device` at `date`.
@@ -77,7 +77,7 @@ public enum ConflictCopyName {
 
     /// The device name as it may appear inside a file name: one line, no path or Windows-reserved
     /// characters, no parentheses, NFC, at most 64 bytes.
-    package static func cleanDevice(_ device: String) -> String {
+    static func cleanDevice(_ device: String) -> String {
         var cleaned = String.UnicodeScalarView()
         for scalar in RecordName.nfc(device).unicodeScalars {
             switch scalar.properties.generalCategory {

@@ -169,24 +169,24 @@ public struct ForeignConflictCopy: Sendable, Equatable {
 }
 
 /// Splits a `/`-separated path into its directory (with the trailing `/`, or empty) and last component.
-package func splitLastComponent(_ path: String) -> (directory: String, name: String) {
+func splitLastComponent(_ path: String) -> (directory: String, name: String) {
     guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return ("", path) }
     let nameStart = path.utf8.index(after: slash)
     return (String(path[..<nameStart]), String(path[nameStart...]))
 }
 
 extension UInt8 {
-    package var isASCIIDigit: Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) }
+    var isASCIIDigit: Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) }
 
-    package var isASCIILetter: Bool { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self | 0x20) }
+    var isASCIILetter: Bool { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self | 0x20) }
 
-    package var isASCIIAlphanumeric: Bool { isASCIIDigit || isASCIILetter }
+    var isASCIIAlphanumeric: Bool { isASCIIDigit || isASCIILetter }
 }
 
 /// Byte-level scanning of UTF-8 names for ASCII markers; cutting at an ASCII byte keeps UTF-8 valid.
 extension Array where Element == UInt8 {
     /// Every range where `needle` (ASCII) occurs, first to last, overlapping ones included.
-    package func asciiRanges(of needle: String, caseInsensitive: Bool = false) -> [Range<Int>] {
+    func asciiRanges(of needle: String, caseInsensitive: Bool = false) -> [Range<Int>] {
         let pattern = Array(needle.utf8)
         guard pattern.count <= count else { return [] }
         return (0...(count - pattern.count)).compactMap { start in
@@ -199,13 +199,13 @@ extension Array where Element == UInt8 {
         }
     }
 
-    package func isDigits(at start: Int, count digits: Int) -> Bool {
+    func isDigits(at start: Int, count digits: Int) -> Bool {
         start >= 0 && digits > 0 && start + digits <= count
             && self[start..<(start + digits)].allSatisfy(\.isASCIIDigit)
     }
 
     /// `YYYY-MM-DD` at `start`.
-    package func isDate(at start: Int) -> Bool {
+    func isDate(at start: Int) -> Bool {
         start >= 0 && start + 10 <= count
             && isDigits(at: start, count: 4) && self[start + 4] == UInt8(ascii: "-")
             && isDigits(at: start + 5, count: 2) && self[start + 7] == UInt8(ascii: "-")
@@ -213,14 +213,14 @@ extension Array where Element == UInt8 {
     }
 
     /// `YYYYMMDD-HHMMSS` at `start`.
-    package func isCompactTimestamp(at start: Int) -> Bool {
+    func isCompactTimestamp(at start: Int) -> Bool {
         start + 15 <= count
             && isDigits(at: start, count: 8) && self[start + 8] == UInt8(ascii: "-") && isDigits(at: start + 9, count: 6)
     }
 }
 
 extension ArraySlice where Element == UInt8 {
-    package func lastASCIIRange(of needle: String) -> Range<Int>? {
+    func lastASCIIRange(of needle: String) -> Range<Int>? {
         let pattern = Array(needle.utf8)
         guard pattern.count <= count else { return nil }
         for start in stride(from: endIndex - pattern.count, through: startIndex, by: -1)

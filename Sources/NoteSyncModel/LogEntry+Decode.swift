@@ -11,7 +11,7 @@ extension LogEntry {
     /// `JSONDecoder` builds a map of the whole document first, bigger than the JSON, with the decoded array then
     /// growing beside it: for a large entry (a folder renamed is one entry of a move per note) that would be the peak
     /// of the sync of every device that reads it (docs/benchmarks.md, "Why these settings").
-    package static func decodeChangeByChange(_ body: Data) -> LogEntry? {
+    static func decodeChangeByChange(_ body: Data) -> LogEntry? {
         body.withUnsafeBytes { raw -> LogEntry? in
             var reader = ChangeReader(raw.bindMemory(to: UInt8.self))
             guard reader.skip(#"{"changes":["#) else { return nil }

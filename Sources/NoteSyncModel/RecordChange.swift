@@ -49,7 +49,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
 
     /// The bytes ``appendJSON(to:)`` writes, counted without writing them: an entry's buffer is made at its size.
     /// Counted, not estimated at 20 digits a number, which would give a large entry's buffer far more than it takes.
-    package var jsonSize: Int {
+    var jsonSize: Int {
         func digits(_ value: Int64) -> Int {
             var count = value < 0 ? 2 : 1
             var rest = value.magnitude / 10
@@ -69,7 +69,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
     }
 
     /// The bytes of `string` inside its quotes as ``appendJSONString(_:to:)`` writes it.
-    package static func jsonStringSize(_ string: String) -> Int {
+    static func jsonStringSize(_ string: String) -> Int {
         var size = 0
         for byte in string.utf8 {
             switch byte {
@@ -85,7 +85,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
     /// (SealedFileTests checks it against `JSONEncoder` on names holding every character that needs escaping): the
     /// keys in order, optionals left out when nil, strings escaped as it escapes them (`\"`, `\\`, `\b`, `\t`, `\n`,
     /// `\f`, `\r`, other control characters as `\u00xx`; everything else as its UTF-8).
-    package func appendJSON(to out: inout [UInt8]) {
+    func appendJSON(to out: inout [UInt8]) {
         func key(_ name: StaticString) {
             out.append(UInt8(ascii: "\""))
             out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
@@ -135,7 +135,7 @@ public struct RecordChange: Codable, Hashable, Sendable {
     }
 
     /// `string` as a JSON string, escaped as `JSONEncoder` escapes it.
-    package static func appendJSONString(_ string: String, to out: inout [UInt8]) {
+    static func appendJSONString(_ string: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         defer { out.append(UInt8(ascii: "\"")) }
         guard string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {

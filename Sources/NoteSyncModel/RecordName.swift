@@ -60,7 +60,7 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     /// Whether `text` is in the standard library's NFC (see `nfc(_:)`), compared byte by byte without copying.
-    package static func isNFC(_ text: String) -> Bool {
+    static func isNFC(_ text: String) -> Bool {
         var bytes = text.utf8.makeIterator()
         var same = true
         text._withNFCCodeUnits { unit in

@@ -51,7 +51,7 @@ public struct RecordTable<Value> {
     /// Room for `added` more records, made at once when the rows would outgrow their storage, and at least half as
     /// many again as there are, so that a run of small additions still grows it geometrically: appended one by one,
     /// a table of 131,072 rows that takes 20,000 more grows to 262,144.
-    package mutating func reserveRoom(forAdding added: Int) {
+    mutating func reserveRoom(forAdding added: Int) {
         let needed = count + added
         guard needed > rows.capacity else { return }
         reserveCapacity(Swift.max(needed, count + count / 2))

@@ -87,7 +87,7 @@ public enum SealedFile {
     /// tree: a first sync's five entries of 2,000 changes took 9 % of its CPU through `JSONEncoder`.
     ///
     /// The JSON starts after `headerRoom` zero bytes, which ``seal(_:kind:)`` fills with the header.
-    package static func encodeJSON<T: Encodable>(
+    static func encodeJSON<T: Encodable>(
         _ value: T, chunkingAbove threshold: Int = 0, headerRoom: Int = 0
     ) throws -> Data {
         let encoder = JSONEncoder()
@@ -113,7 +113,7 @@ public enum SealedFile {
 
     /// A plain entry whose JSON is at least this many bytes is sealed into a sink a piece at a time
     /// (``sealEntry(_:minimumBytes:into:)``): on a folder, never held whole.
-    package static let streamedEntryBytes = 1 << 20
+    static let streamedEntryBytes = 1 << 20
 
     /// `entry` sealed (format 1) a piece at a time into the sink `makeSink` makes, when its JSON is of
     /// ``encodeJSON(_:chunkingAbove:headerRoom:)``'s change-by-change form and at least `minimumBytes` long: the

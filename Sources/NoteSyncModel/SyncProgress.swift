@@ -100,10 +100,10 @@ public final class SyncProgress: Sendable {
         return parts.joined(separator: ", ")
     }
 
-    package static func megabytes(_ bytes: Double) -> String { String(format: "%.1f MB", bytes / 1_000_000) }
+    static func megabytes(_ bytes: Double) -> String { String(format: "%.1f MB", bytes / 1_000_000) }
 
     /// `12,345`.
-    package static func grouped(_ number: Int) -> String {
+    static func grouped(_ number: Int) -> String {
         var digits = String(number.magnitude)
         var out = ""
         while digits.count > 3 {

@@ -77,7 +77,7 @@ public struct QuarantinedChange: Codable, Hashable, Sendable, CustomStringConver
     public var description: String { "entry \(seq): \(name): \(reason)" }
 
     /// The name as it is shown: escaped, and cut short (a hostile name may be kilobytes long).
-    package static func displayName(_ raw: String) -> String {
+    static func displayName(_ raw: String) -> String {
         let escaped = DisplayName.escape(raw)
         return escaped.count > 120 ? escaped.prefix(120) + "… (\(raw.utf8.count) bytes)" : escaped
     }
@@ -390,7 +390,7 @@ public struct ZoneState: Sendable, Hashable {
     /// change, with no table of names (nor a dictionary to make it) at the fold of the entry, where the commit of a
     /// rename peaks. Otherwise (a name twice, where the last link counts; a
     /// name not in NFC, equal as Unicode to another that is not the same bytes) it is ``moves(in:)``'s table.
-    package struct MoveLinks {
+    struct MoveLinks {
         private enum Form {
             case none
             case partners([Int32], [RecordChange])
@@ -449,7 +449,7 @@ public struct ZoneState: Sendable, Hashable {
         }
 
         /// Whether the halves were found by index (not in ``moves(in:)``'s table): for the tests.
-        package var isByIndex: Bool {
+        var isByIndex: Bool {
             if case .partners = form { true } else { false }
         }
 

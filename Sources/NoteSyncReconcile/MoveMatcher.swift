@@ -59,7 +59,7 @@ public enum MoveMatcher {
     /// At most this many unpaired sources, and as many targets, are compared by similarity.
     public static let maxSimilarityCandidates = 64
     /// Sizes further apart than this factor are never compared.
-    package static let maxSizeRatio: Int64 = 2
+    static let maxSizeRatio: Int64 = 2
 
     /// The pairs, sorted by source name. `similarity` measures a source's text against a target's (0…1), or nil
     /// when it cannot; nil skips rule 3.
@@ -164,7 +164,7 @@ public enum MoveMatcher {
     }
 
     /// Whether `elements` are in increasing order of `key`, none equal.
-    package static func isSorted<Element>(_ elements: [Element], by key: (Element) -> RecordName) -> Bool {
+    static func isSorted<Element>(_ elements: [Element], by key: (Element) -> RecordName) -> Bool {
         guard elements.count > 1 else { return true }
         for index in 1..<elements.count where !(key(elements[index - 1]) < key(elements[index])) { return false }
         return true
@@ -172,7 +172,7 @@ public enum MoveMatcher {
 
     /// Notes of the same text paired by the longest common ending of their paths, then byte order (both lists
     /// sorted).
-    package static func pairByPath(_ sources: [RecordName], _ targets: [RecordName]) -> [Pair] {
+    static func pairByPath(_ sources: [RecordName], _ targets: [RecordName]) -> [Pair] {
         if sources.count == 1 && targets.count == 1 { return [Pair(from: sources[0], to: targets[0])] }
         var pairs: [Pair] = []
         if sources.count * targets.count > 4096 {
@@ -217,7 +217,7 @@ public enum MoveMatcher {
         return pairs
     }
 
-    package static func comparableSizes(_ a: Int64, _ b: Int64) -> Bool {
+    static func comparableSizes(_ a: Int64, _ b: Int64) -> Bool {
         let (small, large) = (min(a, b), max(a, b))
         return large <= max(small, 64) * maxSizeRatio
     }

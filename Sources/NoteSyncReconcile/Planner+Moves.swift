@@ -42,7 +42,7 @@ extension Planner {
     /// the new name).
     ///
     /// `names` are in order, each once; so are the lists made from them.
-    package static func planMoves(
+    static func planMoves(
         names: [RecordName], scan: ScanResult, bases: RecordTable<BaseRecord>, zone: ZoneState, deviceID: String,
         similarity: ((BaseRecord, LocalFile) -> Double?)?,
         renameTime: (_ from: RecordName, _ to: RecordName, LocalFile) -> Int64 = { _, _, file in file.fingerprint.ctime },
@@ -229,7 +229,7 @@ extension Planner {
     /// plan's names (sorted, each once), and each of those is a flag beside its place in them; the others go in a set.
     /// A flag is a byte a name, where a set of them all would take a hash bucket of its own for each, and more while
     /// it grows.
-    package struct CoveredNames {
+    struct CoveredNames {
         private let names: [RecordName]
         /// A flag for each of `names`, made at the first name covered.
         private var flags: [Bool] = []
@@ -275,7 +275,7 @@ extension Planner {
     /// them in name order recorded it, for an inode two of them recorded. A sorted array searched by halves, not a
     /// dictionary, whose buckets take more than the array and grow by doubling; the sorted list and its names are
     /// held only while the array is made.
-    package struct GoneFiles {
+    struct GoneFiles {
         private let files: [(inode: UInt64, digest: ContentDigest)]
 
         package init(_ gone: some Sequence<(name: RecordName, inode: UInt64, digest: ContentDigest)>) {

@@ -105,7 +105,7 @@ public enum Planner {
     }
 
     /// Sorts `names` and drops the repeated ones, in place.
-    package static func sortUnique(_ names: inout [RecordName]) {
+    static func sortUnique(_ names: inout [RecordName]) {
         names.sort()
         guard names.count > 1 else { return }
         var kept = 1
@@ -118,7 +118,7 @@ public enum Planner {
 
     /// Puts `steps` in name order (each name has one step), moving them in place: the order is found on their indices,
     /// then each cycle of the permutation is followed with one step held aside.
-    package static func sortByName(_ steps: inout [Step]) {
+    static func sortByName(_ steps: inout [Step]) {
         var order = [Int32](unsafeUninitializedCapacity: steps.count) { buffer, count in
             for index in 0..<steps.count { buffer[index] = Int32(index) }
             count = steps.count

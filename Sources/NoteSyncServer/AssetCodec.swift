@@ -12,7 +12,7 @@ import Synchronization
 public enum AssetCodec {
     package static let magic = Data("NSZ1".utf8)
     /// Shorter texts are stored as they are: the header and zlib's framing would eat the gain.
-    package static let minimumSize = 256
+    static let minimumSize = 256
 
     /// How hard libdeflate works. Level 1: on the benchmark's corpus, level 2 and zlib's level 6 store barely fewer
     /// bytes for one and a half to three times the CPU, and level 1's tables are smaller than level 2's
@@ -48,7 +48,7 @@ public enum AssetCodec {
 
     /// A libdeflate compressor and its tables (200 KB at level 1).
     package final class Compressor: @unchecked Sendable {
-        package let pointer: OpaquePointer
+        let pointer: OpaquePointer
 
         package init() {
             guard let pointer = libdeflate_alloc_compressor(AssetCodec.level) else { fatalError("out of memory") }
@@ -69,7 +69,7 @@ public enum AssetCodec {
         package func give(_ compressor: Compressor) { idle.withLock { $0.append(compressor) } }
 
         /// How many wait here.
-        package var idleCount: Int { idle.withLock { $0.count } }
+        var idleCount: Int { idle.withLock { $0.count } }
     }
 
     /// The text stored in `file` for an asset of `size` bytes and digest `digest`, or nil when the file holds neither
@@ -91,7 +91,7 @@ public enum AssetCodec {
     /// ``oneShotLimit``) is inflated by libdeflate into a buffer of that size, about twice as fast as zlib; a bigger
     /// one by zlib, whose buffer grows as the output does. The buffer is the size the entry states before the stream
     /// has shown it: at most 64 MiB, and never more than 1,032 bytes for each byte of the stream.
-    package static func inflate(_ stream: Data, size: Int64) -> Data? {
+    static func inflate(_ stream: Data, size: Int64) -> Data? {
         guard size >= 0 else { return nil }
         if size > oneShotLimit {
             guard let text = inflate(stream, limit: size), Int64(text.count) == size else { return nil }
@@ -117,11 +117,11 @@ public enum AssetCodec {
     }
 
     /// Up to this size a text is inflated into a buffer of its stated size.
-    package static let oneShotLimit: Int64 = 64 << 20
+    static let oneShotLimit: Int64 = 64 << 20
 
     /// Inflates a zlib stream, refusing more than `limit` bytes of output. The buffer grows as the output does (a
     /// stated size is not trusted for an allocation).
-    package static func inflate(_ stream: Data, limit: Int64) -> Data? {
+    static func inflate(_ stream: Data, limit: Int64) -> Data? {
         guard limit >= 0 else { return nil }
         let cap = Int(clamping: min(limit, ServerStore.largestAssetSize)) + 1
         var output = Data(count: min(cap, max(stream.count * 4, 1 << 16)))

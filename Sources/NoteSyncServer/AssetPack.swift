@@ -17,18 +17,18 @@ public enum AssetPack {
     package static let magic = "notesync-pack"
     package static let version = 1
     /// One index entry: 32 bytes of name, 8 of offset, 8 of length, big-endian.
-    package static let entrySize = 48
+    static let entrySize = 48
     /// The most assets one pack's index may list: what a reader accepts.
-    package static let maxCount = 1 << 20
+    static let maxCount = 1 << 20
     /// The header's length: the line, padded with spaces, its newline the last byte.
-    package static let headerSize = 128
+    static let headerSize = 128
     /// A batch writes packs from this many new texts on; fewer stay loose (the agent's single edits).
     public static let minimumBatch = 16
     /// A batch of at least this many texts not found loose is looked for in the packs even when their indexes were not
     /// read yet (a first sync); a smaller one only in the indexes read already.
     public static let lookupBatch = 500
     /// A text stored bigger than this stays loose: a pack holds small texts, read whole by range.
-    package static let largestBlob = 1 << 20
+    static let largestBlob = 1 << 20
 
     /// Where one asset is in a pack.
     package struct Entry: Sendable, Hashable {
@@ -39,7 +39,7 @@ public enum AssetPack {
 
     /// A pack being made: texts added one by one and written to a sink at once (their buffers freed), then the index
     /// and the header.
-    package struct Builder {
+    struct Builder {
         private var entries: [(name: ContentDigest, offset: Int64, length: Int64)] = []
         package private(set) var end = Int64(AssetPack.headerSize)
         package let sink: any StagingSink
@@ -82,7 +82,7 @@ public enum AssetPack {
     }
 
     /// A sink that keeps the pack in memory (tests, and an object store's single request).
-    package final class MemorySink: StagingSink {
+    final class MemorySink: StagingSink {
         package var data = Data()
         private let stage: (Data) throws -> StagedFile
 
@@ -120,8 +120,8 @@ public enum AssetPack {
         package let raw: Data
         package let count: Int
         /// Where the blobs start and end (where the index starts).
-        package let blobsStart: Int64
-        package let blobsEnd: Int64
+        let blobsStart: Int64
+        let blobsEnd: Int64
 
         package func entry(_ position: Int) -> Entry {
             raw.withUnsafeBytes { bytes in
@@ -152,7 +152,7 @@ public enum AssetPack {
         }
 
         /// The bytes of the blobs.
-        package var blobBytes: Int64 { blobsEnd - blobsStart }
+        var blobBytes: Int64 { blobsEnd - blobsStart }
     }
 
     /// What is wrong with a pack that is not whole.
@@ -163,8 +163,8 @@ public enum AssetPack {
     /// What a pack's header says: the count, where the index is, its length and digest.
     package struct Header: Sendable {
         package var count: Int
-        package var indexOffset: Int64
-        package var indexLength: Int
+        var indexOffset: Int64
+        var indexLength: Int
         package var digest: String
     }
 
@@ -238,7 +238,7 @@ public enum AssetPack {
     }
 
     /// Whether `name` is a pack's file name: 64 hex digits and `.pack`.
-    package static func isPackName(_ name: String) -> Bool {
+    static func isPackName(_ name: String) -> Bool {
         name.utf8.count == 69 && name.hasSuffix(".pack") && ContentDigest(hex: String(name.dropLast(5))) != nil
     }
 }

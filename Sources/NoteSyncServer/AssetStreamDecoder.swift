@@ -9,12 +9,12 @@ import NoteSyncSupport
 /// ``AssetCodec/decode(_:digest:size:)`` does whole: the text itself when the stored bytes are its size, else an
 /// `NSZ1` zlib stream inflated, never past the size the entry states; the text's digest checked at the end. Nothing
 /// emitted counts until ``finish()`` says the digest matched.
-package struct AssetStreamDecoder {
-    package struct Mismatch: Error {}
+struct AssetStreamDecoder {
+    struct Mismatch: Error {}
 
     package let ref: AssetRef
     /// The size of the stored bytes, known before they come (a file's size, or what a sealed asset opens to).
-    package let storedSize: Int64
+    let storedSize: Int64
     private var head = Data()
     private var inflater: Inflater?
     private var decided = false
@@ -72,7 +72,7 @@ package struct AssetStreamDecoder {
     }
 
     /// A zlib stream inflated as its bytes come (`inflate(3)`), 256 KiB of text at a time.
-    package final class Inflater {
+    final class Inflater {
         private var stream = z_stream()
         package private(set) var ended = false
 

@@ -114,7 +114,7 @@ extension ServerStore {
     }
 
     /// Throws unless this server is format 3 or later (gc, compaction and the policy need it).
-    package func requireRetention(_ what: String) throws {
+    func requireRetention(_ what: String) throws {
         guard hasRetention else {
             throw NoteSyncError(
                 .usage, path: layout.marker,

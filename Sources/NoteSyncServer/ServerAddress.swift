@@ -51,11 +51,11 @@ public enum ServerAddress {
         return String(candidate)
     }
 
-    package static func openObjectStore(_ root: String, endpoint: String?, logger: Logger) throws -> any ServerStorage {
+    static func openObjectStore(_ root: String, endpoint: String?, logger: Logger) throws -> any ServerStorage {
         try S3Storage.open(root: root, endpoint: endpoint, logger: logger)
     }
 
-    package static func createObjectStore(
+    static func createObjectStore(
         _ root: String, endpoint: String?, logger: Logger, encryption: ServerStore.NewVault? = nil
     ) throws -> ServerMarker {
         try ServerStore.createInObjectStore(root: root, endpoint: endpoint, logger: logger, encryption: encryption)

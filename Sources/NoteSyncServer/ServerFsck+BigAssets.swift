@@ -10,7 +10,7 @@ extension ServerFsck {
     /// Whether the asset file at `path` (of `size` bytes) holds the text it is stored as `name`: on a plain server its
     /// digest, as it is or inflated from `NSZ1`; on an `encrypted` one its header's digest of the body and, with the
     /// `vault`, chunks that open to a text whose keyed name it is.
-    package static func holdsStreamed(
+    static func holdsStreamed(
         _ path: String, _ name: ContentDigest, size: Int64, in storage: any ServerStorage, vault: Vault?, encrypted: Bool
     ) throws -> Bool {
         var check = StreamedCheck(vault: vault, encrypted: encrypted, name: name)

@@ -60,7 +60,7 @@ public struct ServerFsck {
     private var layout: ServerLayout { store.layout }
 
     /// Names other tools keep in a folder they replicate; harmless in a server folder.
-    package static let toleratedNames: Set<String> = [
+    static let toleratedNames: Set<String> = [
         ".stfolder", ".stignore", ".stversions", ".dropbox", ".dropbox.cache",
         ".sync", "lost+found", "quarantine"
     ]
@@ -614,7 +614,7 @@ public struct ServerFsck {
     }
 
     /// Whether a pack's blob holds the text stored as `name`: checked as a loose asset file's bytes would be.
-    package static func blobHolds(_ blob: Data, _ name: ContentDigest, in store: ServerStore) -> Bool {
+    static func blobHolds(_ blob: Data, _ name: ContentDigest, in store: ServerStore) -> Bool {
         if store.marker.isEncrypted { return sealedHolds(blob, name, in: store) }
         if ContentDigest(of: blob) == name { return true }
         guard blob.starts(with: AssetCodec.magic),
@@ -625,7 +625,7 @@ public struct ServerFsck {
 
     /// Whether the asset file at `path` of an encrypted server is whole (its header checks the ciphertext) and, with
     /// the key, opens under its name and holds a text whose name it is.
-    package static func holdsSealed(_ path: String, _ name: ContentDigest, in store: ServerStore) throws -> Bool {
+    static func holdsSealed(_ path: String, _ name: ContentDigest, in store: ServerStore) throws -> Bool {
         if let info = store.storage.info(path), info.size > BigText.threshold {
             return try holdsStreamed(path, name, size: info.size, in: store.storage, vault: store.vault, encrypted: true)
         }
@@ -634,7 +634,7 @@ public struct ServerFsck {
     }
 
     /// ``holdsSealed(_:_:in:)`` for bytes read.
-    package static func sealedHolds(_ data: Data, _ name: ContentDigest, in store: ServerStore) -> Bool {
+    static func sealedHolds(_ data: Data, _ name: ContentDigest, in store: ServerStore) -> Bool {
         guard let (format, body) = try? SealedFile.verifyFormat(data, kind: "asset"), format == SealedFile.encryptedFormat
         else { return false }
         guard let vault = store.vault else { return true }
@@ -647,7 +647,7 @@ public struct ServerFsck {
         return vault.assetName(ContentDigest(of: stored)) == name
     }
 
-    package static func describeForeign(_ name: String) -> String {
+    static func describeForeign(_ name: String) -> String {
         if let tool = ForeignConflictCopy.detect(name) { return "a \(tool) conflict copy inside the server" }
         if name.hasPrefix(".syncthing.") || name.hasSuffix(".tmp") { return "another tool's temp file" }
         return "not a file notesync writes here"

@@ -59,7 +59,7 @@ public struct ServerLayout: Sendable, Hashable {
     }
 
     /// Parses a log entry or snapshot file name back into its sequence.
-    package static func sequence(ofFileName name: String, width: Int = 12) -> Int64? {
+    static func sequence(ofFileName name: String, width: Int = 12) -> Int64? {
         guard name.utf8.count == width, name.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
         return Int64(name)
     }

@@ -175,7 +175,7 @@ public final class FolderStorage: ServerStorage {
     public let root: String
     public let isNetwork: Bool
     public var isObjectStore: Bool { false }
-    package let tmpDirectory: String
+    let tmpDirectory: String
     /// What the server folder's own mode calls for, read when the server is opened.
     public let modes: ServerModes
     private let forcedPrimitive: PublishPrimitive?

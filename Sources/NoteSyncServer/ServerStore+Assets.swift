@@ -138,7 +138,7 @@ extension ServerStore {
     /// since. A pack
     /// found is checked to be still there (gc may have removed it since its index was read): a text is never taken
     /// as on the server on the word of an index whose pack is gone.
-    package func findPacked(_ names: [ContentDigest], refs: [AssetRef], refresh: Bool = true) -> [String?] {
+    func findPacked(_ names: [ContentDigest], refs: [AssetRef], refresh: Bool = true) -> [String?] {
         var found = [String?](repeating: nil, count: names.count)
         var table = packCatalog.loaded ?? PackTable()
         var refreshed = !refresh
@@ -281,23 +281,23 @@ extension ServerStore {
     }
 
     /// On an object store, texts up to this size are sent without looking for their asset first.
-    package static let sentUnseenBelow = 64 << 10
+    static let sentUnseenBelow = 64 << 10
 
     /// Whether the file found at an asset's path stands for `ref` without reading it: a regular file of the text's
     /// size, or (format 3, where texts may be stored compressed) any regular file no bigger than the text could
     /// compress to. What it holds is verified when it is read.
-    package func isStored(_ info: StorageInfo, _ ref: AssetRef) -> Bool {
+    func isStored(_ info: StorageInfo, _ ref: AssetRef) -> Bool {
         guard !marker.isEncrypted else { return info.isFile && info.size <= maxStoredAssetSize(ref.size) }
         return Self.isStored(info, ref, compressed: hasRetention)
     }
 
-    package static func isStored(_ info: StorageInfo, _ ref: AssetRef, compressed: Bool) -> Bool {
+    static func isStored(_ info: StorageInfo, _ ref: AssetRef, compressed: Bool) -> Bool {
         guard info.isFile else { return false }
         return info.size == ref.size || (compressed && info.size < ref.size)
     }
 
     /// ``isStored(_:_:)`` for a packed asset of `length` bytes.
-    package func isStored(length: Int64, _ ref: AssetRef) -> Bool {
+    func isStored(length: Int64, _ ref: AssetRef) -> Bool {
         isStored(
             StorageInfo(kind: .file, size: length, mtime: 0, fingerprint: StatFingerprint(size: length, mtime: 0, ctime: 0, inode: 0)), ref)
     }
@@ -394,12 +394,12 @@ public final class StagedAssets: @unchecked Sendable {
     package var packs: [(name: String, file: StagedFile?)]
     /// The paths of the packs the texts are in (put in one by this batch, or found in one), each once: what the check
     /// after the commit looks for (``ServerStore/missingAssets(_:staged:)``).
-    package private(set) var packPaths: [String] = []
+    private(set) var packPaths: [String] = []
     /// For each text, in the order of `refs`, the index in `packPaths` of its pack; -1 for a text in none. Not a table
     /// by name: for the 50,794 texts of a rename, found packed, that was 8 MB held through the commit.
-    package private(set) var packOf: [Int32]
+    private(set) var packOf: [Int32]
     private var packSlots: [String: Int32] = [:]
-    package let batched: Bool
+    let batched: Bool
 
     package init(
         storage: any ServerStorage, refs: [AssetRef], names: [ContentDigest], missing: [Int], files: [StagedFile?],
@@ -416,7 +416,7 @@ public final class StagedAssets: @unchecked Sendable {
     }
 
     /// Records that the texts at `indices` are in the pack at `path`.
-    package func setPack(_ path: String, of indices: some Sequence<Int>) {
+    func setPack(_ path: String, of indices: some Sequence<Int>) {
         let slot: Int32
         if let known = packSlots[path] {
             slot = known
@@ -429,7 +429,7 @@ public final class StagedAssets: @unchecked Sendable {
     }
 
     /// Records the texts found in packs already, then gives each text given twice the pack of its first.
-    package func setPacks(found: [(index: Int, pack: String)], duplicates: [(index: Int, first: Int)]) {
+    func setPacks(found: [(index: Int, pack: String)], duplicates: [(index: Int, first: Int)]) {
         for (index, pack) in found { setPack(pack, of: CollectionOfOne(index)) }
         for (index, first) in duplicates where packOf[index] < 0 { packOf[index] = packOf[first] }
     }
@@ -447,7 +447,7 @@ package struct PreparedText: Sendable {
     package let name: ContentDigest
     /// The text, or what is stored for it when ``isEncoded``.
     package let bytes: Data
-    package let isEncoded: Bool
+    let isEncoded: Bool
 }
 
 /// Hashes texts for a store and, on every core at once (its state is only read), encodes them as the store keeps
@@ -456,7 +456,7 @@ package struct PreparedText: Sendable {
 package struct AssetPreparer: Sendable {
     package let store: ServerStore
     package let vault: Vault?
-    package let compressors = AssetCodec.CompressorPool()
+    let compressors = AssetCodec.CompressorPool()
 
     /// Throws when the store is read-only, or encrypted and locked.
     package init(_ store: ServerStore) throws {

@@ -115,7 +115,7 @@ extension ServerStore {
     /// Copies the big text of `ref` from `source` into this store a piece at a time (``encryptedCopy(of:to:endpoint:encryption:logger:)``):
     /// streamed and verified into a file in `scratch` (a local folder, made if missing), staged and published from
     /// there, and the file removed.
-    package func copyBigText(_ ref: AssetRef, from source: ServerStore, scratch: String) throws {
+    func copyBigText(_ ref: AssetRef, from source: ServerStore, scratch: String) throws {
         try FileIO.makeDirectories(scratch, mode: 0o700)
         let path = scratch + "/" + FileIO.randomToken() + ".text"
         defer { unlink(path) }

@@ -7,7 +7,7 @@ import NoteSyncSupport
 /// An encrypted server (docs/encryption.md): how its files are sealed and opened, where its assets are, and its keys.
 extension ServerStore {
     /// The error for an encrypted server opened without its key, by anything that must read or write a sealed file.
-    package var keyNeeded: NoteSyncError {
+    var keyNeeded: NoteSyncError {
         NoteSyncError(
             .key, path: layout.marker, "is the marker of an encrypted server, and this device has no key for it",
             fix: "give the passphrase: `--passphrase-file FILE` or NOTESYNC_PASSPHRASE (a notes folder keeps the key "
@@ -15,7 +15,7 @@ extension ServerStore {
     }
 
     /// The vault of an encrypted server (nil for a plain one); throws ``keyNeeded`` when this device has no key.
-    package func requireVault() throws -> Vault? {
+    func requireVault() throws -> Vault? {
         guard marker.isEncrypted else { return nil }
         guard let vault else { throw keyNeeded }
         return vault
@@ -23,7 +23,7 @@ extension ServerStore {
 
     /// What a sealed file is bound to: the server, the kind, and its place (a slot, a device id, a file name). A
     /// file copied to another place, or from another server, does not open.
-    package func sealingContext(_ kind: String, _ place: String) -> String { "\(marker.id) \(kind) \(place)" }
+    func sealingContext(_ kind: String, _ place: String) -> String { "\(marker.id) \(kind) \(place)" }
 
     /// `value` sealed as the file of `kind` at `place`: plain on a plain server, encrypted on an encrypted one.
     package func seal<T: Encodable>(_ value: T, kind: String, place: String) throws -> Data {
@@ -57,7 +57,7 @@ extension ServerStore {
     /// (``Vault/sealAsset(_:name:)``) behind a header whose digest checks the ciphertext without the key.
     /// `name` is the asset's stored name (``storedName(_:)``); a batch passes its `compressors`; `compact` as
     /// ``AssetCodec/encode(_:pool:compact:)`` takes it.
-    package func encodeAsset(
+    func encodeAsset(
         _ text: Data, name: ContentDigest, vault: Vault?, compressors: AssetCodec.CompressorPool? = nil,
         compact: Bool = false
     ) -> Data {
@@ -69,7 +69,7 @@ extension ServerStore {
 
     /// The text in an asset file, checked against its digest and size; nil when it is not that text. `name` is its
     /// stored name (``storedName(_:)``).
-    package func decodeAsset(_ file: Data, _ ref: AssetRef, name: ContentDigest) -> Data? {
+    func decodeAsset(_ file: Data, _ ref: AssetRef, name: ContentDigest) -> Data? {
         guard marker.isEncrypted else { return AssetCodec.decode(file, digest: ref.sha256, size: ref.size) }
         guard let vault, let sealed = try? SealedFile.verifyFormat(file, kind: "asset"),
             sealed.format == SealedFile.encryptedFormat,
@@ -79,10 +79,10 @@ extension ServerStore {
     }
 
     /// Sizes are taken as at most this (1 PiB) in what is computed from them.
-    package static let largestAssetSize: Int64 = 1 << 50
+    static let largestAssetSize: Int64 = 1 << 50
 
     /// The largest file an asset of `size` bytes can be stored as.
-    package func maxStoredAssetSize(_ size: Int64) -> Int64 {
+    func maxStoredAssetSize(_ size: Int64) -> Int64 {
         // A size no note has (a damaged or hostile entry) must not overflow what is computed from it.
         let size = min(max(size, 0), Self.largestAssetSize)
         guard marker.isEncrypted else { return size }
@@ -111,7 +111,7 @@ extension ServerStore {
 
     /// Publishes `keys` as its generation (create-if-absent): false when another device published that generation
     /// first.
-    package func publishKeys(_ keys: VaultKeys) throws -> Bool {
+    func publishKeys(_ keys: VaultKeys) throws -> Bool {
         try requireWritable()
         try storage.makeDirectory(layout.keysDirectory)
         let outcome = try publish(try SealedFile.seal(keys, kind: "keys"), as: layout.keysPath(keys.generation), suffix: "keys")

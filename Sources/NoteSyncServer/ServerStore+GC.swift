@@ -36,7 +36,7 @@ public struct GCReport: Codable, Sendable, Hashable {
 
 /// A gc mark: what one run found no kept version references, and the snapshot below which entries may go. Sealed
 /// as `mark` under `gc/marks/`; swept once older than the grace period.
-package struct GCMark: Codable, Sendable {
+struct GCMark: Codable, Sendable {
     package var time: Int64
     package var device: String
     package var snapshot: Int64
@@ -47,7 +47,7 @@ extension ServerStore {
     /// The versions of every record as the server holds them now: the newest readable snapshot's heads and kept
     /// versions, then every change after it, each list in sequence order. A gap or broken chain throws: gc never
     /// judges a log it cannot read whole.
-    package func readVersions() throws -> (
+    func readVersions() throws -> (
         base: Snapshot?, state: ZoneState, versions: [RecordName: [RecordVersion]], times: [Int64: Int64], links: ChainLinks
     ) {
         // Asset names and every sealed file need the key: without it, nothing is judged.
@@ -89,7 +89,7 @@ extension ServerStore {
 
     /// The links a snapshot keeps of the log's entries (``Snapshot/links``): the last snapshot's, then one for each
     /// slot read after it.
-    package struct ChainLinks {
+    struct ChainLinks {
         package var from: Int64
         package var bytes: [UInt8]
 
@@ -125,7 +125,7 @@ extension ServerStore {
     /// snapshot is anchored on is missing) or a registered device has read further than that end (entries lost, or
     /// not delivered yet by a replicating tool, or a server restored from an older copy). Removing texts then could
     /// remove what the missing entries reference.
-    package func requireWholeLog(end: Int64, devices: [(id: String, token: Int64)]) throws {
+    func requireWholeLog(end: Int64, devices: [(id: String, token: Int64)]) throws {
         if let newest = try snapshotSequences().first, newest > end {
             throw NoteSyncError(
                 .logGap, path: layout.entryPath(newest),
@@ -145,7 +145,7 @@ extension ServerStore {
     }
 
     /// The devices registered in `devices/` with their tokens.
-    package func deviceTokenList() -> [(id: String, token: Int64)] {
+    func deviceTokenList() -> [(id: String, token: Int64)] {
         ((try? storage.list(layout.devicesDirectory)) ?? []).compactMap { file -> (id: String, token: Int64)? in
             guard file.hasSuffix(".json") else { return nil }
             let id = String(file.dropLast(5))
@@ -304,13 +304,13 @@ extension ServerStore {
     }
 
     /// The names `digests` are stored under (``storedName(_:)``): what gc compares with the files it lists.
-    package func storedNames(_ digests: Set<ContentDigest>) -> Set<ContentDigest> {
+    func storedNames(_ digests: Set<ContentDigest>) -> Set<ContentDigest> {
         vault == nil ? digests : Set(digests.map(storedName))
     }
 
     /// Every asset on the server, by the name it is stored under, with what the storage says of it: each loose file,
     /// then each text in a pack (its size the text's bytes in the pack; a text both loose and packed comes twice).
-    package func listAssets() throws -> [(ContentDigest, StorageInfo)] {
+    func listAssets() throws -> [(ContentDigest, StorageInfo)] {
         var found: [(ContentDigest, StorageInfo)] = []
         for shard in try storage.list(layout.assetsDirectory) ?? [] where shard.utf8.count == 2 {
             for (name, info) in try storage.listWithInfo(layout.assetsDirectory + "/" + shard) ?? [] {
@@ -438,7 +438,7 @@ extension ServerStore {
     /// removed. One whose dead texts are more than half its bytes is rewritten: its other texts are published loose
     /// (each fsynced, then its folder) before the pack goes, so every text still needed stays readable throughout.
     /// A reader that read the pack's index before finds the pack gone and looks loose again (``readAsset(_:)``).
-    package func sweepPacks(
+    func sweepPacks(
         dead: Set<ContentDigest>, markTime: Int64, dryRun: Bool, pending: Bool, swept: inout Set<String>,
         report: inout GCReport
     ) throws {

@@ -74,7 +74,7 @@ extension ServerStore {
     }
 
     /// What ``streamEntry(_:seq:)`` read.
-    package enum StreamedEntry {
+    enum StreamedEntry {
         case missing
         /// An entry read a piece at a time, checked as a whole read checks it.
         case entry(LogEntry)
@@ -89,7 +89,7 @@ extension ServerStore {
     /// decoded from it, the peak of every device that read it. Only an entry that passes every check of a whole read
     /// (its header, length and digest, the fast decoder, its slot) is taken so; anything else is read whole again
     /// and judged as before. A file of one piece is returned as it is.
-    package func streamEntry(_ path: String, seq: Int64) throws -> StreamedEntry {
+    func streamEntry(_ path: String, seq: Int64) throws -> StreamedEntry {
         var first: Data?
         var stream:
             (
@@ -168,7 +168,7 @@ extension ServerStore {
     /// The entry this device read last (at `seq`) has been damaged since: not a server replaced or restored, but a
     /// file changed in place (a disk error, a replicating tool, an edit by hand). Every device skips it; this one
     /// stops, as for a server that lost an entry, and its fix is the same.
-    package func damagedSinceRead(at seq: Int64, _ damage: DamagedEntry) -> NoteSyncError {
+    func damagedSinceRead(at seq: Int64, _ damage: DamagedEntry) -> NoteSyncError {
         NoteSyncError(
             .serverMismatch, path: layout.entryPath(seq),
             "entry \(seq), the last one this device read, is damaged now (\(damage.reason)): it was changed on the "
@@ -179,7 +179,7 @@ extension ServerStore {
     }
 
     /// Checks that `entry` continues the log this device read.
-    package func verifyLink(_ entry: LogEntry, _ state: ZoneState) throws {
+    func verifyLink(_ entry: LogEntry, _ state: ZoneState) throws {
         guard let known = state.chain else { return }
         if let prev = entry.prev {
             if prev != known {
@@ -242,7 +242,7 @@ extension ServerStore {
     /// was read again on top of all the sync held. From an object store it is read whole, as before: a request a
     /// piece would multiply the requests, and a service that ignores ranges would send the whole object for each.
     /// Nil when it is missing or longer than an entry may be.
-    package func digestOfEntryFile(_ path: String) throws -> ContentDigest? {
+    func digestOfEntryFile(_ path: String) throws -> ContentDigest? {
         if storage.isObjectStore {
             return try storage.read(path, limit: Self.maxEntryBytes).map { ContentDigest(of: $0) }
         }
@@ -258,12 +258,12 @@ extension ServerStore {
     }
 
     /// The piece ``digestOfEntryFile(_:)`` reads at a time (most entries are one piece: one read, one request).
-    package static let entryPieceBytes = 1 << 20
+    static let entryPieceBytes = 1 << 20
 
     /// Checks the end of the log after a fetch read up to `state.token` and found slot `token + 1` empty: the tip is
     /// the entry read (``checkTip(_:)``), and no entry is there after the empty slot. Returns true when the slot
     /// turns out to be there after all (claimed meanwhile: read it again), unless `retried`.
-    package func checkEnd(_ state: inout ZoneState, _ check: EndCheck, retried: Bool = false) throws -> Bool {
+    func checkEnd(_ state: inout ZoneState, _ check: EndCheck, retried: Bool = false) throws -> Bool {
         if check == .none || check == .nextSlot { return false }
         try requireStillThere()
         let token = state.token
@@ -286,7 +286,7 @@ extension ServerStore {
     /// The server's marker is still where it was opened: a slot or entry found missing means what it says, not that
     /// the whole server went away (a share unmounted, its folder renamed) after it was opened, which is
     /// `serverUnreachable`, as when it is opened.
-    package func requireStillThere() throws {
+    func requireStillThere() throws {
         guard storage.info(layout.marker) == nil else { return }
         throw NoteSyncError(
             .serverUnreachable, path: layout.root, "the server folder went away during the sync",
@@ -296,7 +296,7 @@ extension ServerStore {
 
     /// The sequence of an entry file after the empty slot `missing`, if there is one: the next slot (one `lstat`),
     /// and, when `thorough`, any slot of that folder of the log and any later folder.
-    package func laterEntry(after missing: Int64, thorough: Bool) -> Int64? {
+    func laterEntry(after missing: Int64, thorough: Bool) -> Int64? {
         if storage.info(layout.entryPath(missing + 1)) != nil { return missing + 1 }
         guard thorough else { return nil }
         let shard = layout.shardDirectory(of: missing)
@@ -383,7 +383,7 @@ extension ServerStore {
     /// device's token, and the entry the snapshot stands on has not arrived (a replicating tool delivers files in
     /// any order) or was lost. The log is not at its end there: the slots below the snapshot are not free, and
     /// taking one would fork the log. A gap, waited for as any other.
-    package func awaitedSnapshotEntry(after token: Int64) -> NoteSyncError? {
+    func awaitedSnapshotEntry(after token: Int64) -> NoteSyncError? {
         guard let seq = ((try? snapshotSequences()) ?? []).first(where: { $0 > token }),
             case .missing? = try? readSlot(seq), case .missing? = try? readSlot(seq + 1)
         else { return nil }

@@ -8,16 +8,16 @@ import Synchronization
 /// Every pack index a store has read, merged into one table sorted by name: 52 bytes a packed text (its name, offset
 /// and length as the pack's index holds them, and the number of its pack), found by binary search whatever the
 /// number of packs. Immutable: a refresh makes a new one, merging the indexes read since.
-package final class PackTable: Sendable {
-    package struct Pack: Sendable {
+final class PackTable: Sendable {
+    struct Pack: Sendable {
         /// The pack's name: the file name without `.pack`.
         package let name: String
         package let count: Int
         /// The bytes after the pack's index.
-        package let blobBytes: Int64
+        let blobBytes: Int64
     }
 
-    package static let recordSize = 52
+    static let recordSize = 52
     package let packs: [Pack]
     /// The records, sorted by name (a name in two packs comes twice).
     package let records: Data
@@ -61,7 +61,7 @@ package final class PackTable: Sendable {
     }
 
     /// The entries of each pack, in the order of ``packs``.
-    package func entriesByPack() -> [[AssetPack.Entry]] {
+    func entriesByPack() -> [[AssetPack.Entry]] {
         var byPack = [[AssetPack.Entry]](repeating: [], count: packs.count)
         for position in 0..<count {
             let (entry, pack) = record(position)
@@ -71,7 +71,7 @@ package final class PackTable: Sendable {
     }
 
     /// This table without the packs not in `kept`, with the indexes `added`: one merge of sorted runs each.
-    package func updated(keeping kept: Set<String>, adding added: [AssetPack.Index]) -> PackTable {
+    func updated(keeping kept: Set<String>, adding added: [AssetPack.Index]) -> PackTable {
         var packs: [Pack] = []
         var renumbered = [Int](repeating: -1, count: self.packs.count)
         for (number, pack) in self.packs.enumerated() where kept.contains(pack.name) {
@@ -152,7 +152,7 @@ package final class PackTable: Sendable {
 
 /// The table of the packs' indexes a store has read (formats 5 and 6): read on the first text not found loose, and
 /// again (the new packs only) on each later one not found.
-package final class PackCatalog: Sendable {
+final class PackCatalog: Sendable {
     private let table = Mutex<PackTable?>(nil)
     /// The packs this store published: what is in them is known to be there, so a batch looking for the texts the
     /// server already has does not read their indexes (a first sync would hold an index of every text it wrote).
@@ -162,14 +162,14 @@ package final class PackCatalog: Sendable {
 
     package func set(_ value: PackTable?) { table.withLock { $0 = value } }
 
-    package var ownPacks: Set<String> { own.withLock { $0 } }
+    var ownPacks: Set<String> { own.withLock { $0 } }
 
     package func published(_ name: String) { _ = own.withLock { $0.insert(name) } }
 }
 
 /// Where one packed asset is: its pack's path and the entry.
-package struct PackedAsset: Sendable {
-    package var pack: String
+struct PackedAsset: Sendable {
+    var pack: String
     package var entry: AssetPack.Entry
 }
 
@@ -183,7 +183,7 @@ extension ServerStore {
     /// `until`, the packs not read yet are read newest first, a few at a time, until one holds that text: a device
     /// pulling the texts of another's last batch reads the index of that batch's pack, not of every pack.
     @discardableResult
-    package func refreshPacks(skippingOwn: Bool = false, until wanted: ContentDigest? = nil) -> PackTable {
+    func refreshPacks(skippingOwn: Bool = false, until wanted: ContentDigest? = nil) -> PackTable {
         guard hasPacks else { return PackTable() }
         var table = packCatalog.loaded ?? PackTable()
         // A listing that fails (a share gone, a bucket not answering) leaves the table as it was: it never empties it.
@@ -222,7 +222,7 @@ extension ServerStore {
     }
 
     /// The index of the pack file `name` in `packs/`; nil when it is gone. A damaged pack throws.
-    package func readPackIndex(_ name: String) throws -> AssetPack.Index? {
+    func readPackIndex(_ name: String) throws -> AssetPack.Index? {
         let path = layout.packsDirectory + "/" + name
         guard let info = storage.info(path) else { return nil }
         guard info.isFile else { throw NoteSyncError(.corrupt, path: path, "is not a regular file") }
@@ -245,7 +245,7 @@ extension ServerStore {
 
     /// Where `name` (a stored name) is packed, from the indexes read; with `refresh`, `packs/` is read again first
     /// when it is not found.
-    package func packed(_ name: ContentDigest, refresh: Bool, skippingOwn: Bool = false) -> PackedAsset? {
+    func packed(_ name: ContentDigest, refresh: Bool, skippingOwn: Bool = false) -> PackedAsset? {
         guard hasPacks else { return nil }
         func find(_ table: PackTable) -> PackedAsset? {
             table.find(name).map { PackedAsset(pack: layout.packPath($0.pack.name), entry: $0.entry) }
@@ -255,7 +255,7 @@ extension ServerStore {
     }
 
     /// The bytes of a packed asset (nil when its pack is gone); longer than `limit` is `corrupt`.
-    package func readPacked(_ packed: PackedAsset, limit: Int) throws -> Data? {
+    func readPacked(_ packed: PackedAsset, limit: Int) throws -> Data? {
         guard packed.entry.length < limit else {
             throw NoteSyncError(
                 .corrupt, path: packed.pack, "lists \(packed.entry.name.hex) as \(packed.entry.length) bytes, more than its text can be",

@@ -87,11 +87,11 @@ public final class ServerStore: Sendable {
     /// Where the server's files are: a folder, or an object store.
     public let storage: any ServerStorage
     /// The packs' indexes read so far (formats 5 and 6).
-    package let packCatalog = PackCatalog()
+    let packCatalog = PackCatalog()
     /// This device's clock minus the server's, as last measured by a commit (the published entry's mtime).
     private let clockSkew = Mutex<Int64?>(nil)
 
-    package func noteClockSkew(ofPublished path: String, at now: Int64) {
+    func noteClockSkew(ofPublished path: String, at now: Int64) {
         // A simulation's clock is its own: the filesystem's times are not comparable with it.
         guard FaultPoint.simulatedNow() == nil, let info = storage.info(path) else { return }
         clockSkew.withLock { $0 = now - info.mtime }
@@ -166,7 +166,7 @@ public final class ServerStore: Sendable {
     }
 
     /// The storage of the server folder at `layout.root`: it must be there and be a folder.
-    package static func openStorage(
+    static func openStorage(
         _ layout: ServerLayout, endpoint: String? = nil, primitive: PublishPrimitive?, logger: Logger
     ) throws -> any ServerStorage {
         try ServerAddress.check(layout.root)
@@ -218,7 +218,7 @@ public final class ServerStore: Sendable {
     }
 
     /// The marker of a new server, encrypted or not, with a fresh id.
-    package static func newMarker(_ layout: ServerLayout, encrypted: Bool) -> ServerMarker {
+    static func newMarker(_ layout: ServerLayout, encrypted: Bool) -> ServerMarker {
         var marker = ServerMarker(
             format: encrypted ? ServerMarker.encryptedFormat : ServerMarker.plainFormat, id: UUID().uuidString.lowercased(),
             created: Clock.nowNanoseconds(), zones: [layout.zone])
@@ -227,7 +227,7 @@ public final class ServerStore: Sendable {
     }
 
     /// The sealed key file of a new encrypted server (generation 1).
-    package static func firstKeys(_ encryption: NewVault, serverID: String) throws -> Data {
+    static func firstKeys(_ encryption: NewVault, serverID: String) throws -> Data {
         let (kdf, passphraseKey) = try encryption.passphraseKey.wait()
         let keys = VaultKeys.make(
             vault: encryption.vault, kdf: kdf, passphraseKey: SymmetricKey(data: passphraseKey), recovery: encryption.recovery,
@@ -327,7 +327,7 @@ public final class ServerStore: Sendable {
 
     /// The marker in `data` if this build can use it: it parses and lists the default zone. Any other marker is
     /// `corrupt`, with the fix that writes it again (``rewriteMarker(root:id:logger:)``).
-    package static func usableMarker(_ data: Data, _ layout: ServerLayout) throws -> ServerMarker {
+    static func usableMarker(_ data: Data, _ layout: ServerLayout) throws -> ServerMarker {
         let fix =
             "run `notesync status` on a device that syncs with this server: it shows the server's id; then "
             + "`notesync server fsck \(layout.root) --repair --server-id ID` writes the marker again"
@@ -425,7 +425,7 @@ public final class ServerStore: Sendable {
         try storage.replace(ServerLayout(root: storage.root).marker, with: try encoded(marker), device: "marker")
     }
 
-    package func requireWritable() throws {
+    func requireWritable() throws {
         if isReadOnly {
             throw NoteSyncError(
                 .serverNewerFormat, path: layout.marker,
@@ -457,7 +457,7 @@ public final class ServerStore: Sendable {
         return try storage.create(data, as: destination, device: device, suffix: suffix)
     }
 
-    package static func validateDevice(_ device: String) throws {
+    static func validateDevice(_ device: String) throws {
         guard !device.isEmpty, device.utf8.count <= 64,
             device.utf8.allSatisfy({ $0 == 45 || (48...57).contains($0) || (97...122).contains($0) })
         else {

@@ -79,7 +79,7 @@ public enum FileIO {
     }
 
     /// ``openRegularFile(_:)``, with the file's size, refused as corrupt when it is over `limit`.
-    package static func openRegularFile(_ path: String, limit: Int) throws -> (Int32, size: Int)? {
+    static func openRegularFile(_ path: String, limit: Int) throws -> (Int32, size: Int)? {
         guard let (fd, info) = try openRegularFile(path) else { return nil }
         let size = Int(info.st_size)
         guard size <= limit else {
@@ -93,7 +93,7 @@ public enum FileIO {
 
     /// Opens a regular file to read it, with what `fstat` says of it; nil when it does not exist. Refuses links and
     /// anything that is not a regular file (the descriptor is closed then).
-    package static func openRegularFile(_ path: String) throws -> (Int32, stat)? {
+    static func openRegularFile(_ path: String) throws -> (Int32, stat)? {
         guard let fd = try openForReading(path) else { return nil }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
@@ -164,7 +164,7 @@ public enum FileIO {
     /// needs no bigger one), grown by half when the file is longer. Allocated here rather than by `Data(count:)`,
     /// which makes room for a quarter more than it is asked for: a log entry of 25 MB (a rename of 50,000 notes) took
     /// 31 MB of the reading device's peak.
-    package static func readAll(fd: Int32, path: String, sizeHint: Int) throws -> Data {
+    static func readAll(fd: Int32, path: String, sizeHint: Int) throws -> Data {
         var capacity = max(sizeHint, 0) + 1
         guard var buffer = malloc(capacity) else { throw NoteSyncError(.io, path: path, "out of memory reading it") }
         var filled = 0
@@ -279,7 +279,7 @@ public enum FileIO {
         deinit { discard() }
     }
 
-    package static func writeAll(fd: Int32, _ data: Data, path: String) throws {
+    static func writeAll(fd: Int32, _ data: Data, path: String) throws {
         try data.withUnsafeBytes { buf in
             var done = 0
             while done < buf.count {
@@ -313,7 +313,7 @@ public enum FileIO {
 
     /// `fchmod(2)` to `mode`, whatever the umask took away at creation; best effort: a filesystem without modes
     /// (vfat, exFAT, many FUSE and SMB mounts) refuses or ignores it, and what is written there is written all the same.
-    package static func setModeExactly(_ fd: Int32, _ mode: mode_t) {
+    static func setModeExactly(_ fd: Int32, _ mode: mode_t) {
         _ = fchmod(fd, mode)
     }
 

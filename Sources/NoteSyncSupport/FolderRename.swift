@@ -106,7 +106,7 @@ public enum FolderRename {
     }
 
     /// What ``placesWithoutReplacing(probe:)`` appends to the temp it probes with.
-    package static let probeSuffix = "-probe"
+    static let probeSuffix = "-probe"
 
     /// The path a temp had before ``placesWithoutReplacing(probe:)`` renamed it (`path` less ``probeSuffix``).
     package static func withoutProbeSuffix(_ path: String) -> String {
@@ -114,7 +114,7 @@ public enum FolderRename {
     }
 
     /// `link(2)` errors that mean the filesystem has no hard links (exFAT and vfat: EPERM).
-    package static func linkIsUnsupported(_ code: Int32) -> Bool {
+    static func linkIsUnsupported(_ code: Int32) -> Bool {
         code == EPERM || code == EOPNOTSUPP || code == ENOSYS || code == EINVAL
     }
 

@@ -20,7 +20,7 @@ import Foundation
 ///   setting `M_TOP_PAD` (``OneShotProcess``) stops glibc raising it too.
 public enum MallocTuning {
     /// The threshold: glibc's own starting value, kept from rising.
-    package static let mmapThreshold: Int32 = 128 << 10
+    static let mmapThreshold: Int32 = 128 << 10
 
     /// Both settings; see the type's documentation. Call it before any other thread starts: a thread keeps the arena
     /// it was given.
@@ -38,7 +38,7 @@ public enum MallocTuning {
     /// Caps the arenas at the number of cores (at least 2), unless the environment sets a limit of its own
     /// (`MALLOC_ARENA_MAX`, or `arena_max` in `GLIBC_TUNABLES`). Whether the cap was set.
     @discardableResult
-    package static func limitArenasToCores(environment: [String: String]) -> Bool {
+    static func limitArenasToCores(environment: [String: String]) -> Bool {
         guard environment["MALLOC_ARENA_MAX"] == nil, environment["GLIBC_TUNABLES"]?.contains("arena_max") != true else {
             return false
         }
@@ -48,7 +48,7 @@ public enum MallocTuning {
     /// Fixes the mmap threshold at ``mmapThreshold`` (which stops glibc raising it), unless the environment sets one
     /// of its own (`MALLOC_MMAP_THRESHOLD_`, or `mmap_threshold` in `GLIBC_TUNABLES`). Whether it was set.
     @discardableResult
-    package static func fixMmapThreshold(environment: [String: String]) -> Bool {
+    static func fixMmapThreshold(environment: [String: String]) -> Bool {
         guard environment["MALLOC_MMAP_THRESHOLD_"] == nil,
             environment["GLIBC_TUNABLES"]?.contains("mmap_threshold") != true
         else { return false }

@@ -45,8 +45,8 @@ public enum ManualPage {
         public var discussion: String?
     }
 
-    package struct Dump: Decodable {
-        package var serializationVersion: Int
+    struct Dump: Decodable {
+        var serializationVersion: Int
         package var command: Command
     }
 
@@ -128,14 +128,14 @@ public enum ManualPage {
     }
 
     /// `[--notes <notes>]`, `<note>`, `--version <version>`.
-    package static func synopsisItem(_ argument: Argument) -> String {
+    static func synopsisItem(_ argument: Argument) -> String {
         var text = spelling(argument, short: false)
         if argument.isRepeating == true { text += " \\&..." }
         return argument.isOptional == true || argument.kind == "flag" ? "[" + text + "]" : text
     }
 
     /// `\fB--notes\fR \fI<notes>\fR`: the preferred (long) name, or every name with `short: false`.
-    package static func spelling(_ argument: Argument, short: Bool) -> String {
+    static func spelling(_ argument: Argument, short: Bool) -> String {
         let value = argument.valueName.map { "\\fI<\(escape($0))>\\fR" }
         if argument.kind == "positional" { return value ?? "" }
         var names = argument.names ?? []
@@ -159,7 +159,7 @@ public enum ManualPage {
 
     /// Help text as roff: blank lines separate paragraphs, consecutive plain lines flow together, and indented lines
     /// (a table of exit codes) are kept as they are.
-    package static func paragraphs(_ text: String) -> [String] {
+    static func paragraphs(_ text: String) -> [String] {
         var out: [String] = []
         var preformatted = false
         for line in text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
@@ -185,7 +185,7 @@ public enum ManualPage {
     }
 
     /// A text line safe for roff: escapes, and a line that would start with a control character made plain.
-    package static func escapeLine(_ line: String) -> String {
+    static func escapeLine(_ line: String) -> String {
         let escaped = escape(line)
         return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
     }
@@ -206,7 +206,7 @@ public enum ManualPage {
 
     package static func quoted(_ text: String) -> String { "\"" + escape(text).replacingOccurrences(of: "\"", with: "\\(dq") + "\"" }
 
-    package static func oneLine(_ text: String) -> String {
+    static func oneLine(_ text: String) -> String {
         text.split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
     }
 }

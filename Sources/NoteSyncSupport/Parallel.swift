@@ -10,7 +10,7 @@ package enum Parallel {
     /// `activeProcessorCount`: it sets up `ProcessInfo` and reads the cgroup's files through `URL` and `Data`, a cost
     /// in every process's start, and on Linux it reads cgroup v1's files only, never the affinity mask (under
     /// `taskset -c 0` it counts every core).
-    package static let cores = Int(ns_active_cores())
+    static let cores = Int(ns_active_cores())
 
     /// `body(index)` for every index in `0..<count`, results in index order.
     ///

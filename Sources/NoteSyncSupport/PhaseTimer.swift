@@ -34,7 +34,7 @@ package struct PhaseTimer {
     }
 
     /// The process's resident memory now, in MB (from /proc/self/statm; 0 where there is none).
-    package static func residentMegabytes() -> Int {
+    static func residentMegabytes() -> Int {
         let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return 0 }
         defer { close(fd) }

@@ -125,7 +125,7 @@ public final class PieceWriter {
     }
 
     /// Whether every byte is zero: the first is, and each equals the next.
-    package static func isZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    static func isZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return true }
         return bytes[0] == 0 && memcmp(base, base + 1, bytes.count - 1) == 0
     }

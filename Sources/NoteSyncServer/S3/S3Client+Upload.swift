@@ -13,7 +13,7 @@ extension S3Client {
         package let size: Int64
 
         /// On top of the request timeout: a second for each MiB sent.
-        package var extraTime: TimeAmount { .seconds(size >> 20) }
+        var extraTime: TimeAmount { .seconds(size >> 20) }
 
         package func body(on loop: any EventLoop) -> HTTPClient.Body {
             let (path, size) = (path, size)

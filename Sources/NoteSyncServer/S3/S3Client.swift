@@ -35,11 +35,11 @@ public final class S3Client: Sendable {
     }
 
     public let location: S3Location
-    package let signer: SigV4Signer
-    package let http: HTTPClient
+    let signer: SigV4Signer
+    let http: HTTPClient
     package let logger: Logger
     /// Attempts per request before the service counts as unreachable, and the first backoff (doubled each time).
-    package let attempts: Int
+    let attempts: Int
     package let backoff: Double
     package let timeout: TimeAmount
 
@@ -85,7 +85,7 @@ public final class S3Client: Sendable {
 
     /// A conditional `PutObject` of `key` made by `put`, tried again as ``createIfAbsent(_:_:)`` says; `settle` tells
     /// an outcome lost on the way (nil: the key is empty, try again).
-    package func claim(
+    func claim(
         _ key: String, settle: () throws -> CreateOutcome?, _ put: () throws -> Response
     ) throws -> CreateOutcome {
         var reason = ""
@@ -199,7 +199,7 @@ public final class S3Client: Sendable {
     }
 
     /// One page of `ListObjectsV2`; `next` is the continuation token when the listing goes on.
-    package func listPage(
+    func listPage(
         prefix: String, startAfter: String?, continuation: String?, delimiter: String?, maxKeys: Int?
     ) throws -> (objects: [Object], prefixes: [String], next: String?) {
         var query = [("list-type", "2"), ("prefix", location.prefix + prefix)]
@@ -308,14 +308,14 @@ public final class S3Client: Sendable {
 
     package struct Response: Sendable {
         package var status: Int
-        package var headers: [(String, String)]
+        var headers: [(String, String)]
         package var body: Data
 
         package func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name }?.1 }
     }
 
     /// A failure that may pass: no connection, a timeout, a reset.
-    package struct Transient: Error {
+    struct Transient: Error {
         package var reason: String
         /// False when no connection was made: the request never left, so nothing it asked can have happened.
         package var sent = true
@@ -323,7 +323,7 @@ public final class S3Client: Sendable {
 
     /// Whether `error` is a connection that could not be made (refused, unreachable, a name that does not resolve,
     /// the connect timeout): the request was not sent.
-    package static func neverConnected(_ error: any Error) -> Bool {
+    static func neverConnected(_ error: any Error) -> Bool {
         switch error {
         case let error as IOError: return [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL].contains(error.errnoCode)
         case is NIOConnectionError: return true
@@ -406,7 +406,7 @@ public final class S3Client: Sendable {
 
     /// `Last-Modified` (RFC 1123, `Wed, 21 Oct 2015 07:28:00 GMT`) in nanoseconds since 1970; nil for any other
     /// form. Parsed by hand: a formatter per answer cost more CPU than the request it described.
-    package static func httpDate(_ text: String) -> Int64? {
+    static func httpDate(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
         // "Www, DD Mon YYYY HH:MM:SS GMT"
         guard bytes.count == 29, bytes[3] == 0x2C, bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
@@ -421,7 +421,7 @@ public final class S3Client: Sendable {
 
     /// A listing's `LastModified` (ISO 8601 in UTC, `2009-10-12T17:50:30.000Z`, with or without fractions) in
     /// nanoseconds since 1970; nil for any other form.
-    package static func isoDate(_ text: String) -> Int64? {
+    static func isoDate(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
         guard bytes.count >= 20, bytes.last == 0x5A, bytes[4] == 0x2D, bytes[7] == 0x2D, bytes[10] == 0x54,
             bytes[13] == 0x3A, bytes[16] == 0x3A,
@@ -437,7 +437,7 @@ public final class S3Client: Sendable {
         return nanoseconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second, fraction: fraction)
     }
 
-    package static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// Decimal digits only (no sign, no spaces), or nil.
     package static func number(_ digits: ArraySlice<UInt8>) -> Int? {
@@ -487,7 +487,7 @@ public final class S3Client: Sendable {
         }
     }
 
-    package func ignoresPreconditions(_ what: String) -> NoteSyncError {
+    func ignoresPreconditions(_ what: String) -> NoteSyncError {
         NoteSyncError(
             .unsupportedFilesystem, path: "\(location)",
             "the S3 service at \(location.scheme)://\(location.host) ignores conditional writes: \(what); two "
@@ -509,7 +509,7 @@ public final class S3Client: Sendable {
         return found
     }
 
-    package static func decodeEntities(_ text: String) -> String {
+    static func decodeEntities(_ text: String) -> String {
         guard text.contains("&") else { return text }
         var result = ""
         var rest = text[...]

@@ -63,9 +63,9 @@ public struct S3Location: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The request path of the bucket itself (for listings), unencoded.
-    package var bucketPath: String { pathStyle ? "/\(bucket)" : "/" }
+    var bucketPath: String { pathStyle ? "/\(bucket)" : "/" }
 
-    package static func isValidBucket(_ name: String) -> Bool {
+    static func isValidBucket(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
         guard (3...63).contains(bytes.count) else { return false }
         let allowed = { (byte: UInt8) in (97...122).contains(byte) || (48...57).contains(byte) || byte == 46 || byte == 45 }
@@ -113,7 +113,7 @@ public enum S3Credentials {
     }
 
     /// `[section]` → `key = value`, as the AWS files are written (comments with `#` or `;`).
-    package static func parseINI(_ text: String) -> [String: [String: String]] {
+    static func parseINI(_ text: String) -> [String: [String: String]] {
         var sections: [String: [String: String]] = [:]
         var current: String?
         for raw in text.split(whereSeparator: \.isNewline) {

@@ -44,7 +44,7 @@ public final class S3Storage: ServerStorage {
             fingerprint: StatFingerprint(size: object.size, mtime: object.lastModified, ctime: 0, inode: tag))
     }
 
-    package static let directoryInfo = StorageInfo(
+    static let directoryInfo = StorageInfo(
         kind: .directory, size: 0, mtime: 0, fingerprint: StatFingerprint(size: 0, mtime: 0, ctime: 0, inode: 0))
 
     public func info(_ path: String) -> StorageInfo? {
@@ -54,9 +54,9 @@ public final class S3Storage: ServerStorage {
     }
 
     /// Below this many paths, a HEAD each; from it on, a listing of the folder that holds them.
-    package static let listingThreshold = 64
+    static let listingThreshold = 64
     /// A listing page may cost this many HEADs (AWS charges a LIST as 12.5 GETs) and still be the cheaper way.
-    package static let headsPerPage = 25
+    static let headsPerPage = 25
 
     /// Many paths (an upload's assets, checked after its commit) from a listing of their common folder, 1,000 keys
     /// a page, while that costs fewer requests than a HEAD each: at most one page per `headsPerPage` paths. Paths
@@ -92,7 +92,7 @@ public final class S3Storage: ServerStorage {
         return results
     }
 
-    package func headEach(_ paths: [String]) -> [StorageInfo?] {
+    func headEach(_ paths: [String]) -> [StorageInfo?] {
         map(paths.count) { .success(info(paths[$0])) }.map { (try? $0?.get()) ?? nil }
     }
 

@@ -9,7 +9,7 @@ extension ServerStore {
     /// create-if-absent. Refuses a location that already holds a server, or any other object (a prefix is not
     /// shared with other data). There are no folders to make: keys are made by the objects put under them.
     @discardableResult
-    package static func createInObjectStore(
+    static func createInObjectStore(
         root: String, endpoint: String?, logger: Logger, encryption: NewVault? = nil
     ) throws -> ServerMarker {
         let storage = try S3Storage.open(root: root, endpoint: endpoint, logger: logger)

@@ -200,7 +200,7 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
         return key
     }
 
-    package static func deriveSigningKey(secret: String, dateStamp: String, region: String, service: String) -> SymmetricKey {
+    static func deriveSigningKey(secret: String, dateStamp: String, region: String, service: String) -> SymmetricKey {
         var key = SymmetricKey(data: Data(("AWS4" + secret).utf8))
         for part in [dateStamp, region, service, "aws4_request"] {
             key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
@@ -319,7 +319,7 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
     // MARK: Helpers
 
     /// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's `civil_from_days`).
-    package static func civilDate(daysSince1970 days: Int) -> (year: Int, month: Int, day: Int) {
+    static func civilDate(daysSince1970 days: Int) -> (year: Int, month: Int, day: Int) {
         let shifted = days + 719_468  // days since 0000-03-01
         let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
         let dayOfEra = shifted - era * 146_097
@@ -333,7 +333,7 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
 
     /// The days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`), the inverse of
     /// ``civilDate(daysSince1970:)``.
-    package static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+    static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
         let year = month <= 2 ? year - 1 : year
         let era = (year >= 0 ? year : year - 399) / 400
         let yearOfEra = year - era * 400
@@ -349,7 +349,7 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
     }
 
     /// Byte order of the UTF-8 text, which is the order SigV4 sorts by.
-    package static func precedesInBytes(_ left: String, _ right: String) -> Bool {
+    static func precedesInBytes(_ left: String, _ right: String) -> Bool {
         left.utf8.lexicographicallyPrecedes(right.utf8)
     }
 
@@ -366,7 +366,7 @@ public struct SigV4Signer: Sendable, CustomStringConvertible {
 
 /// One signing key and what it was derived from (the secret's digest, the day, the region, the service): a signer's
 /// copies share it, and a signer whose fields changed derives a new one.
-package final class SigningKeyCache: Sendable, CustomReflectable {
+final class SigningKeyCache: Sendable, CustomReflectable {
     private let last = Mutex<(inputs: [String], key: [UInt8])?>(nil)
 
     package func key(for inputs: [String]) -> SymmetricKey? {
@@ -380,5 +380,5 @@ package final class SigningKeyCache: Sendable, CustomReflectable {
     }
 
     /// Nothing: a key signs requests for a day, and is never printed.
-    package var customMirror: Mirror { Mirror(self, children: [:]) }
+    var customMirror: Mirror { Mirror(self, children: [:]) }
 }
