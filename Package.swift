@@ -161,21 +161,16 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle")
             ],
             swiftSettings: swiftSettings,
-            // The Swift driver exports every symbol of an executable (for backtraces; the runtime's own backtracer
-            // reads the symbol table instead): 3.5 MB of dynamic symbols that the loader maps and searches at every
-            // start. Without them `notesync --version` holds 20 MB instead of 22.
-            // On Linux, lld packs the executable's relative relocations (`-z pack-relative-relocs`, DT_RELR; glibc
-            // 2.36 or later): the 132,000 of a static build took 3 MB that the loader read at every start, and every
-            // command held 4–5 MB more (a no-op sync of 10,000 notes: 39 MB resident, now 34). Still a PIE: its
-            // addresses stay randomised.
-            // In release builds on Linux, lld places first the functions scripts/notesync.order lists, in its order:
-            // those a sync and the agent run (scripts/orderfile finds them). Built with a section per function, as
-            // scripts/lib.sh builds it, the code notesync runs is one 8 MB stretch instead of pages all over 28 MB,
-            // and the kernel, which maps code 64 KB around each page run, holds 10 MB of it instead of 18. The
-            // file's names that a build lacks are passed over in silence.
-            // In release builds on Linux, libstdc++, SQLite and libinotifytools are linked in, and libgcc too: the
-            // linker finds scripts/static-link's scripts first, which name the archives (its README says how). A
-            // one-shot sync no longer maps and relocates those libraries at its start: 24.4 → 22.8 MB resident.
+            // What each flag is for, and what it saves, is in docs/development.md ("The release binary").
+            // - No exported dynamic symbols: the runtime's backtracer reads the symbol table, and the loader would map
+            //   and search the exported ones at every start.
+            // - Packed relative relocations (`-z pack-relative-relocs`, DT_RELR; glibc 2.36 or later), read by the
+            //   loader at every start. Still a PIE: its addresses stay randomised.
+            // - Release builds: the functions scripts/notesync.order lists (those a sync and the agent run, found by
+            //   scripts/orderfile) placed first and together, so that the code notesync runs is one stretch of pages.
+            //   Names the build lacks are passed over in silence; scripts/test checks the file still matches.
+            // - Release builds: libstdc++, SQLite, libinotifytools and libgcc linked in (scripts/static-link's linker
+            //   scripts name the archives), so a command maps and relocates no such library at its start.
             linkerSettings: [
                 .unsafeFlags(["-Xlinker", "--no-export-dynamic"]),
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(platforms: [.linux])),
@@ -262,8 +257,8 @@ let package = Package(
 
 // scripts/fuzz sets NOTESYNC_FUZZ=1 and builds with --sanitize=fuzzer --sanitize=address. The libFuzzer executable
 // defines LLVMFuzzerTestOneInput and no main, so it links only in that build and is left out of all others.
-// The code under test is optimized there (-O in a debug build: 10-20x the executions of -Onone, while
-// `-c release` lost the coverage feedback).
+// The code under test is optimized there (-O in a debug build: many times the executions of -Onone, where
+// `-c release` loses the coverage feedback).
 if Context.environment["NOTESYNC_FUZZ"] == "1" {
     for target in package.targets where target.name.hasPrefix("NoteSync") && target.type == .regular {
         target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-O"])]

@@ -49,10 +49,7 @@ struct InitCommand: ParsableCommand {
             setup.maxFileSize = try maxFileSize.map(FileSizeLimit.init(parsing:))
             setup.createServer = createServer
             setup.encrypt = encrypt
-            let secret = secret
-            setup.secrets = FolderSetup.Secrets(
-                isGiven: secret.isGiven, newPassphrase: { try secret.newPassphrase() },
-                passphrase: { try secret.passphrase(purpose: $0) })
+            setup.secrets = secret.secrets
             // A large folder takes a while to walk: a progress line on a terminal.
             let line = ProgressLine.start(quiet: quiet)
             setup.progress = line?.progress

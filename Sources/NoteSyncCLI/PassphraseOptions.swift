@@ -86,24 +86,18 @@ struct PassphraseOptions: ParsableArguments {
         return text
     }
 
-    /// The vault of the encrypted server `store`, when a passphrase was given by file or environment (never asked:
-    /// for commands that can do part of their work without it); nil when none was given.
-    func optionalVault(_ store: ServerStore) throws -> Vault? {
-        guard isGiven else { return nil }
-        return try store.unlock(passphrase: try passphrase(purpose: "passphrase"))
-    }
-
-    /// The vault of the encrypted server `store` (asked on the terminal when not given); nil for a plain server.
-    func vault(_ store: ServerStore) throws -> Vault? {
-        guard store.marker.isEncrypted else { return nil }
-        return try store.unlock(passphrase: try passphrase(purpose: "passphrase of the server (or its recovery key)"))
+    /// The passphrases these options give, for the library's use cases: by file or environment, or asked on the
+    /// terminal when needed.
+    var secrets: Secrets {
+        let options = self
+        return Secrets(
+            isGiven: options.isGiven, newPassphrase: { try options.newPassphrase() },
+            passphrase: { try options.passphrase(purpose: $0) })
     }
 
     /// Opens the server at `root`; an encrypted one with its key (the passphrase asked for when not given).
     func open(_ root: String, endpoint: String?, device: String, logger: Logger) throws -> ServerStore {
-        let store = try ServerStore(root: root, endpoint: endpoint, device: device, logger: logger)
-        guard let vault = try vault(store) else { return store }
-        return try ServerStore(storage: store.storage, device: device, logger: logger, vault: vault)
+        try secrets.open(root, endpoint: endpoint, device: device, logger: logger)
     }
 
     /// One line read from the terminal with echo off; nil when there is no terminal.

@@ -50,11 +50,11 @@ struct ServerInit: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let encryption = encrypt ? ServerStore.NewVault(passphrase: try secret.newPassphrase()) : nil
-            let marker = try ServerStore.create(
-                root: directory, endpoint: location.endpoint, logger: logger, encryption: encryption, ownerOnly: ownerOnly)
-            print("created notesync server \(marker.id) in \(DisplayName.escape(directory))")
-            if let encryption { Self.printRecovery(encryption.recovery) }
+            let created = try ServerAdmin.create(
+                root: directory, endpoint: location.endpoint, encrypt: encrypt, ownerOnly: ownerOnly, secrets: secret.secrets,
+                logger: logger)
+            print("created notesync server \(created.marker.id) in \(DisplayName.escape(directory))")
+            if let recovery = created.recovery { Self.printRecovery(recovery) }
             return ExitCodes.ok
         }
     }
@@ -93,24 +93,15 @@ struct ServerEncrypt: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let store = try ServerStore(root: source, endpoint: location.endpoint, device: "encrypt", logger: logger)
-            let destination = try ServerAddress.normalized(self.destination)
-            if destination == store.layout.root || destination.hasPrefix(store.layout.root + "/")
-                || store.layout.root.hasPrefix(destination + "/")
-            {
-                throw NoteSyncError(
-                    .usage, path: destination, "the copy and the server must not contain each other",
-                    fix: "give a folder outside \(store.layout.root)")
-            }
-            let encryption = ServerStore.NewVault(passphrase: try secret.newPassphrase())
-            let report = try ServerStore.encryptedCopy(
-                of: store, to: destination, endpoint: location.endpoint, encryption: encryption, logger: logger)
+            let copy = try ServerAdmin.encryptedCopy(
+                of: source, to: destination, endpoint: location.endpoint, secrets: secret.secrets, logger: logger)
+            let report = copy.report
             print(
-                "made encrypted server \(report.marker.id) in \(DisplayName.escape(destination)): \(report.entries) log "
+                "made encrypted server \(report.marker.id) in \(DisplayName.escape(copy.destination)): \(report.entries) log "
                     + "entries\(report.snapshot.map { " from the snapshot at \($0)" } ?? ""), \(report.texts) texts"
                     + (report.voided > 0 ? "; \(report.voided) damaged entries sealed void" : ""))
-            ServerInit.printRecovery(encryption.recovery)
-            print("next, on each device: `notesync recover --notes NOTES --server \(destination)`")
+            ServerInit.printRecovery(copy.recovery)
+            print("next, on each device: `notesync recover --notes NOTES --server \(copy.destination)`")
             return ExitCodes.ok
         }
     }
@@ -137,15 +128,15 @@ struct ServerPassphrase: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "passphrase", logger: logger)
-            let vault = try store.unlock(passphrase: try secret.passphrase(purpose: "current passphrase (or recovery key)"))
             // Never NOTESYNC_PASSPHRASE for the new one: it holds the current one. (The option group is made here, so
             // its one field is set before it is read.)
             var options = PassphraseOptions()
             options.passphraseFile = newPassphraseFile
-            let fresh = try options.newPassphrase(fromEnvironment: newPassphraseFile != nil)
-            let generation = try store.changePassphrase(vault: vault, to: fresh)
-            print("the passphrase of server \(store.marker.id) is changed (key file \(generation)); the recovery key is unchanged")
+            let changed = try ServerAdmin.changePassphrase(
+                root: directory, endpoint: location.endpoint, current: secret.secrets,
+                fresh: { try options.newPassphrase(fromEnvironment: newPassphraseFile != nil) }, logger: logger)
+            print(
+                "the passphrase of server \(changed.serverID) is changed (key file \(changed.generation)); the recovery key is unchanged")
             return ExitCodes.ok
         }
     }
@@ -198,15 +189,12 @@ struct ServerFsckCommand: ParsableCommand {
                 guard repair else {
                     throw NoteSyncError(.usage, path: nil, "--server-id rewrites the marker: it needs --repair", fix: "add --repair")
                 }
-                try ServerStore.rewriteMarker(
-                    root: try ServerAddress.normalized(directory), endpoint: location.endpoint, id: serverID, logger: logger)
+                try ServerAdmin.rewriteMarker(root: directory, endpoint: location.endpoint, id: serverID, logger: logger)
                 print("wrote the server marker again with id \(serverID.lowercased())")
             }
-            var store = try ServerStore(root: directory, endpoint: location.endpoint, device: "fsck", logger: logger)
-            if store.marker.isEncrypted, let vault = try secret.optionalVault(store) {
-                store = try ServerStore(storage: store.storage, device: "fsck", logger: logger, vault: vault)
-            }
-            let report = try ServerFsck(store: store).run(repair: repair, tempGraceSeconds: tempAge, gapGraceSeconds: gapAge)
+            let report = try ServerAdmin.fsck(
+                root: directory, endpoint: location.endpoint, repair: repair, tempAge: tempAge, gapAge: gapAge,
+                secrets: secret.secrets, logger: logger)
             if report.withoutKey {
                 print(
                     "checked without the key (no passphrase given): each file's integrity and the log's slots; give the "
@@ -246,14 +234,10 @@ struct ServerUpgrade: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         try reportingErrors {
-            let store = try ServerStore(root: directory, endpoint: location.endpoint, device: "upgrade", logger: logger)
-            let target = store.marker.upgradedFormat
-            if store.marker.format >= target {
-                print("server \(store.marker.id) is already format \(store.marker.format): nothing to do")
-                return ExitCodes.ok
+            switch try ServerAdmin.upgrade(root: directory, endpoint: location.endpoint, logger: logger) {
+            case .alreadyAt(let id, let format): print("server \(id) is already format \(format): nothing to do")
+            case .upgraded(let id, let format): print("server \(id) is now format \(format)")
             }
-            try store.upgradeMarker()
-            print("server \(store.marker.id) is now format \(target)")
             return ExitCodes.ok
         }
     }

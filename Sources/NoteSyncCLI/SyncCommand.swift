@@ -123,42 +123,19 @@ struct RecoverCommand: ParsableCommand {
                     fix: "stop the agent, run `notesync recover --server \(server ?? "DIR")` again, then start the agent")
             }
             defer { withExtendedLifetime(lock) {} }
-            var config = folderConfig
-            if let server {
-                config.server = try ServerAddress.normalized(server)
-                if config.server == folder.root || config.server.hasPrefix(folder.root + "/") || folder.root.hasPrefix(config.server + "/")
-                {
-                    throw NoteSyncError(
-                        .usage, path: config.server, "the server and the notes folder must not contain each other",
-                        fix: "choose a server folder outside the notes folder")
-                }
-                // Refused before anything changes: a recovery never makes a server.
-                let target = try ServerStore(root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger)
-                // The key of an encrypted server comes first (a wrong passphrase changes nothing); a plain one needs none.
-                var kept: Vault?
-                if target.marker.isEncrypted {
-                    kept = config.vaultServerID == target.marker.id ? config.vault : nil
-                    if kept == nil { kept = try secret.vault(target) }
-                }
-                config.vaultKey = kept?.keyBytes
-                config.vaultServerID = kept == nil ? nil : target.marker.id
-                if !dryRun {
-                    if let kept {
-                        try VaultKeyFile.write(kept, serverID: target.marker.id, to: folder.vaultKeyFile)
-                    } else {
-                        unlink(folder.vaultKeyFile)
-                    }
-                    try state.setMeta([.serverPath: config.server])
+            var recovery = FolderRecovery(folder: folder, state: state, config: folderConfig, server: server)
+            recovery.secrets = secret.secrets
+            recovery.dryRun = dryRun
+            let options = SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json)
+            var line: ProgressLine?
+            let recovered = Result {
+                try recovery.run(options, logger: logger) {
+                    line = json ? nil : ProgressLine.start(quiet: quiet)
+                    return line?.progress
                 }
             }
-            let engine = SyncEngine(folder: folder, state: state, config: config, logger: logger)
-            var options = SyncOptions(dryRun: dryRun, withDiffs: dryRun, colorDiffs: dryRun && stdoutIsTerminal && !json)
-            options.forgetServer = true
-            let line = json ? nil : ProgressLine.start(quiet: quiet)
-            options.progress = line?.progress
-            let synced = Result { try engine.sync(options) }
             line?.finish()
-            let report = try synced.get()
+            let (report, config) = try recovered.get()
             if json { try printJSON(report) } else { printReport(report) }
             // The server went away after the recovery began: it is not finished (the next sync or recover goes on).
             if report.offline { return ExitCodes.offline }

@@ -18,35 +18,6 @@ import NoteSyncSupport
 /// wrong passphrase leaves the folder as it was); a state that cannot be read is moved aside, never deleted, and
 /// every note stays; a server is made only in a missing or empty folder (or an S3 prefix that holds none).
 public struct FolderSetup: Sendable {
-    /// Where a passphrase comes from: given by file or environment, or asked on the terminal.
-    public struct Secrets: Sendable {
-        /// A passphrase was given (by file or environment): it may be used ahead, while the folder is walked.
-        public var isGiven: Bool
-        /// The passphrase of a new encrypted server (asked twice on a terminal).
-        public var newPassphrase: @Sendable () throws -> String
-        /// The passphrase (or recovery key) of an existing server; the argument says what is asked for.
-        public var passphrase: @Sendable (_ purpose: String) throws -> String
-
-        public init(
-            isGiven: Bool, newPassphrase: @escaping @Sendable () throws -> String,
-            passphrase: @escaping @Sendable (_ purpose: String) throws -> String
-        ) {
-            self.isGiven = isGiven
-            self.newPassphrase = newPassphrase
-            self.passphrase = passphrase
-        }
-
-        /// No passphrase: a plain server only (an encrypted one is refused when its key is needed).
-        public static let none = Secrets(
-            isGiven: false,
-            newPassphrase: {
-                throw NoteSyncError(.usage, path: "", "no passphrase given", fix: "give --passphrase-file or NOTESYNC_PASSPHRASE")
-            },
-            passphrase: { _ in
-                throw NoteSyncError(.usage, path: "", "no passphrase given", fix: "give --passphrase-file or NOTESYNC_PASSPHRASE")
-            })
-    }
-
     /// What happens along the way, told as it happens (a recovery key is shown only once: it is told as soon as
     /// the server exists, whatever fails after).
     public enum Notice: Sendable {
@@ -118,7 +89,7 @@ public struct FolderSetup: Sendable {
         let created = try findOrCreateServer(serverRoot, device: id, newVault: newVault, logger: logger, announce: announce)
         // The key before anything is written here: a wrong passphrase leaves the folder as it was.
         let opened = try ServerStore(root: serverRoot, endpoint: endpoint, device: id, logger: logger)
-        let vault = try created?.vault ?? unlockAhead?.vault(for: opened) ?? vault(of: opened)
+        let vault = try created?.vault ?? unlockAhead?.vault(for: opened) ?? secrets.vault(of: opened)
         let name = Self.deviceName(deviceName)
         try writeState(folder, serverRoot: serverRoot, device: id, name: name, vault: vault, logger: logger)
         return .connected(notes: folder.root, server: serverRoot, deviceID: id, deviceName: name)
@@ -165,7 +136,7 @@ public struct FolderSetup: Sendable {
                 .usage, path: folder.root, "holds the notes folder \(inner.root): notes folders cannot nest",
                 fix: "use a folder that holds no notes folder, or keep using \(inner.root) as it is")
         }
-        if serverRoot == folder.root || serverRoot.hasPrefix(folder.root + "/") || folder.root.hasPrefix(serverRoot + "/") {
+        if FileIO.overlaps(serverRoot, folder.root) {
             throw NoteSyncError(
                 .usage, path: serverRoot, "the server and the notes folder must not contain each other",
                 fix: "choose a server folder outside the notes folder")
@@ -216,12 +187,6 @@ public struct FolderSetup: Sendable {
                 fix: "if the server lives on a share, mount it there; if this is the first device of a new server, "
                     + "add --create-server")
         }
-    }
-
-    /// The vault of the encrypted server `store` (the passphrase asked for); nil for a plain server.
-    private func vault(of store: ServerStore) throws -> Vault? {
-        guard store.marker.isEncrypted else { return nil }
-        return try store.unlock(passphrase: try secrets.passphrase("passphrase of the server (or its recovery key)"))
     }
 
     /// The state folder and database, the key, and the meta binding the folder to the server's id: another server

@@ -7,6 +7,11 @@ import Synchronization
 /// Everything opens with `O_NOFOLLOW | O_CLOEXEC`: a symlink planted in the server or the notes folder
 /// is never followed (`ELOOP`), and no descriptor leaks into child processes.
 public enum FileIO {
+    /// Whether the absolute, standardized paths `a` and `b` are one folder or one holds the other.
+    public static func overlaps(_ a: String, _ b: String) -> Bool {
+        a == b || a.hasPrefix(b + "/") || b.hasPrefix(a + "/")
+    }
+
     /// `path` made absolute (relative to the current directory) and standardized: `.` and `..` components and
     /// doubled slashes resolved as text, symlinks left as they are.
     public static func absolutePath(_ path: String) -> String {
