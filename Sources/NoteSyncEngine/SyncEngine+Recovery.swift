@@ -127,8 +127,9 @@ extension SyncEngine {
         var seq = head.tag
         for _ in 0..<64 {
             guard seq > floor else { return nil }
-            guard case .entry(let entry)? = try? store.readSlot(seq) else {
-                // Compacted by gc: the versions its snapshot keeps (this one and those before it) tell the rest.
+            guard let entry = store.logEntry(seq) else {
+                // Compacted by gc (or holding an entry of another history, delivered late): the versions its snapshot
+                // keeps (this one and those before it) tell the rest.
                 return compactedBase(name, holding: local, through: seq == head.tag ? seq - 1 : seq, floor: floor, store: store)
             }
             guard let change = entry.changes.first(where: { $0.name == name.string }) else { return nil }
@@ -327,7 +328,7 @@ extension SyncEngine {
     private func priorVersion(_ name: RecordName, before seq: Int64, zone: ZoneState, store: ServerStore) -> BaseRecord? {
         var tag = zone.heads[name]?.tag ?? 0
         for _ in 0..<256 {
-            guard tag > 0, case .entry(let entry)? = try? store.readSlot(tag),
+            guard tag > 0, let entry = store.logEntry(tag),
                 let change = entry.changes.first(where: { $0.name == name.string })
             else { return nil }
             if tag < seq {

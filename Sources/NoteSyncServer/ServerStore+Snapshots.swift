@@ -174,4 +174,21 @@ extension ServerStore {
         }
         return nil
     }
+
+    /// The entry in slot `seq` when it is the one this log holds there, for a walk back through a record's
+    /// versions; nil for a slot that is empty, damaged, or not the log's. At or below the position of a gc snapshot
+    /// the log was compacted, and an entry found there is one a gc stopped halfway has not removed yet, or one a
+    /// replicating tool delivered late into the freed slot: an entry of a history the log does not have (the slot
+    /// was taken again while it was held). Only an entry whose link the snapshot keeps (``Snapshot/link(at:)``) is
+    /// the log's; walked as one, another is a version the record never had, taken as a note's base. Above every
+    /// snapshot the entry is the log's: devices check its chain as they fetch it. Lists the snapshots; one is read
+    /// only for a slot at or below one.
+    public func logEntry(_ seq: Int64) -> LogEntry? {
+        guard case .entry(let entry)? = try? readSlot(seq) else { return nil }
+        guard hasRetention, let newest = try? snapshotSequences().first, seq <= newest,
+            let snapshot = newestAnchoredSnapshot(after: seq - 1), snapshot.chain != nil, snapshot.history != nil
+        else { return entry }
+        guard let link = snapshot.link(at: seq), entry.chainDigest?.link == link else { return nil }
+        return entry
+    }
 }

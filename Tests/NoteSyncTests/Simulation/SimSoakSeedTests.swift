@@ -117,3 +117,29 @@ extension SimRegressionTests {
                 ], watch: .init(seed: 14_101_441_250_104_242_283)))
     }
 }
+
+extension SimRegressionTests {
+    /// Carol pushes her rewrite of a/x/README as entry 2; a replicating tool holds that entry back, alice takes slot
+    /// 2 with her own commit and bob commits entry 3 over it; gc compacts the log up to 3, and the held entry is
+    /// delivered into the freed slot 2. Carol, recovering, walked back from bob's head through its base, read slot 2
+    /// and took her own lost rewrite (its text and mtime) for a version the record had: her note looked unchanged,
+    /// bob's version was pulled over it, and her rewrite was gone (soak seed 4142363115645708106, shrunk). An entry
+    /// at or below a snapshot is walked only if the snapshot keeps its link (``ServerStore/logEntry(_:)``).
+    @Test func anEntryDeliveredIntoACompactedSlotIsNoVersionOfTheRecord() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.pool(2), .append, .inPlace)),
+                    .init(0, .edit(.pool(2), .changeLine(1), .inPlace)),
+                    .init(1, .edit(.pool(2), .changeLine(3), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .edit(.existing(2), .rewriteShared(0), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .serverFault(.holdEntry)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(0, .sync(.gc(at: 12), full: false))
+                ]))
+    }
+}
