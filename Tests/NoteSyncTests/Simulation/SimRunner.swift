@@ -1019,6 +1019,9 @@ final class SimRunner {
             model.wrote(device: device.index, note: edited.note, before: edited.before ?? [], after: edited.after)
             everSeen.insert(edited.note)
             changed(device, [edited.note])
+            // A save that found no file at the name (the sync had just moved or deleted the note) made a new file,
+            // with the user's mode: the private note is no longer at that name.
+            if edited.before == nil { privateNotes[device.index][edited.note] = nil }
             figures.operations += 1
             figures.midSyncEdits += 1
         }

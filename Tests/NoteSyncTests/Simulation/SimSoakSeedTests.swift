@@ -143,3 +143,26 @@ extension SimRegressionTests {
                 ]))
     }
 }
+
+extension SimRegressionTests {
+    /// Alice makes a/x/README private; her sync pulls carol's rename of it to a/x/y/deep.txt (the note keeps its file
+    /// and 0600 there), and at that moment she saves a/x/README: the save finds no file and makes one, 0644. The
+    /// harness still followed the private note at the old name and wanted the new file 0600 (soak seed
+    /// 630374797232645536 with `NOTESYNC_SIM_CASE=0`, shrunk). A mid-sync save that makes a file ends the following.
+    @Test func aSaveMadeWhereAPrivateNoteWasRenamedAwayIsANewFile() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.pool(2), .changeLine(3), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(2, .move(.existing(6), to: 3)),
+                    .init(0, .approveDeletes),
+                    .init(1, .edit(.pool(1), .rewriteShared(1), .inPlace)),
+                    .init(1, .approveDeletes),
+                    .init(2, .approveDeletes),
+                    .init(0, .makePrivate(.existing(6))),
+                    .init(0, .sync(.userEdit(at: 11, .existing(7)), full: false))
+                ]))
+    }
+}
