@@ -42,13 +42,15 @@ public enum ServerAdmin {
     public static func encryptedCopy(
         of source: String, to destination: String, endpoint: String?, secrets: Secrets, logger: Logger
     ) throws -> EncryptedCopy {
-        let store = try ServerStore(root: source, endpoint: endpoint, device: "encrypt", logger: logger)
+        // Both as stored and shown: a relative or unclean path (`srv`, `./srv//`) names the same folder.
+        let source = try ServerAddress.normalized(source)
         let destination = try ServerAddress.normalized(destination)
-        if FileIO.overlaps(destination, store.layout.root) {
+        if FileIO.overlaps(destination, source) {
             throw NoteSyncError(
                 .usage, path: destination, "the copy and the server must not contain each other",
-                fix: "give a folder outside \(store.layout.root)")
+                fix: "give a folder outside \(source)")
         }
+        let store = try ServerStore(root: source, endpoint: endpoint, device: "encrypt", logger: logger)
         let encryption = ServerStore.NewVault(passphrase: try secrets.newPassphrase())
         let report = try ServerStore.encryptedCopy(
             of: store, to: destination, endpoint: endpoint, encryption: encryption, logger: logger)
