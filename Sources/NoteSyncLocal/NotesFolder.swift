@@ -83,7 +83,7 @@ public struct NotesFolder: Sendable, Hashable {
     /// filesystems, never through a symlink (the root's own excepted), not into folders whose names are not UTF-8.
     /// `progress` counts the names walked.
     public func nestedNotesFolder(progress: SyncProgress? = nil) -> NotesFolder? {
-        // Folders only, from `readdir`'s kinds: at 10,000 notes 10 ms, where Foundation's enumerator took 80.
+        // Folders only, from `readdir`'s kinds: no `stat` of each note, which Foundation's enumerator makes.
         var stack = [""]
         while let relative = stack.popLast() {
             let directory = relative.isEmpty ? root : root + "/" + relative

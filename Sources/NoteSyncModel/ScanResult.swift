@@ -24,8 +24,8 @@ public struct LocalFile: Hashable, Sendable {
 
 /// What a scan of the notes folder found.
 public struct ScanResult: Sendable {
-    /// The notes found, by name: a record table, as the bases are (a dictionary of 100,000 held 31 MB, half of it
-    /// empty buckets; this 14 MB).
+    /// The notes found, by name: a record table, as the bases are (a dictionary would hold about twice the memory,
+    /// half of it empty buckets).
     public var files: RecordTable<LocalFile> = [:]
     /// Names that exist but could not be read (permissions, a directory in a note's place …): never deletes.
     public var unreadable: Set<RecordName> = []

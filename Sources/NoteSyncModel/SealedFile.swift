@@ -52,8 +52,8 @@ public enum SealedFile {
     public static let encryptedFormat = 2
 
     public static func seal<T: Encodable>(_ value: T, kind: String) throws -> Data {
-        // The body is encoded behind room for its header, and the header written into that room: an entry of 50,000
-        // moves (25 MB of JSON) is not copied a second time behind its header.
+        // The body is encoded behind room for its header, and the header written into that room: a large entry's
+        // JSON is never copied a second time behind its header.
         let room = headerRoom(kind: kind, format: format)
         var data = try encodeJSON(value, headerRoom: room)
         let bodyCount = data.count - room
@@ -79,12 +79,12 @@ public enum SealedFile {
 
     /// `value` as the JSON of a sealed file: keys sorted, slashes as they are.
     ///
-    /// A log entry of more than `chunkingAbove` changes is encoded change by change into the same bytes: `JSONEncoder`
-    /// builds a tree of the whole value first: for an entry of 50,000 moves (top folders of half of 100,000 notes
-    /// renamed: 24 MB of JSON) the commit's heap peaked at 290 MB with it, 266 MB without. `changes` is the first key
-    /// in sorted order, so the entry without its changes starts `{"changes":[]`, and the changes go between those
-    /// brackets. Each change is written by ``RecordChange/appendJSON(to:)``, `JSONEncoder`'s bytes without its
-    /// tree: a first sync's five entries of 2,000 changes took 9 % of its CPU through `JSONEncoder`.
+    /// A log entry of more than `chunkingAbove` changes is encoded change by change into the same bytes, because
+    /// `JSONEncoder` builds a tree of the whole value first: for a large entry (a big folder renamed) that tree is a
+    /// large part of the commit's peak memory, and building it a large part of a first sync's CPU. `changes` is the
+    /// first key in sorted order, so the entry without its changes starts `{"changes":[]`, and the changes go between
+    /// those brackets. Each change is written by ``RecordChange/appendJSON(to:)``: `JSONEncoder`'s bytes without its
+    /// tree (SealedFileTests checks they are the same bytes).
     ///
     /// The JSON starts after `headerRoom` zero bytes, which ``seal(_:kind:)`` fills with the header.
     static func encodeJSON<T: Encodable>(
@@ -103,7 +103,7 @@ public enum SealedFile {
         guard let entry = value as? LogEntry, entry.changes.count > threshold,
             let pieces = try EntryPieces(entry, encoder: encoder)
         else { return try whole() }
-        // Made at its size: grown by doubling, the JSON of 50,000 moves (25 MB) took 31 MB.
+        // Made at its size: grown by doubling, the buffer would end up to twice the JSON's size.
         var body = Data(capacity: headerRoom + pieces.size)
         body.append(contentsOf: repeatElement(0, count: headerRoom))
         pieces.write(piece: 1 << 16) { body.append(contentsOf: $0) }
@@ -124,9 +124,8 @@ public enum SealedFile {
     /// is known before the digest: 64 hex digits). The whole file's digest (the next entry's `prev`) is that of the
     /// header and the JSON made a second time: reading the temp back would fetch it again from a network share.
     ///
-    /// Sealed whole, the JSON of an entry of 50,000 moves (the top folders of half of 100,000 notes renamed) was a
-    /// 25 MB buffer at the peak of the committing sync; written in pieces of 256 KiB to a temp file, it is never held
-    /// (a memory sink holds the file, as sealing whole did).
+    /// Written in pieces to a temp file, a large entry's JSON is never held whole at the peak of the committing sync
+    /// (a memory sink holds the file, as sealing whole would).
     package static func sealEntry(
         _ entry: LogEntry, minimumBytes: Int = streamedEntryBytes, into makeSink: () throws -> any StagingSink
     ) throws -> (staged: StagedFile, digest: ContentDigest)? {
@@ -239,8 +238,8 @@ public enum SealedFile {
     }
 
     public static func open<T: Decodable>(_ data: Data, kind: String, as type: T.Type) throws(Failure) -> T {
-        // The body is decoded where it lies in `data`: a copy of it was 25 MB of the peak of a device reading an entry
-        // of 50,000 moves.
+        // The body is decoded where it lies in `data`: a copy would add a large entry's whole size to the peak of the
+        // device reading it.
         let (fileFormat, body) = try verifiedBody(data, kind: kind)
         guard fileFormat == format else { throw .encrypted }
         return try decode(data[body], as: type)

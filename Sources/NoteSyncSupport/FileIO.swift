@@ -167,8 +167,8 @@ public enum FileIO {
 
     /// Reads `fd` to its end into a buffer made for `sizeHint` bytes (and one more: the read that finds the end
     /// needs no bigger one), grown by half when the file is longer. Allocated here rather than by `Data(count:)`,
-    /// which makes room for a quarter more than it is asked for: a log entry of 25 MB (a rename of 50,000 notes) took
-    /// 31 MB of the reading device's peak.
+    /// which makes room for a quarter more than it is asked for: that quarter of a large log entry would count in
+    /// the reading device's peak.
     static func readAll(fd: Int32, path: String, sizeHint: Int) throws -> Data {
         var capacity = max(sizeHint, 0) + 1
         guard var buffer = malloc(capacity) else { throw NoteSyncError(.io, path: path, "out of memory reading it") }
