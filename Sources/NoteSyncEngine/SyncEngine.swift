@@ -462,7 +462,7 @@ public final class SyncEngine {
     /// first idle poll after the interval check the marker, the tip and a gap; an entry fetched meanwhile is still
     /// checked against the chain this device read (an entry of another server breaks it).
     private func cheapPoll(_ paths: [String]?) -> Bool {
-        guard paths?.isEmpty == true, let store, store.storage.isObjectStore, let lastEndCheck else { return false }
+        guard paths?.isEmpty == true, let store, store.storage.billsRequests, let lastEndCheck else { return false }
         return ContinuousClock.now - lastEndCheck < Self.endCheckInterval
     }
 

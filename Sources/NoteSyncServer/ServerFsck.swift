@@ -166,9 +166,10 @@ public struct ServerFsck {
 
         /// The folders of the layout hold only what the format puts there.
         func checkFolders() throws {
-            _ = try checkListing(layout.root) {
-                [ServerLayout.markerName, "zones", "devices"].contains($0) || (store.marker.isEncrypted && $0 == "keys")
-                    || (store.storage.isObjectStore && $0.hasPrefix(S3Client.probePrefix))
+            let probe = store.storage.probeNamePrefix
+            _ = try checkListing(layout.root) { name in
+                [ServerLayout.markerName, "zones", "devices"].contains(name) || (store.marker.isEncrypted && name == "keys")
+                    || probe.map { name.hasPrefix($0) } == true
             }
             _ = try checkListing(layout.zonesDirectory) { store.marker.zones.contains($0) }
             let format3 = store.hasRetention
@@ -595,18 +596,20 @@ public struct ServerFsck {
         }
     }
 
-    /// Whether the asset file at `path` holds the text named `digest`: as it is, or (format 3) compressed.
+    /// Whether the asset file at `path` holds the text named `digest`: as it is, or (format 3) compressed. A file at a
+    /// local path (``ServerStorage/hasLocalPaths``) is digested as it is by ``FileDigest``, whatever its size; any
+    /// other is read, and its bytes digested before they are inflated.
     package static func holds(_ path: String, _ digest: ContentDigest, in storage: any ServerStorage) throws -> Bool {
-        if !storage.isObjectStore, let actual = try FileDigest.of(path: path), actual.digest == digest { return true }
+        let local = storage.hasLocalPaths
+        if local, let actual = try FileDigest.of(path: path), actual.digest == digest { return true }
         guard let info = storage.info(path) else { return false }
         // Read a piece at a time: a big text (``BigText``), never read whole.
         if info.size > BigText.threshold {
             return try holdsStreamed(path, digest, size: info.size, in: storage, vault: nil, encrypted: false)
         }
-        guard info.size < (storage.isObjectStore ? 1 << 30 : ServerStore.maxEntryBytes),
-            let data = try storage.read(path, limit: 1 << 30)
+        guard info.size < (local ? ServerStore.maxEntryBytes : 1 << 30), let data = try storage.read(path, limit: 1 << 30)
         else { return false }
-        if storage.isObjectStore && ContentDigest(of: data) == digest { return true }
+        if !local && ContentDigest(of: data) == digest { return true }
         guard info.size < ServerStore.maxEntryBytes, data.starts(with: AssetCodec.magic),
             let text = AssetCodec.inflate(data.dropFirst(AssetCodec.magic.count), limit: 1 << 30)
         else { return false }

@@ -53,11 +53,38 @@ public protocol ServerStorage: Sendable {
     var root: String { get }
     /// Other devices' writes raise no inotify events here: the agent polls.
     var isNetwork: Bool { get }
-    /// An object store: no folders, no temp files, no fsync; requests in flight at once, not cores, bound a batch.
-    var isObjectStore: Bool { get }
+
+    // What the storage can do and how it behaves: the server's features ask these, never which backend it is.
+
+    /// Folders are real: one is made before files go in it (``makeDirectory(_:)``), flushed after
+    /// (``syncDirectory(_:)``), stays when its last file goes (``removeEmptyDirectory(_:)``), and a link or a file
+    /// planted in its place would carry writes named by path out of the server. False where a folder is only the
+    /// common start of its files' names (an object store's keys): nothing to make, nothing left, nothing to plant.
+    var hasDirectories: Bool { get }
+    /// Paths are paths of this machine's filesystem: code that reads a file by its path (``FileDigest``, with its
+    /// cache) may read a server file so. False where a path is only a name the storage answers for.
+    var hasLocalPaths: Bool { get }
+    /// A staged file is a temp file in the zone's `tmp/` (`<device>-<hex>.<suffix>`), written to disk as its pieces
+    /// come (a staging sink never holds it whole) and made durable by ``syncStaged()``: a writer killed before it
+    /// published or discarded one leaves it there, for ``ServerStore/removeOwnTemps()`` and fsck to sweep. False
+    /// where staging holds the bytes for one request and leaves nothing behind.
+    var stagesTempFiles: Bool { get }
+    /// Every operation is a request to a service, billed and a round trip each, where a folder's `lstat` or `read`
+    /// costs nearly nothing (even on a share): the fewest requests make an operation cheap, not the fewest bytes. So a
+    /// small file is published without looking for it first (a create-if-absent answers that the name is taken), a
+    /// file is read whole in one request rather than a piece a request, and an idle poll checks the log's end less
+    /// often.
+    var billsRequests: Bool { get }
+    /// The start of the names the storage itself writes at the top of the server to probe the service
+    /// (``S3Client/probePrefix``), nil when it writes none there: fsck takes them for the storage's, not foreign.
+    var probeNamePrefix: String? { get }
     /// The biggest file the storage takes (S3: one `PutObject`); nil when it sets no limit of its own. A note
     /// bigger than that is left out of a sync with a warning, and the others sync.
     var largestFile: Int64? { get }
+
+    /// The error that no server is at ``root``: `marker` is missing. It says what to check on this storage (a share
+    /// not mounted; a wrong bucket, prefix or endpoint) and how a new server is made.
+    func noServer(marker: String) -> NoteSyncError
 
     /// The file at `path`, or nil when there is none (or it cannot be examined).
     func info(_ path: String) -> StorageInfo?
@@ -83,6 +110,8 @@ public protocol ServerStorage: Sendable {
 
     /// Makes `directory` exist (a folder backend; nothing on an object store).
     func makeDirectory(_ directory: String) throws
+    /// Removes `directory` if it is empty (`rmdir`), best effort: gc's emptied log shards. Nothing on an object store.
+    func removeEmptyDirectory(_ directory: String)
     /// Makes what was published into `directory` durable (a folder's fsync; nothing on an object store).
     func syncDirectory(_ directory: String) throws
     /// Makes every staged file durable at once (`syncfs`; nothing on an object store).
@@ -174,7 +203,11 @@ extension ServerStorage {
 public final class FolderStorage: ServerStorage {
     public let root: String
     public let isNetwork: Bool
-    public var isObjectStore: Bool { false }
+    public var hasDirectories: Bool { true }
+    public var hasLocalPaths: Bool { true }
+    public var stagesTempFiles: Bool { true }
+    public var billsRequests: Bool { false }
+    public var probeNamePrefix: String? { nil }
     let tmpDirectory: String
     /// What the server folder's own mode calls for, read when the server is opened.
     public let modes: ServerModes
@@ -207,6 +240,12 @@ public final class FolderStorage: ServerStorage {
         return chosen.primitive
     }
 
+    public func noServer(marker: String) -> NoteSyncError {
+        NoteSyncError(
+            .notAServer, path: marker, "is missing: this folder is not a notesync server (or the share is not mounted)",
+            fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then")
+    }
+
     public func info(_ path: String) -> StorageInfo? { FileIO.lstatInfo(path).map(StorageInfo.init) }
 
     public func hasEntry(_ path: String) -> Bool { FileIO.lstatInfo(path) != nil }
@@ -231,6 +270,8 @@ public final class FolderStorage: ServerStorage {
     public func makeDirectory(_ directory: String) throws {
         try FileIO.makeDirectory(directory, mode: modes.folder, exactMode: modes.exact)
     }
+
+    public func removeEmptyDirectory(_ directory: String) { rmdir(directory) }
 
     public func syncDirectory(_ directory: String) throws { try FileIO.syncDirectory(directory) }
 

@@ -72,10 +72,10 @@ extension ServerStore {
         // A batch big enough for packs (formats 5 and 6) is looked for whole, so that no text already there goes
         // into a pack again; a listing answers it on an object store.
         let mayPack = hasPacks && unique.count >= AssetPack.minimumBatch
-        // On an object store a text goes straight to its conditional PUT, which answers 412 when the asset is there
-        // (and is then touched, ``publish(_:)``): a HEAD first would be one more request per text. Only a text
-        // too big to send for nothing is looked for first.
-        let looked = unique.filter { mayPack || !storage.isObjectStore || items[$0].ref.size > Self.sentUnseenBelow }
+        // Where requests are billed (an object store), a text goes straight to its conditional PUT, which answers 412
+        // when the asset is there (and is then touched, ``publish(_:)``): a HEAD first would be one more request per
+        // text. Only a text too big to send for nothing is looked for first.
+        let looked = unique.filter { mayPack || !storage.billsRequests || items[$0].ref.size > Self.sentUnseenBelow }
         let found = storage.infos(looked.map { layout.assetPath(names[$0]) })
         var present = Set<Int>()
         for (index, info) in zip(looked, found) {
@@ -112,8 +112,8 @@ extension ServerStore {
             staged.setPacks(found: foundPacked, duplicates: duplicates)
             return staged
         }
-        // syncfs flushes the whole filesystem: worth it for a batch, not for the agent's single edit.
-        let batched = !isNetwork && !storage.isObjectStore && items.count >= 16
+        // syncfs flushes the whole filesystem the temps are on: worth it for a batch, not for the agent's single edit.
+        let batched = !isNetwork && storage.stagesTempFiles && items.count >= 16
         let written = Parallel.map(missing.count) { slot in
             Result { () throws -> StagedFile in
                 let index = missing[slot]
@@ -225,7 +225,7 @@ extension ServerStore {
         let storage = storage
         // Packs first: each fsynced when staged, published if its name is free, then its folder flushed.
         if !staged.packs.isEmpty {
-            let made = !storage.isObjectStore && storage.info(layout.packsDirectory) == nil
+            let made = storage.hasDirectories && storage.info(layout.packsDirectory) == nil
             try storage.makeDirectory(layout.packsDirectory)
             if made { try storage.syncDirectory(layout.zoneDirectory) }
             var published = false

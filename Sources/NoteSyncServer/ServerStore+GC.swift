@@ -532,7 +532,7 @@ extension ServerStore {
                 report.entriesRemoved += 1
                 report.entryBytesRemoved += info.size
             }
-            if left == 0 && !dryRun && shard < lastShard && !storage.isObjectStore { rmdir(folder) }
+            if left == 0 && !dryRun && shard < lastShard { storage.removeEmptyDirectory(folder) }
         }
         if !dryRun { try? storage.syncDirectory(layout.logDirectory) }
     }

@@ -237,13 +237,13 @@ extension ServerStore {
         state.verifiedTail = file
     }
 
-    /// The digest of the bytes of the entry file at `path`, read a piece at a time from a folder: a fetch that has
-    /// just read an entry checks it again as the log's tip, and whole, the tip of a rename of 50,000 notes (25 MB)
-    /// was read again on top of all the sync held. From an object store it is read whole, as before: a request a
-    /// piece would multiply the requests, and a service that ignores ranges would send the whole object for each.
-    /// Nil when it is missing or longer than an entry may be.
+    /// The digest of the bytes of the entry file at `path`, read a piece at a time: a fetch that has just read an
+    /// entry checks it again as the log's tip, and whole, the tip of a rename of 50,000 notes (25 MB) would be read
+    /// again on top of all the sync holds. Where requests are billed (``ServerStorage/billsRequests``) it is read
+    /// whole: a request a piece would multiply the requests, and a service that ignores ranges would send the whole
+    /// object for each. Nil when it is missing or longer than an entry may be.
     func digestOfEntryFile(_ path: String) throws -> ContentDigest? {
-        if storage.isObjectStore {
+        if storage.billsRequests {
             return try storage.read(path, limit: Self.maxEntryBytes).map { ContentDigest(of: $0) }
         }
         var hasher = SHA256()
@@ -498,13 +498,13 @@ extension ServerStore {
         }
     }
 
-    /// `entry` sealed for slot `seq` and staged, fsynced, with the digest of its file. On a plain server in a folder,
-    /// the JSON of an entry of 1 MiB or more is written to the staged temp a piece at a time, never held whole
-    /// (``SealedFile/sealEntry(_:minimumBytes:into:)``: 25 MB for an entry of 50,000 moves). A smaller one, an
-    /// encrypted one (sealed whole), or one for an object store (sent in one request) is sealed in memory and let go
-    /// once staged, before its heads are folded in.
+    /// `entry` sealed for slot `seq` and staged, fsynced, with the digest of its file. On a plain server whose staged
+    /// files are temp files (``ServerStorage/stagesTempFiles``), the JSON of an entry of 1 MiB or more is written to
+    /// the temp a piece at a time, never held whole (``SealedFile/sealEntry(_:minimumBytes:into:)``: 25 MB for an
+    /// entry of 50,000 moves). A smaller one, an encrypted one (sealed whole), or one staged in memory for one request
+    /// (an object store's) is sealed in memory and let go once staged, before its heads are folded in.
     private func stageEntry(_ entry: LogEntry, seq: Int64) throws -> (staged: StagedFile, digest: ContentDigest) {
-        if try requireVault() == nil, !storage.isObjectStore,
+        if try requireVault() == nil, storage.stagesTempFiles,
             let sealed = try SealedFile.sealEntry(entry, into: { try storage.stagingSink(device: device, suffix: "entry") })
         {
             return sealed

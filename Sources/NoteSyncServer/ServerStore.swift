@@ -127,23 +127,7 @@ public final class ServerStore: Sendable {
     /// an encrypted one, with its id, must not be written in plain).
     public init(storage: any ServerStorage, device: String, logger: Logger, vault: Vault? = nil) throws {
         let layout = ServerLayout(root: storage.root)
-        let data: Data
-        do {
-            guard let read = try storage.read(layout.marker, limit: 1 << 20) else {
-                if storage.isObjectStore {
-                    throw NoteSyncError(
-                        .notAServer, path: layout.marker,
-                        "is missing: no notesync server at \(layout.root) (wrong bucket or prefix, or none made yet)",
-                        fix: "check the bucket, the prefix and --endpoint; for a new server, run `notesync server init "
-                            + "\(layout.root)` (or `notesync init --create-server`)")
-                }
-                throw NoteSyncError(
-                    .notAServer, path: layout.marker,
-                    "is missing: this folder is not a notesync server (or the share is not mounted)",
-                    fix: "mount the share (or bring the server folder back at this path); notes are kept and changes wait until then")
-            }
-            data = read
-        }
+        guard let data = try storage.read(layout.marker, limit: 1 << 20) else { throw storage.noServer(marker: layout.marker) }
         let marker = try Self.usableMarker(data, layout)
         try Self.validateDevice(device)
         if vault != nil && !marker.isEncrypted {
@@ -438,7 +422,7 @@ public final class ServerStore: Sendable {
         for directory in [
             layout.zonesDirectory, layout.zoneDirectory, layout.logDirectory, layout.assetsDirectory,
             layout.snapshotsDirectory, layout.tmpDirectory, layout.devicesDirectory, layout.packsDirectory
-        ] where !storage.isObjectStore {
+        ] where storage.hasDirectories {
             if let info = storage.info(directory), info.kind != .directory {
                 throw NoteSyncError(
                     .corrupt, path: directory,

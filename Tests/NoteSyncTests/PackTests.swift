@@ -580,7 +580,12 @@ final class RacingStorage: ServerStorage, @unchecked Sendable {
 
     var root: String { base.root }
     var isNetwork: Bool { base.isNetwork }
-    var isObjectStore: Bool { base.isObjectStore }
+    var hasDirectories: Bool { base.hasDirectories }
+    var hasLocalPaths: Bool { base.hasLocalPaths }
+    var stagesTempFiles: Bool { base.stagesTempFiles }
+    var billsRequests: Bool { base.billsRequests }
+    var probeNamePrefix: String? { base.probeNamePrefix }
+    var largestFile: Int64? { base.largestFile }
     var packSize: Int64 { base.packSize }
     func info(_ path: String) -> StorageInfo? { base.info(path) }
     func hasEntry(_ path: String) -> Bool { base.hasEntry(path) }
@@ -592,6 +597,8 @@ final class RacingStorage: ServerStorage, @unchecked Sendable {
     func list(_ directory: String) throws -> [String]? { try base.list(directory) }
     func listWithInfo(_ directory: String) throws -> [(name: String, info: StorageInfo?)]? { try base.listWithInfo(directory) }
     func makeDirectory(_ directory: String) throws { try base.makeDirectory(directory) }
+    func removeEmptyDirectory(_ directory: String) { base.removeEmptyDirectory(directory) }
+    func noServer(marker: String) -> NoteSyncError { base.noServer(marker: marker) }
     func syncDirectory(_ directory: String) throws { try base.syncDirectory(directory) }
     func syncStaged() throws { try base.syncStaged() }
     func stage(_ data: Data, device: String, suffix: String, sync: Bool) throws -> StagedFile {

@@ -146,7 +146,7 @@ import Testing
         let files = ServerFiles(store)
         let bytes = try #require(try files.read(store.layout.entryPath(1)))
         #expect(bytes.count > SealedFile.streamedEntryBytes)
-        let streamed = !TestServer.isEncrypted && !storage.isObjectStore
+        let streamed = !TestServer.isEncrypted && storage.stagesTempFiles
         #expect(sunk.withLock { $0 } == (streamed ? ["entry"] : []), "written a piece at a time on a plain folder only")
         #expect(first.digest == ContentDigest(of: bytes))
         guard case .entry(let read) = try store.readSlot(1) else {
@@ -192,7 +192,7 @@ import Testing
         let path = store.layout.entryPath(1)
         let bytes = try #require(try files.read(path))
         #expect(bytes.count > 3 * ServerStore.entryPieceBytes)
-        let pieces = !TestServer.isEncrypted && !store.storage.isObjectStore
+        let pieces = !TestServer.isEncrypted && !store.storage.billsRequests
         if pieces {
             guard case .entry(let streamed) = try store.streamEntry(path, seq: 1) else {
                 Issue.record("a plain folder's large entry is not read a piece at a time")

@@ -127,7 +127,7 @@ struct ServerFiles {
     /// Puts `data` at `path` whatever is there (a file replaced, folders made as needed), as a tool other than
     /// notesync would.
     func write(_ path: String, _ data: Data) throws {
-        if storage.isObjectStore {
+        if !storage.hasLocalPaths {
             try storage.replace(path, with: data, device: "test")
             return
         }

@@ -13,7 +13,15 @@ public final class S3Storage: ServerStorage {
     public let root: String
     public let client: S3Client
     public var isNetwork: Bool { true }
-    public var isObjectStore: Bool { true }
+    /// A folder is the common start of its keys.
+    public var hasDirectories: Bool { false }
+    public var hasLocalPaths: Bool { false }
+    /// A staged file is held for its `PutObject` (a big text: a file of the device's, outside the server).
+    public var stagesTempFiles: Bool { false }
+    /// Each call is one or more HTTP requests, each billed by the service.
+    public var billsRequests: Bool { true }
+    /// The open's check that conditional writes hold (``S3Client/probePrefix``).
+    public var probeNamePrefix: String? { S3Client.probePrefix }
     /// S3's limit on one `PutObject` (5 GiB): a big text is sent in one request (no multipart upload).
     public var largestFile: Int64? { 5 << 30 }
     /// Requests in flight at once for a batch.
@@ -46,6 +54,14 @@ public final class S3Storage: ServerStorage {
 
     static let directoryInfo = StorageInfo(
         kind: .directory, size: 0, mtime: 0, fingerprint: StatFingerprint(size: 0, mtime: 0, ctime: 0, inode: 0))
+
+    public func noServer(marker: String) -> NoteSyncError {
+        NoteSyncError(
+            .notAServer, path: marker,
+            "is missing: no notesync server at \(root) (wrong bucket or prefix, or none made yet)",
+            fix: "check the bucket, the prefix and --endpoint; for a new server, run `notesync server init \(root)` "
+                + "(or `notesync init --create-server`)")
+    }
 
     public func info(_ path: String) -> StorageInfo? {
         let key = key(path)
@@ -130,6 +146,8 @@ public final class S3Storage: ServerStorage {
     }
 
     public func makeDirectory(_ directory: String) throws {}
+
+    public func removeEmptyDirectory(_ directory: String) {}
 
     public func syncDirectory(_ directory: String) throws {}
 
