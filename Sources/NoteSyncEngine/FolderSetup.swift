@@ -157,11 +157,15 @@ public struct FolderSetup: Sendable {
             }
             return nil
         } catch let error as NoteSyncError where error.kind == .notAServer || error.kind == .serverUnreachable {
-            let objectStore = ServerAddress.isObjectStore(serverRoot)
-            if objectStore && !(error.kind == .notAServer && createServer) { throw error }
-            if !objectStore { try checkNewServerPlace(serverRoot, error: error) }
+            // A folder is examined first, so that the refusal names what is there; a service's location that
+            // cannot be reached may hold a server all the same, and only one that answers with no server is made.
+            if ServerAddress.isLocalPath(serverRoot) {
+                try checkNewServerPlace(serverRoot, error: error)
+            } else if !(error.kind == .notAServer && createServer) {
+                throw error
+            }
             let created = encrypt ? try newVault ?? ServerStore.NewVault(passphrase: try secrets.newPassphrase()) : nil
-            try ServerStore.create(root: serverRoot, endpoint: objectStore ? endpoint : nil, logger: logger, encryption: created)
+            try ServerStore.create(root: serverRoot, endpoint: endpoint, logger: logger, encryption: created)
             announce(.serverCreated(root: serverRoot, recovery: created?.recovery))
             return created
         }
@@ -208,7 +212,7 @@ public struct FolderSetup: Sendable {
             .deviceID: id, .deviceName: name, .serverPath: serverRoot, .serverID: store.marker.id,
             .created: String(Clock.nowNanoseconds())
         ])
-        if let endpoint, ServerAddress.isObjectStore(serverRoot) { try state.setMeta([.serverEndpoint: endpoint]) }
+        if let endpoint, ServerAddress.takesEndpoint(serverRoot) { try state.setMeta([.serverEndpoint: endpoint]) }
         if let maxFileSize { try state.setMeta([.maxFileSize: maxFileSize.stored]) }
         try LocalState.writeDeviceFile(folder.database, device: id)
         try? store.writeDeviceInfo(DeviceInfo(id: id, name: name, lastSeen: Clock.nowNanoseconds(), token: 0))

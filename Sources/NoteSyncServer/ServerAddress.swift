@@ -9,15 +9,24 @@ public enum ServerAddress {
     /// The address schemes notesync speaks, as the refusal of any other names them.
     public static let schemes = ["s3://"]
 
-    /// Whether `server` names an object store location rather than a folder.
-    public static func isObjectStore(_ server: String) -> Bool { server.hasPrefix("s3://") }
+    /// Whether `server` names an object store location rather than a folder: which storage opens it.
+    package static func isObjectStore(_ server: String) -> Bool { server.hasPrefix("s3://") }
+
+    /// Whether `server` names a folder of this machine's filesystem (a local disk, or a share mounted there): what is
+    /// at the path can be examined before a server is made in it, and a missing one can be made. False for a
+    /// location a service answers for, where an unreachable server cannot be told from a missing one.
+    public static func isLocalPath(_ server: String) -> Bool { !isObjectStore(server) }
+
+    /// Whether `server` is reached through the service `--endpoint` names (an S3-compatible one): a notes folder keeps
+    /// the endpoint it was set up with for such a server only.
+    public static func takesEndpoint(_ server: String) -> Bool { isObjectStore(server) }
 
     /// The server as it is stored and shown: a folder's absolute path (relative to the current directory), or the
     /// object store location without trailing slashes. An address with a scheme notesync does not speak is
     /// refused (``check(_:)``): taken as a path, `https://host/dav` would become a local folder named `https:`.
     public static func normalized(_ server: String) throws -> String {
         try check(server)
-        guard isObjectStore(server) else { return FileIO.absolutePath(server) }
+        guard !isLocalPath(server) else { return FileIO.absolutePath(server) }
         var location = server
         while location.hasSuffix("/") && location.count > 5 { location.removeLast() }
         return location
