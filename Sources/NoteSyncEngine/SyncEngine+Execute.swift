@@ -80,339 +80,62 @@ extension SyncEngine {
         let partial = scan.scope != nil
         if leavesMemoryToExit && plan.count < 1000 { OneShotProcess.leaveToExit(Box(scan)) } else { _ = consume scan }
         let applier = NoteApplier(folder: folder, deviceName: config.deviceName, guarantees: try storedFolderGuarantees())
-        var pushes: [Push] = []
-        // In plan order, a later update of a name replacing an earlier one (an array: a first sync makes one per note).
-        var baseUpdates: [(name: RecordName, base: BaseRecord?)] = []
-        // By name alone when the head to write is the zone's (as a first sync's are): a copy of each head was 13 MB
-        // at 100,000 notes, on B's first sync's peak beside the plan. Any other head is kept in `otherHeads`.
-        var newNotes: [RecordName] = []
-        var otherHeads: [RecordName: RecordHead] = [:]
-        // Room for the bases and heads this sync may add (the steps' names each table lacks), counted now and made
-        // once the plan is freed (neither table changes before): growing a large table copies its rows, and for a
-        // moment both copies are in memory; made at the start, it was 23 MB on a first sync's peak at 100,000 notes,
-        // beside the plan's steps. Not room for every step: B's first sync has every head already, and as many
-        // again is 12 MB at 100,000 notes. Room for the pushes, base updates and new notes the actions make is made
-        // now (a conflict or a merge may add one more, which grows them).
-        // A rename frees the base of its old name as it adds its new one: a sync that renames half of 100,000 notes
-        // needs no room for more bases (`applyBaseUpdates` applies the removals first, here and in `commitBatch`),
-        // where room for 50,000 more was 5 MB and a larger index. (The heads keep the old names, as tombstones.)
-        var newBases = 0
-        var newHeads = 0
-        // Saves and deletes; base updates; texts written into notes (the progress line's count); notes new here.
-        var (saves, updates, textWrites, newDownloads) = (0, 0, 0, 0)
-        for index in plan.indices {
-            if !bases.contains(plan[index].name) { newBases += 1 }
-            if let move = plan[index].move, bases.contains(move.source) { newBases -= 1 }
-            if !zone.heads.contains(plan[index].name) { newHeads += 1 }
-            switch plan[index].action {
-            case .save, .delete: saves += 1
-            case .write(_, let kind):
-                updates += 1
-                textWrites += 1
-                if kind == .download && plan[index].local == nil { newDownloads += 1 }
-            case .trash, .adopt: updates += 1
-            default: break
-            }
-        }
-        pushes.reserveCapacity(saves)
-        baseUpdates.reserveCapacity(updates)
-        var conflicts: [ConflictRecord] = []
-        // The copy names the plan chose: a copy made now never takes another step's.
-        let plannedCopies = Set(
-            plan.lazy.compactMap { step -> RecordName? in
-                if case .conflict(let conflict) = step.action, !conflict.madeBefore { conflict.copy } else { nil }
-            })
-        // Notes new here, when there are many (a first sync): written together, two flushes in all.
-        let downloadsInBulk = newDownloads >= Self.bulkDownloadThreshold
-        if downloadsInBulk { newNotes.reserveCapacity(newDownloads) }
-        if let progress, textWrites > 0 { progress.enter(.downloading, total: textWrites) }
-
-        func note(_ kind: PlannedChange.Kind, _ name: RecordName, _ detail: String? = nil) {
-            report.changes.append(PlannedChange(kind: kind, name: name.description, detail: detail))
-        }
-        func setBase(_ name: RecordName, _ head: RecordHead, _ fingerprint: StatFingerprint?) {
-            guard let text = head.text else { return }
-            baseUpdates.append(
-                (
-                    name,
-                    BaseRecord(
-                        tag: head.tag, digest: text.sha256, size: text.size,
-                        modified: head.modified, fingerprint: fingerprint)
-                ))
-        }
-        /// The one place a conflict copy is kept: recorded (`notesync conflicts`), reported, and pushed as the new
-        /// note it is (unless it is already one the scan found).
-        func keepCopy(_ copy: RecordName, of name: RecordName, device: String, pushed: Bool = true) {
-            if pushed { pushes.append(Push(name: copy, path: copy.string, base: 0, kind: .upload)) }
-            conflicts.append(ConflictRecord(copy: copy, original: name, device: device, time: Clock.nowNanoseconds()))
-            note(.conflict, name, copy.description)
-        }
-        /// A write's fingerprint; a version the user saved while this sync wrote the note (the applier displaced it)
-        /// is kept as a conflict copy, wherever the write was (a pull, a merge, a bulk download).
-        func written(_ outcome: NoteApplier.Outcome, _ name: RecordName) -> StatFingerprint? {
-            switch outcome {
-            case .written(let fingerprint):
-                return fingerprint
-            case .writtenKeepingLocalEdit(let fingerprint, let copy):
-                keepCopy(copy, of: name, device: config.deviceName)
-                return fingerprint
-            default:
-                return nil
-            }
-        }
-        func writeHead(
-            _ name: RecordName, _ head: RecordHead, path: String, expected: ContentDigest?, modeOf: String? = nil
-        ) throws -> StatFingerprint? {
-            guard let text = head.text else { return nil }
-            let contents = try store.contents(of: text)
-            return written(
-                try applier.write(
-                    name, path: path, contents: contents, modified: head.modified, expected: expected, modeOf: modeOf),
-                name)
-        }
-
-        // One function per kind of action.
-        func save(_ step: Step, _ kind: PlannedChange.Kind, base: Int64) {
-            guard let local = step.local else { return }
-            pushes.append(Push(name: step.name, path: local.path, base: base, kind: kind))
-        }
-        func delete(_ step: Step, base: Int64) {
-            pushes.append(Push(name: step.name, path: nil, base: base, kind: .uploadDelete))
-        }
-        func trash(_ step: Step) throws {
-            guard let local = step.local, let base = step.base else {
-                baseUpdates.append((step.name, nil))
-                return
-            }
-            switch try applier.delete(step.name, path: local.path, expected: base.digest) {
-            case .trashed, .alreadyGone:
-                baseUpdates.append((step.name, nil))
-                note(.downloadDelete, step.name)
-            default:
-                report.warnings.append(
-                    SyncWarning(
-                        .note, path: step.name.description, "\(step.name): edited during the sync, not deleted; it syncs next round"))
-            }
-        }
-        func write(_ step: Step, _ head: RecordHead, _ kind: PlannedChange.Kind) throws {
-            // A big text is streamed into its note on its own (``BigText``), never held for a bulk batch.
-            if kind == .download && step.local == nil && downloadsInBulk && !BigText.streams(head.text?.size ?? 0) {
-                newNotes.append(step.name)
-                if let zoneHead = zone.heads[step.name], zoneHead == head, zoneHead.unverifiedSince == head.unverifiedSince {
-                    return
-                }
-                otherHeads[step.name] = head
-                return
-            }
-            let fingerprint = try writeHead(step.name, head, path: step.local?.path ?? step.name.string, expected: step.local?.digest)
-            progress?.add(1, bytes: head.text?.size ?? 0)
-            setBase(step.name, head, fingerprint)
-            note(kind, step.name, kind == .merge ? "the server's version already holds both edits" : nil)
-        }
-        func adopt(_ step: Step, _ head: RecordHead?) {
-            guard let head, !head.deleted else {
-                baseUpdates.append((step.name, nil))
-                return
-            }
-            var fingerprint = step.local?.fingerprint
-            if let local = step.local,
-                let adopted = applier.adoptModified(path: local.path, modified: head.modified, expected: local.fingerprint)
-            {
-                fingerprint = adopted
-            }
-            setBase(step.name, head, fingerprint)
-        }
-        func writeMerged(_ step: Step, _ text: Data, base: Int64) throws {
-            guard let local = step.local else { return }
-            let outcome = try applier.write(
-                step.name, path: local.path, data: text, modified: Clock.nowNanoseconds(), expected: local.digest)
-            _ = written(outcome, step.name)
-            pushes.append(Push(name: step.name, path: local.path, base: base, kind: .merge))
-        }
-        func conflict(_ step: Step, _ conflict: Conflict) throws {
-            guard let local = step.local else { return }
-            if conflict.madeBefore {
-                pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
-                keepCopy(conflict.copy, of: step.name, device: conflict.copyDevice, pushed: false)
-            } else if conflict.localWins {
-                guard let text = conflict.server.text else { return }
-                // The planned name, unless a file took it since the plan (then the next free one); a file that
-                // takes it while the copy is written is kept as a copy of its own.
-                var copy = conflict.copy
-                if FileIO.lstatInfo(folder.root + "/" + copy.string) != nil {
-                    copy = try conflictName(
-                        step.name, device: conflict.copyDevice,
-                        date: Date(timeIntervalSince1970: Double(conflict.server.modified) / 1e9)
-                    ) { plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases) }
-                }
-                // The copy has its note's mode: a private note's other version is as private as the note.
-                let outcome = try applier.write(
-                    copy, path: copy.string, contents: try store.contents(of: text), modified: conflict.server.modified,
-                    expected: nil, modeOf: local.path)
-                _ = written(outcome, copy)
-                keepCopy(copy, of: step.name, device: conflict.copyDevice)
-                pushes.append(Push(name: step.name, path: local.path, base: conflict.server.tag, kind: .conflict))
-            } else {
-                // The planned name, unless a file took it since the plan (then the next free one).
-                let copy = try applier.keepAsConflictCopy(
-                    step.name, from: folder.root + "/" + local.path,
-                    date: Date(timeIntervalSince1970: Double(local.modified) / 1e9)
-                ) { $0 != conflict.copy && (plannedCopies.contains($0) || isConflictNameTaken($0, zone: zone, bases: bases)) }
-                keepCopy(copy, of: step.name, device: conflict.copyDevice)
-                // The note was renamed to the copy: the server's version takes the mode the note had.
-                setBase(
-                    step.name, conflict.server,
-                    try writeHead(step.name, conflict.server, path: local.path, expected: nil, modeOf: copy.string))
-            }
-        }
-
-        /// The old and new paths of the notes renamed here, flushed together before their bases are recorded.
-        var renamedHere: [String] = []
-        /// A move's rename here (the note follows a rename made on the server, or the later of two renames): done
-        /// before anything else of the step, never over a file; it throws when the note cannot be renamed.
-        func renameForMove(_ step: inout Step) throws {
-            guard step.move?.renameFrom != nil, var local = step.local else { return }
-            try applier.follow(rename: step.name, from: local.path, to: step.name.string, flush: false)
-            renamedHere += [local.path, step.name.string]
-            local.path = step.name.string
-            // A rename sets the ctime: the note keeps the scanned fingerprint with its new ctime, so it is not hashed
-            // again; unless anything else changed since the scan (a save during the sync), then it is hashed.
-            if let info = FileIO.lstatInfo(folder.root + "/" + local.path) {
-                let now = StatFingerprint(info)
-                if now.size == local.fingerprint.size && now.mtime == local.fingerprint.mtime
-                    && now.inode == local.fingerprint.inode
-                {
-                    local.fingerprint = now
-                }
-            }
-            step.local = local
-        }
-        /// A move's end. One this device commits: whatever the step's action left at the new name (the note as
-        /// renamed here, the server's edit written into it, a merge, the version that kept the name in a conflict) is
-        /// committed as the move's save, with the delete of the old name, in one entry; the action's own push or base
-        /// of the name gives way to it (its conflict copies stay). One the server made: the old name's base goes.
-        func finishMove(_ step: Step, _ move: MovePlan, pushesBefore: Int, basesBefore: Int, reportedBefore: Int) {
-            if let lost = move.lostName {
-                report.warnings.append(
-                    SyncWarning(
-                        .moveConflict, path: step.name.description,
-                        "\(move.source) was renamed on two devices: \(moveDetail(move, to: step.name, store: store))"
-                            + "; nothing is lost\n  fix: if \(lost) is the name you want, rename \(step.name) to it"))
-            }
-            guard let from = move.pushFrom else {
-                baseUpdates.append((move.source, nil))
-                // The name the note was renamed to here, which lost to the server's rename: nothing to push for it.
-                if let renamed = move.renameFrom, renamed != move.source { baseUpdates.append((renamed, nil)) }
-                report.changes.append(
-                    PlannedChange(
-                        kind: .move, name: step.name.description, detail: moveDetail(move, to: step.name, store: store),
-                        from: move.shownFrom.description))
-                return
-            }
-            // The server's edit written into the note renamed here is no download of a record: it merges into the move.
-            for index in reportedBefore..<report.changes.count
-            where report.changes[index].kind == .download && report.changes[index].name == step.name.description {
-                report.changes[index].kind = .merge
-                report.changes[index].detail = "edited on the server, renamed here: the edit is in the renamed note"
-            }
-            for index in (pushesBefore..<pushes.count).reversed() where pushes[index].name == step.name {
-                // A merge of both sides' edits, written here, is committed as the move's save: still a merge, as the
-                // dry run says (the commit reports only the move).
-                // Once: a round after a lost race merges the note again.
-                if pushes[index].kind == .merge
-                    && !report.changes.contains(where: { $0.kind == .merge && $0.name == step.name.description })
-                {
-                    report.changes.append(PlannedChange(kind: .merge, name: step.name.description, detail: nil))
-                }
-                pushes.remove(at: index)
-            }
-            for index in (basesBefore..<baseUpdates.count).reversed() where baseUpdates[index].name == step.name {
-                baseUpdates.remove(at: index)
-            }
-            pushes.append(
-                Push(
-                    name: step.name, path: step.name.string, base: move.toBase, kind: .move, moveFrom: from,
-                    moveFromBase: move.pushFromBase, forget: move.source, moveTime: move.time))
-        }
-
+        // Room for the bases and heads this sync may add is counted now and made once the plan is freed (neither
+        // table changes before): growing a large table copies its rows, and for a moment both copies are in memory;
+        // made at the start, it was 23 MB on a first sync's peak at 100,000 notes, beside the plan's steps. Not room
+        // for every step: B's first sync has every head already, and as many again is 12 MB at 100,000 notes.
+        var batch = SyncBatch(
+            plan, bases: bases, heads: zone.heads, applier: applier, store: store, root: folder.root,
+            deviceName: config.deviceName, progress: progress)
+        if let progress, batch.counts.textWrites > 0 { progress.enter(.downloading, total: batch.counts.textWrites) }
         let pendingWrites = try recordPendingWrites(plan)
-        for index in plan.indices {
-            var step = plan[index]
-            guard let action = step.action else { continue }
-            do {
-                try renameForMove(&step)
-                let (pushesBefore, basesBefore, reportedBefore) = (pushes.count, baseUpdates.count, report.changes.count)
-                switch action {
-                case .save(let kind, let base): save(step, kind, base: base)
-                case .delete(let base): delete(step, base: base)
-                case .trash: try trash(step)
-                case .write(let head, let kind): try write(step, head, kind)
-                case .adopt(let head): adopt(step, head)
-                case .writeMerged(let text, let base): try writeMerged(step, text, base: base)
-                case .conflict(let resolved): try conflict(step, resolved)
-                case .leave(let kind, let detail):
-                    note(kind, step.name, detail)
-                    continue
-                }
-                if let move = step.move {
-                    finishMove(step, move, pushesBefore: pushesBefore, basesBefore: basesBefore, reportedBefore: reportedBefore)
-                }
-            } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                report.warnings.append(SyncWarning.note(step.name, error))
-            }
-        }
-        let planned = plan.count
-        _ = consume plan
-        // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed (a
-        // large plan: the agent's rounds of a few notes free little).
-        if planned >= Self.trimAfter { MallocTuning.trim() }
-        bases.reserveCapacity(bases.count + max(newBases, 0))
-        zone.heads.reserveCapacity(zone.heads.count + newHeads)
-
-        var bulkWarnings: [SyncWarning] = []
-        // A server gone midway ends the sync: the report then says nothing of the batches written before (their
-        // bases and copies are not recorded; the next sync finds the notes as they are).
-        let reportedBeforeBulk = report.changes.count
         do {
-            let heads = zone.heads
-            let head = { (name: RecordName) in otherHeads[name] ?? heads[name]! }
-            try writeNewNotes(newNotes, head: head, applier: applier, store: store, warnings: &bulkWarnings) { name, head, outcome in
-                // A file that took the name meanwhile is kept as a copy.
-                guard let fingerprint = written(outcome, name) else { return }
-                setBase(name, head, fingerprint)
-                note(.download, name)
-            }
-        } catch {
-            report.changes.removeSubrange(reportedBeforeBulk...)
-            throw error
+            batch.take(&report)
+            defer { batch.handBack(&report) }
+            try batch.apply(
+                plan, heads: zone.heads, isTaken: { isConflictNameTaken($0, zone: zone, bases: bases) },
+                moveDetail: { moveDetail($0, to: $1, store: store) })
+            let planned = plan.count
+            _ = consume plan
+            // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed (a
+            // large plan: the agent's rounds of a few notes free little).
+            if planned >= Self.trimAfter { MallocTuning.trim() }
+            bases.reserveCapacity(bases.count + max(batch.counts.newBases, 0))
+            zone.heads.reserveCapacity(zone.heads.count + batch.counts.newHeads)
+            try batch.writeNewNotes(heads: zone.heads)
         }
-        report.warnings += bulkWarnings
-        // Written: the list and any heads kept aside go before the bases take the new notes' rows.
-        newNotes = []
-        otherHeads = [:]
-
         // The renames are durable before any base records them: after a power cut the note is at one of its names
         // with the base that matches it.
-        if !renamedHere.isEmpty { try applier.flushRenames(renamedHere) }
-        try state.update { batch in
-            for (name, base) in baseUpdates {
-                if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
-                if base == nil { try batch.resolveConflict(copy: name) }
-                try batch.dequeue(name)
+        if !batch.renamedHere.isEmpty { try applier.flushRenames(batch.renamedHere) }
+        try record(&batch, bases: &bases, pendingWrites: pendingWrites)
+        report.conflictCopies += batch.conflicts.map(\.copy.description)
+        // Only the pushes are held through the commits.
+        var pushes: [Push] = []
+        swap(&pushes, &batch.pushes)
+        _ = consume batch
+        if partial { made.formUnion(pushes.lazy.filter { $0.base == 0 && $0.path != nil }.map(\.name)) }
+        return try commit(&pushes, bases: &bases, zone: &zone, store: store, report: &report)
+    }
+
+    /// Records the bases and conflict copies of `batch`'s steps, in the state and in `bases`, and that the versions
+    /// recorded as pending writes are written.
+    private func record(_ batch: inout SyncBatch, bases: inout RecordTable<BaseRecord>, pendingWrites: Bool) throws {
+        try state.update { update in
+            for (name, base) in batch.baseUpdates {
+                if let base { try update.setBase(name, base) } else { try update.removeBase(name) }
+                if base == nil { try update.resolveConflict(copy: name) }
+                try update.dequeue(name)
             }
-            for conflict in conflicts { try batch.addConflict(conflict) }
-            if pendingWrites { try batch.clearPendingWrites() }
+            for conflict in batch.conflicts { try update.addConflict(conflict) }
+            if pendingWrites { try update.clearPendingWrites() }
         }
-        if baseUpdates.contains(where: { $0.base == nil }) && baseUpdates.contains(where: { $0.base != nil }) {
-            Self.applyBaseUpdates(&baseUpdates, to: &bases)
+        if batch.baseUpdates.contains(where: { $0.base == nil }) && batch.baseUpdates.contains(where: { $0.base != nil }) {
+            Self.applyBaseUpdates(&batch.baseUpdates, to: &bases)
         } else {
             // Only sets, or only removals (B's first sync: every note): in order, each name's last stands, and the
             // table's room was made for them.
-            for (name, base) in baseUpdates { bases[name] = base }
+            for (name, base) in batch.baseUpdates { bases[name] = base }
         }
-        report.conflictCopies += conflicts.map(\.copy.description)
-        if partial { made.formUnion(pushes.lazy.filter { $0.base == 0 && $0.path != nil }.map(\.name)) }
-        return try commit(&pushes, bases: &bases, zone: &zone, store: store, report: &report)
     }
 
     /// Applies `updates` to `bases` as applying them in order does, and leaves in `updates` each name's last update
@@ -496,51 +219,6 @@ extension SyncEngine {
 
     /// From how many new notes a sync downloads them in bulk (``NoteApplier/writeNew(_:)``).
     static let bulkDownloadThreshold = 16
-
-    /// Writes notes that are new here in batches of up to 1,000 notes or 32 MB, and hands each note written to
-    /// `written` as its batch lands: not an array of every outcome, which at 100,000 notes was 38 MB on B's first
-    /// sync's peak (heaptrack). `head` gives the head each note is written from.
-    private func writeNewNotes(
-        _ notes: [RecordName], head: (RecordName) -> RecordHead, applier: NoteApplier, store: ServerStore,
-        warnings: inout [SyncWarning], written: (RecordName, RecordHead, NoteApplier.Outcome) -> Void
-    ) throws {
-        var start = 0
-        while start < notes.count {
-            var batch: [NoteApplier.NewNote] = []
-            var heads: [RecordHead] = []
-            var bytes: Int64 = 0
-            while start < notes.count && batch.count < 1000 && bytes < 32 << 20 {
-                let name = notes[start]
-                let head = head(name)
-                start += 1
-                guard let text = head.text else { continue }
-                do {
-                    batch.append(
-                        NoteApplier.NewNote(
-                            name: name, path: name.string, data: try store.readAsset(text),
-                            modified: head.modified))
-                    heads.append(head)
-                    bytes += text.size
-                } catch let error as NoteSyncError where error.kind != .serverUnreachable {
-                    warnings.append(SyncWarning.note(name, error))
-                }
-            }
-            let outcomes = applier.writeNew(batch)
-            progress?.add(batch.count, bytes: bytes)
-            for (index, outcome) in outcomes.enumerated() {
-                switch outcome {
-                case .success(let outcome):
-                    written(batch[index].name, heads[index], outcome)
-                case .failure(let error):
-                    warnings.append(SyncWarning.note(batch[index].name, error))
-                }
-            }
-            // The batch's texts are freed: their pages go back rather than stay in the arenas of the threads that read
-            // them (as the bases and heads grow beside them).
-            batch = []
-            if notes.count >= Self.trimAfter { MallocTuning.trim() }
-        }
-    }
 
     /// From how many steps, pushes or new notes a sync hands freed pages back as it goes (``MallocTuning/trim()``):
     /// a first sync's batches leave the pages of their texts in the arenas of the threads that read them.
@@ -954,11 +632,18 @@ extension SyncEngine {
         _ name: RecordName, device: String, date: Date,
         isTaken: (RecordName) -> Bool
     ) throws -> RecordName {
+        try Self.conflictName(name, device: device, date: date, root: folder.root, isTaken: isTaken)
+    }
+
+    /// ``conflictName(_:device:date:isTaken:)`` in the notes folder at `root`.
+    static func conflictName(
+        _ name: RecordName, device: String, date: Date, root: String, isTaken: (RecordName) -> Bool
+    ) throws -> RecordName {
         for attempt in 1...100 {
             let copy = try RecordName(
                 validating: ConflictCopyName.notesyncConflictName(
                     for: name.string, device: device, date: date, attempt: attempt))
-            if !isTaken(copy) && FileIO.lstatInfo(folder.root + "/" + copy.string) == nil { return copy }
+            if !isTaken(copy) && FileIO.lstatInfo(root + "/" + copy.string) == nil { return copy }
         }
         throw NoteSyncError(
             .conflict, path: name.string, "has 100 conflict copies of the same second already",
