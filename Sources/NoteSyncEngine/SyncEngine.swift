@@ -144,9 +144,9 @@ public final class SyncEngine {
     /// A server that cannot be reached, at any phase, ends the sync in one place (``ServerAway``): the local
     /// changes stay queued.
     public func sync(_ options: SyncOptions = SyncOptions(), only paths: [String]? = nil) throws -> SyncReport {
-        var report = SyncReport(dryRun: options.dryRun)
-        var phases = PhaseTimer(measuresMemory: logger.logLevel <= .debug)
-        defer { logger.debug("sync.phases", metadata: phases.metadata) }
+        var round = SyncRound(
+            report: SyncReport(dryRun: options.dryRun), phases: PhaseTimer(measuresMemory: logger.logLevel <= .debug))
+        defer { logger.debug("sync.phases", metadata: round.phases.metadata) }
         progress = options.progress
         progress?.enter(.scanning)
         var scanner = FolderScanner(root: folder.root, rules: try folder.ignoreRules())
@@ -155,17 +155,18 @@ public final class SyncEngine {
         maxFileSize = try FileSizeLimit.stored(in: state)
         scanner.maxFileSize = maxFileSize
         // Taken out of the memo so that each is uniquely referenced: changing them copies nothing.
-        var (bases, zone, scan) = try loadAndScan(scanner, options: options, only: paths, phases: &phases)
+        (round.bases, round.zone, round.scan) = try loadAndScan(scanner, options: options, only: paths, phases: &round.phases)
         // Before anything is queued: a record that waits for another's file is no delete and no edit. Said once the
         // heads are fetched (``rounds``), which may end the wait.
         let (foldsCase, probeWarning) = notesFolderFoldsCase()
-        if let probeWarning { report.warnings.append(probeWarning) }
+        if let probeWarning { round.report.warnings.append(probeWarning) }
         if foldsCase {
             var unsaid = SyncReport(dryRun: options.dryRun)
-            try settleCasePairs(&scan, scanner: &scanner, bases: bases, heads: zone.heads, keep: false, report: &unsaid)
+            try settleCasePairs(
+                &round.scan, scanner: &scanner, bases: round.bases, heads: round.zone.heads, keep: false, report: &unsaid)
         }
-        report.hashed = scan.hashed
-        report.warnings += scanWarnings(scan, options: options)
+        round.report.hashed = round.scan.hashed
+        round.report.warnings += scanWarnings(round.scan, options: options)
         // The server is opened first: a temp file an interrupted apply left is settled against what the server
         // holds, and only while it can be read. Offline, temps wait (they are ignored names, nothing is lost) and
         // the sync changes no note.
@@ -174,30 +175,41 @@ public final class SyncEngine {
         do {
             if options.forgetServer { try forgetServer(try opened.get(), options: options) }
             if !options.dryRun {
-                if let lacking = try probeFolderGuarantees() { report.warnings.append(lacking) }
+                if let lacking = try probeFolderGuarantees() { round.report.warnings.append(lacking) }
                 try settleLocal(
-                    &scan, scanner: scanner, bases: &bases, zone: zone, opened: opened, full: paths == nil,
-                    forgetting: options.forgetServer, report: &report)
+                    &round.scan, scanner: scanner, bases: &round.bases, zone: round.zone, opened: opened,
+                    full: paths == nil, forgetting: options.forgetServer, report: &round.report)
             } else if case .success = opened, !options.forgetServer {
-                try adoptPendingWrites(&scan, bases: &bases, dryRun: true)
+                try adoptPendingWrites(&round.scan, bases: &round.bases, dryRun: true)
             }
-            phases.lap("outbox")
-            let store = try reachable(opened, bases: bases, zone: zone, options: options)
-            try rounds(
-                store: store, scanner: scanner, bases: &bases, zone: &zone, scan: &scan, options: options, only: paths,
-                foldsCase: foldsCase, report: &report, phases: &phases)
+            round.phases.lap("outbox")
+            let store = try reachable(opened, bases: round.bases, zone: round.zone, options: options)
+            try rounds(&round, store: store, scanner: scanner, options: options, only: paths, foldsCase: foldsCase)
             if !options.dryRun {
-                try finish(store: store, bases: bases, zone: &zone, full: paths == nil, options: options, report: &report)
+                try finish(
+                    store: store, bases: round.bases, zone: &round.zone, full: paths == nil, options: options,
+                    report: &round.report)
             }
-            phases.lap("finish")
-            return report
+            round.phases.lap("finish")
+            return round.report
         } catch let away as ServerAway {
             if let kept = away.memo { memo = kept }
             // A dry run queued nothing: it lists what a sync would queue from this scan. A sync counts what it
             // queued (the agent retries offline: no list of a long outbox each time; `status` lists it).
-            let queued = options.dryRun ? try outboxAfter(scan, bases, scanner: scanner) : nil
-            return try offline(report, away.error, options, queued: queued)
+            let queued = options.dryRun ? try outboxAfter(round.scan, round.bases, scanner: scanner) : nil
+            return try offline(round.report, away.error, options, queued: queued)
         }
+    }
+
+    /// What a sync carries through its phases and rounds, in place of five values handed `inout` to each part: the
+    /// records it syncs from, its scan, what it says and what it measures. Each is held once, uniquely referenced:
+    /// changing one copies nothing (a first sync's tables and scan are one record a note).
+    struct SyncRound {
+        var bases: RecordTable<BaseRecord> = [:]
+        var zone = ZoneState()
+        var scan = ScanResult()
+        var report: SyncReport
+        var phases: PhaseTimer
     }
 
     /// The server could not be reached (or holds a gap still waited for): the sync ends as offline, and the agent's
@@ -333,120 +345,149 @@ public final class SyncEngine {
     /// The rounds of a sync: fetch, plan, resolve, then describe (a dry run, which ends here) or execute, until a
     /// commit lands without losing its slot, at most ``SyncOptions/maxRounds``.
     private func rounds(
-        store: ServerStore, scanner: FolderScanner, bases: inout RecordTable<BaseRecord>, zone: inout ZoneState,
-        scan: inout ScanResult, options: SyncOptions, only paths: [String]?, foldsCase: Bool = false,
-        report: inout SyncReport, phases: inout PhaseTimer
+        _ round: inout SyncRound, store: ServerStore, scanner: FolderScanner, options: SyncOptions,
+        only paths: [String]?, foldsCase: Bool = false
     ) throws {
         var scanner = scanner
-        // A partial sync also plans every record that changed since the last plan (fetched, or folded in when a
-        // commit lost its slot to another device): ``ZoneState/unplanned``.
+        // The notes this sync made (conflict copies) and pushed as new, when the scan is partial.
         var made = Set<RecordName>()
         // The token the last finished sync planned up to: heads after it were fetched by this sync or by one that
         // did not finish (killed, or the server gone before it applied anything).
         let plannedBefore = options.forgetServer ? 0 : Int64(try state.meta(.plannedToken) ?? "") ?? 0
         let recovering = try options.forgetServer || state.meta(.recovering) != nil
-        let lostCommits = try lostEntries(store, zone: &zone, bases: bases, options: options, full: paths == nil)
-        for round in 1...options.maxRounds {
-            report.rounds = round
-            let tokenBefore = zone.token
-            let check = endCheck(only: paths, round: round)
-            let fetched = try fetch(store, zone: &zone, bases: bases, check: check, options: options)
-            if check != .nextSlot { lastEndCheck = .now }
-            var recovered: [RecordName: BaseRecord?] = [:]
-            if let jumpedFrom = zone.jumpedFrom {
-                report.warnings += try checkJump(&zone, bases: bases, store: store, options: options)
-                recovered = ownUnrecordedCommits(jumpedFrom: jumpedFrom, zone: zone, scan: scan, bases: bases, store: store)
-            }
-            // The entries read go once looked at (a rename of 50,000 notes: 100,000 changes, 13 MB and their names),
-            // before the heads are stored and the round plans.
-            recovered.merge(ownUnrecordedCommits(consume fetched, scan: scan, bases: bases)) { _, fetched in fetched }
-            // A recovery reads the log from its start: a note deleted here gets no base from this device's own
-            // commit, so its delete (one the server lost) is not pushed again and the note comes back from the server;
-            // nothing is deleted for a recovery. (A first sync killed after its commit keeps them: a delete made since
-            // is pushed.)
-            if recovering && tokenBefore == 0 {
-                recovered = recovered.filter {
-                    scan.files[$0.key] != nil || scan.isUnreadable($0.key) || scanner.isIgnored($0.key)
+        let lostCommits = try lostEntries(store, zone: &round.zone, bases: round.bases, options: options, full: paths == nil)
+        for number in 1...options.maxRounds {
+            round.report.rounds = number
+            try fetchRound(&round, number, store: store, scanner: scanner, options: options, only: paths, recovering: recovering)
+            if !options.dryRun && number == 1 && !lostCommits.isEmpty {
+                let requeued = try requeueLostCommits(
+                    lostCommits, zone: round.zone, bases: &round.bases, scan: &round.scan, store: store)
+                if !requeued.isEmpty {
+                    round.scan.merge(try scanner.scan(bases: round.bases, only: requeued.map(\.string), namesUnder: namesUnder))
                 }
             }
-            if !options.dryRun { adoptCommittedTimes(&recovered, scan: scan) }
-            for (name, base) in recovered {
-                scan.rebase(name, from: bases[name], to: base)
-                // A full scan hashes only notes whose fingerprint left their base's, and the planner looks only at
-                // those: a note still as its old base (the user saved that text again after the killed commit) now
-                // differs from its new base, and is a change to push.
-                if let file = scan.files[name], file.digest != base?.digest { scan.changed.append(name) }
-                bases[name] = base
-            }
-            // Many heads changed since they were last saved (a fetch of many changes, mostly): what was read (the
-            // entries, their changes, the heads' storage they outgrew) was freed where the plan's small blocks do not
-            // all fit, and the free pages go back before the round plans.
-            if zone.unsaved.count >= Self.trimAfter { MallocTuning.trim() }
-            if !options.dryRun && (zone.token != tokenBefore || !zone.unsaved.isEmpty) {
-                try saveZone(&zone, recovered: recovered, scan: scan)
-            }
-            if !options.dryRun && round == 1 && !lostCommits.isEmpty {
-                let requeued = try requeueLostCommits(lostCommits, zone: zone, bases: &bases, scan: &scan, store: store)
-                if !requeued.isEmpty { scan.merge(try scanner.scan(bases: bases, only: requeued.map(\.string), namesUnder: namesUnder)) }
-            }
-            phases.lap("fetch")
-            if let scope = scan.scope {
-                let changed = zone.unplanned.subtracting(scope)
-                if !changed.isEmpty { scan.merge(try scanner.scan(bases: bases, only: changed.map(\.string), namesUnder: namesUnder)) }
-            }
-            zone.unplanned = []
-            if foldsCase {
-                // Against the heads fetched: a pulled name may be one file with a note here.
-                let released = try settleCasePairs(
-                    &scan, scanner: &scanner, bases: bases, heads: zone.heads, keep: !options.dryRun, report: &report)
-                if let scope = scan.scope, case let unscanned = released.filter({ !scope.contains($0) }), !unscanned.isEmpty {
-                    scan.merge(try scanner.scan(bases: bases, only: unscanned.map(\.string), namesUnder: namesUnder))
-                    try settleCasePairs(
-                        &scan, scanner: &scanner, bases: bases, heads: zone.heads, keep: !options.dryRun, report: &report)
-                }
-            }
-            var plan = Planner.plan(
-                scan: scan, bases: bases, zone: zone, deviceID: config.deviceID, similarity: similarity(store),
-                isIgnored: scanner.isIgnored, waiting: scanner.waiting, renameTime: RenameTimes(root: folder.root).time
-            ) { name, local, head, base in
-                historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
-            }
-            holdMassDelete(&plan, scan: scan, scanner: scanner, bases: bases, options: options, report: &report)
-            do {
-                try resolve(&plan, scan: scan, bases: bases, zone: zone, store: store, report: &report)
-            } catch let error as NoteSyncError where error.kind == .serverUnreachable {
-                throw ServerAway(error: error, memo: nil)
-            }
-            phases.lap("plan")
+            round.phases.lap("fetch")
+            try scanUnplanned(&round, scanner: &scanner, foldsCase: foldsCase, keep: !options.dryRun)
+            let plan = try planRound(&round, store: store, scanner: scanner, options: options, plannedBefore: plannedBefore)
             if options.dryRun {
-                try describe(plan, zone: zone, store: store, options: options, report: &report)
+                try describe(plan, zone: round.zone, store: store, options: options, report: &round.report)
                 return
             }
-            let scope = scan.scope
+            let scope = round.scan.scope
             let finished: Bool
             do {
-                let taken = scan
-                scan = ScanResult()
+                let taken = round.scan
+                round.scan = ScanResult()
                 finished = try execute(
-                    consume plan, scan: consume taken, bases: &bases, zone: &zone, store: store, made: &made,
-                    report: &report)
+                    consume plan, scan: consume taken, bases: &round.bases, zone: &round.zone, store: store, made: &made,
+                    report: &round.report)
             } catch let error as NoteSyncError where error.kind == .serverUnreachable {
                 throw ServerAway(error: error, memo: nil)
             }
-            phases.lap("execute")
+            round.phases.lap("execute")
             if finished {
                 // A note that waited for its group's file (``CasePairs``) is planned once the owner left: no event
                 // or poll names it, and the next sync might be far off.
                 let released =
-                    foldsCase ? try releasedCasePairs(bases: bases, heads: zone.heads, waiting: scanner.waiting) : []
-                guard !released.isEmpty, round < options.maxRounds else { return }
-                scan = try scanner.scan(bases: bases, only: released.map(\.string), namesUnder: namesUnder)
+                    foldsCase ? try releasedCasePairs(bases: round.bases, heads: round.zone.heads, waiting: scanner.waiting) : []
+                guard !released.isEmpty, number < options.maxRounds else { return }
+                round.scan = try scanner.scan(bases: round.bases, only: released.map(\.string), namesUnder: namesUnder)
                 continue
             }
             // The next round's partial scan includes the notes this one made (conflict copies): their push was lost
             // with the race, and no later event names them (the agent ignores its own writes).
-            scan = try scanner.scan(bases: bases, only: scope.map { $0.union(made).map(\.string) }, namesUnder: namesUnder)
+            round.scan = try scanner.scan(
+                bases: round.bases, only: scope.map { $0.union(made).map(\.string) }, namesUnder: namesUnder)
         }
+    }
+
+    /// A round's fetch: the entries the server has since the token are folded into the heads, this device's own
+    /// commits a killed sync did not record become bases, and the heads are saved.
+    private func fetchRound(
+        _ round: inout SyncRound, _ number: Int, store: ServerStore, scanner: FolderScanner, options: SyncOptions,
+        only paths: [String]?, recovering: Bool
+    ) throws {
+        let tokenBefore = round.zone.token
+        let check = endCheck(only: paths, round: number)
+        let fetched = try fetch(store, zone: &round.zone, bases: round.bases, check: check, options: options)
+        if check != .nextSlot { lastEndCheck = .now }
+        var recovered: [RecordName: BaseRecord?] = [:]
+        if let jumpedFrom = round.zone.jumpedFrom {
+            round.report.warnings += try checkJump(&round.zone, bases: round.bases, store: store, options: options)
+            recovered = ownUnrecordedCommits(
+                jumpedFrom: jumpedFrom, zone: round.zone, scan: round.scan, bases: round.bases, store: store)
+        }
+        // The entries read go once looked at (a rename of 50,000 notes: 100,000 changes, 13 MB and their names),
+        // before the heads are stored and the round plans.
+        recovered.merge(ownUnrecordedCommits(consume fetched, scan: round.scan, bases: round.bases)) { _, fetched in fetched }
+        // A recovery reads the log from its start: a note deleted here gets no base from this device's own
+        // commit, so its delete (one the server lost) is not pushed again and the note comes back from the server;
+        // nothing is deleted for a recovery. (A first sync killed after its commit keeps them: a delete made since
+        // is pushed.)
+        if recovering && tokenBefore == 0 {
+            recovered = recovered.filter {
+                round.scan.files[$0.key] != nil || round.scan.isUnreadable($0.key) || scanner.isIgnored($0.key)
+            }
+        }
+        if !options.dryRun { adoptCommittedTimes(&recovered, scan: round.scan) }
+        for (name, base) in recovered {
+            round.scan.rebase(name, from: round.bases[name], to: base)
+            // A full scan hashes only notes whose fingerprint left their base's, and the planner looks only at
+            // those: a note still as its old base (the user saved that text again after the killed commit) now
+            // differs from its new base, and is a change to push.
+            if let file = round.scan.files[name], file.digest != base?.digest { round.scan.changed.append(name) }
+            round.bases[name] = base
+        }
+        // Many heads changed since they were last saved (a fetch of many changes, mostly): what was read (the
+        // entries, their changes, the heads' storage they outgrew) was freed where the plan's small blocks do not
+        // all fit, and the free pages go back before the round plans.
+        if round.zone.unsaved.count >= Self.trimAfter { MallocTuning.trim() }
+        if !options.dryRun && (round.zone.token != tokenBefore || !round.zone.unsaved.isEmpty) {
+            try saveZone(&round.zone, recovered: recovered, scan: round.scan)
+        }
+    }
+
+    /// Scans what a round plans beyond its scan. A partial sync also plans every record that changed since the
+    /// last plan (fetched, or folded in when a commit lost its slot to another device): ``ZoneState/unplanned``. A
+    /// case-folding folder settles its case pairs against the heads fetched: a pulled name may be one file with a
+    /// note here.
+    private func scanUnplanned(_ round: inout SyncRound, scanner: inout FolderScanner, foldsCase: Bool, keep: Bool) throws {
+        if let scope = round.scan.scope {
+            let changed = round.zone.unplanned.subtracting(scope)
+            if !changed.isEmpty {
+                round.scan.merge(try scanner.scan(bases: round.bases, only: changed.map(\.string), namesUnder: namesUnder))
+            }
+        }
+        round.zone.unplanned = []
+        guard foldsCase else { return }
+        let released = try settleCasePairs(
+            &round.scan, scanner: &scanner, bases: round.bases, heads: round.zone.heads, keep: keep, report: &round.report)
+        if let scope = round.scan.scope, case let unscanned = released.filter({ !scope.contains($0) }), !unscanned.isEmpty {
+            round.scan.merge(try scanner.scan(bases: round.bases, only: unscanned.map(\.string), namesUnder: namesUnder))
+            try settleCasePairs(
+                &round.scan, scanner: &scanner, bases: round.bases, heads: round.zone.heads, keep: keep,
+                report: &round.report)
+        }
+    }
+
+    /// A round's plan, resolved (``resolve(_:scan:bases:zone:store:report:)``).
+    private func planRound(
+        _ round: inout SyncRound, store: ServerStore, scanner: FolderScanner, options: SyncOptions, plannedBefore: Int64
+    ) throws -> [Step] {
+        var plan = Planner.plan(
+            scan: round.scan, bases: round.bases, zone: round.zone, deviceID: config.deviceID, similarity: similarity(store),
+            isIgnored: scanner.isIgnored, waiting: scanner.waiting, renameTime: RenameTimes(root: folder.root).time
+        ) { name, local, head, base in
+            historyBase(name, local: local, head: head, base: base, knownBefore: plannedBefore, store: store)
+        }
+        holdMassDelete(&plan, scan: round.scan, scanner: scanner, bases: round.bases, options: options, report: &round.report)
+        do {
+            try resolve(&plan, scan: round.scan, bases: round.bases, zone: round.zone, store: store, report: &round.report)
+        } catch let error as NoteSyncError where error.kind == .serverUnreachable {
+            throw ServerAway(error: error, memo: nil)
+        }
+        round.phases.lap("plan")
+        return plan
     }
 
     /// How much of the log's end a fetch checks: all of it in a full sync's first round; nothing in a cheap idle
