@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import NoteSyncAgent
 import NoteSyncCrypto
 import NoteSyncDiff
@@ -69,109 +70,129 @@ struct StatusCommand: ParsableCommand {
         try reportingErrors {
             let (folder, state, config) = try folderOptions.open(readOnly: true)
             let stored = try state.zoneState()
-            let outbox = try state.outbox()
-            var status = Status(
-                notes: folder.root, server: config.server, device: config.deviceName, deviceID: config.deviceID,
-                reachable: false, token: stored.token,
-                pending: outbox.values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
-                conflicts: try openConflicts(folder, state).map(\.copy.description),
-                lastSync: try state.lastSync().map(formatTime),
-                lastError: try state.meta(.lastError))
-            let pairs = try SyncEngine.caseWaiting(state)
-            for (name, owner) in pairs { status.oneFileWith[name.description] = owner.description }
-            status.waiting = try waitingNotes(state, zone: stored, folder: folder).filter { pairs[$0] == nil }.map(\.description)
-            status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
-            status.maxFileSize = try FileSizeLimit.stored(in: state).description
-            status.tooBig = (try state.meta(.tooBig) ?? "").split(separator: "\n").map(String.init)
-            if let lacks = try SyncEngine.folderLacks(state) { (status.filesystem, status.filesystemLacks) = lacks }
-            status.agent = AgentStatus.read(folder)
-            if let held = status.agent?.heldDeletes { status.heldDeletes = held }
-            if let agent = status.agent {
-                status.lastSync = agent.lastSync.map(formatTime) ?? status.lastSync
-                status.lastError = agent.lastError
-            }
-            do {
-                let store = try ServerStore(
-                    root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
-                if let bound = config.serverID { try store.requireID(bound) }
-                try SyncEngine.requireKey(store, folder: folder, config: config)
-                var zone = stored
-                try store.fetch(into: &zone)
-                status.reachable = true
-                status.serverToken = zone.token
-            } catch let error as NoteSyncError {
-                // The code any command gives for the same condition.
-                status.serverError = error.description
-                status.serverProblem = ExitCodes.code(for: error) != ExitCodes.offline
-                status.reachable = status.serverProblem
-            }
+            var status = try localStatus(folder, state, config, zone: stored)
+            try checkServer(&status, folder: folder, config: config, zone: stored, logger: logger)
             let code = status.serverProblem ? ExitCodes.failure : status.reachable ? ExitCodes.ok : ExitCodes.offline
             if json {
                 try printJSON(status)
                 return code
             }
-            print("notes:     \(DisplayName.escape(status.notes))  (device \"\(status.device)\", id \(status.deviceID))")
-            if let id = config.serverID { print("server id: \(id)") }
-            print(
-                "server:    \(DisplayName.escape(status.server))  "
-                    + (status.serverProblem
-                        ? "SYNC STOPPED: \(status.serverError ?? "")"
-                        : status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))
-            let behind = (status.serverToken ?? status.token) - status.token
-            print("token:     \(status.token)" + (behind > 0 ? "  (\(behind) newer entries on the server)" : ""))
-            print("pending:   \(status.pending.count) local change(s) not yet on the server")
-            for item in status.pending.prefix(20) { print("           \(item)") }
-            if status.pending.count > 20 {
-                print("           … and \(status.pending.count - 20) more (`notesync diff` shows what a sync would do)")
-            }
-            if !status.waiting.isEmpty {
-                print(
-                    "waiting:   \(status.waiting.count) note(s) the server has that the last sync could not bring here "
-                        + "(its warnings say why; each sync tries again)")
-                for name in status.waiting.prefix(20) { print("           \(name)") }
-                if status.waiting.count > 20 { print("           … and \(status.waiting.count - 20) more") }
-            }
-            if !status.oneFileWith.isEmpty {
-                print(
-                    "one file:  \(status.oneFileWith.count) note(s) wait: each is one file with another note in this "
-                        + "folder, which does not tell case apart (rename one of them on a device whose folder does)")
-                for (name, owner) in status.oneFileWith.sorted(by: { $0.key < $1.key }).prefix(20) {
-                    print("           \(name)  (one file with \(owner))")
-                }
-                if status.oneFileWith.count > 20 { print("           … and \(status.oneFileWith.count - 20) more") }
-            }
-            if !status.tooBig.isEmpty {
-                print(
-                    "too big:   \(status.tooBig.count) note(s) over max-file-size (\(status.maxFileSize)) left out of the "
-                        + "sync, here or on the server; every other note syncs (`notesync config --max-file-size SIZE` "
-                        + "raises the limit)")
-                for name in status.tooBig.prefix(20) { print("           \(name)") }
-                if status.tooBig.count > 20 { print("           … and \(status.tooBig.count - 20) more") }
-            }
-            if let filesystem = status.filesystem, let lacks = status.filesystemLacks, !lacks.isEmpty {
-                print(
-                    "folder:    \(filesystem), without \(lacks.joined(separator: ", "))"
-                        + (lacks.contains("hard links") && lacks.contains("rename-without-replace")
-                            ? ": a save made in the instant a pulled version is put in place can be overwritten" : ""))
-            }
-            print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
-            if let held = status.heldDeletes {
-                print(
-                    "deletes:   \(held) local deletes HELD by the mass-delete guard, none synced: put the notes back, or "
-                        + "preview with `notesync diff --allow-mass-delete` and run `notesync sync --allow-mass-delete`")
-            }
-            if let agent = status.agent {
-                print(
-                    "agent:     running (pid \(agent.pid)), \(agentState(agent))"
-                        + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")
-            } else {
-                print("agent:     not running")
-            }
-            print("last sync: \(status.lastSync ?? "never")")
-            // Said once: a stopped server's error is on the server line already.
-            if let error = status.lastError, error != status.serverError { print("last error: \(error)") }
+            printText(status, serverID: config.serverID)
             return code
         }
+    }
+
+    /// What the folder's state (`stored`: its zone) and the agent's status file say, without the server.
+    private func localStatus(
+        _ folder: NotesFolder, _ state: LocalState, _ config: FolderConfig, zone stored: ZoneState
+    ) throws -> Status {
+        let outbox = try state.outbox()
+        var status = Status(
+            notes: folder.root, server: config.server, device: config.deviceName, deviceID: config.deviceID,
+            reachable: false, token: stored.token,
+            pending: outbox.values.sorted { $0.name < $1.name }.map { "\($0.op.rawValue) \($0.name)" },
+            conflicts: try openConflicts(folder, state).map(\.copy.description),
+            lastSync: try state.lastSync().map(formatTime),
+            lastError: try state.meta(.lastError))
+        let pairs = try SyncEngine.caseWaiting(state)
+        for (name, owner) in pairs { status.oneFileWith[name.description] = owner.description }
+        status.waiting = try waitingNotes(state, zone: stored, folder: folder).filter { pairs[$0] == nil }.map(\.description)
+        status.heldDeletes = try state.meta(.heldDeletes).flatMap { Int($0) }
+        status.maxFileSize = try FileSizeLimit.stored(in: state).description
+        status.tooBig = (try state.meta(.tooBig) ?? "").split(separator: "\n").map(String.init)
+        if let lacks = try SyncEngine.folderLacks(state) { (status.filesystem, status.filesystemLacks) = lacks }
+        status.agent = AgentStatus.read(folder)
+        if let held = status.agent?.heldDeletes { status.heldDeletes = held }
+        if let agent = status.agent {
+            status.lastSync = agent.lastSync.map(formatTime) ?? status.lastSync
+            status.lastError = agent.lastError
+        }
+        return status
+    }
+
+    /// Whether the server can be read, and its token (`stored`, the zone as the state holds it, fetched into).
+    private func checkServer(
+        _ status: inout Status, folder: NotesFolder, config: FolderConfig, zone stored: ZoneState, logger: Logger
+    ) throws {
+        do {
+            let store = try ServerStore(
+                root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
+            if let bound = config.serverID { try store.requireID(bound) }
+            try SyncEngine.requireKey(store, folder: folder, config: config)
+            var zone = stored
+            try store.fetch(into: &zone)
+            status.reachable = true
+            status.serverToken = zone.token
+        } catch let error as NoteSyncError {
+            // The code any command gives for the same condition.
+            status.serverError = error.description
+            status.serverProblem = ExitCodes.code(for: error) != ExitCodes.offline
+            status.reachable = status.serverProblem
+        }
+    }
+
+    /// The status in words, a line a thing.
+    private func printText(_ status: Status, serverID: String?) {
+        print("notes:     \(DisplayName.escape(status.notes))  (device \"\(status.device)\", id \(status.deviceID))")
+        if let id = serverID { print("server id: \(id)") }
+        print(
+            "server:    \(DisplayName.escape(status.server))  "
+                + (status.serverProblem
+                    ? "SYNC STOPPED: \(status.serverError ?? "")"
+                    : status.reachable ? "reachable" : "UNREACHABLE: \(status.serverError ?? "")"))
+        let behind = (status.serverToken ?? status.token) - status.token
+        print("token:     \(status.token)" + (behind > 0 ? "  (\(behind) newer entries on the server)" : ""))
+        print("pending:   \(status.pending.count) local change(s) not yet on the server")
+        for item in status.pending.prefix(20) { print("           \(item)") }
+        if status.pending.count > 20 {
+            print("           … and \(status.pending.count - 20) more (`notesync diff` shows what a sync would do)")
+        }
+        if !status.waiting.isEmpty {
+            print(
+                "waiting:   \(status.waiting.count) note(s) the server has that the last sync could not bring here "
+                    + "(its warnings say why; each sync tries again)")
+            for name in status.waiting.prefix(20) { print("           \(name)") }
+            if status.waiting.count > 20 { print("           … and \(status.waiting.count - 20) more") }
+        }
+        if !status.oneFileWith.isEmpty {
+            print(
+                "one file:  \(status.oneFileWith.count) note(s) wait: each is one file with another note in this "
+                    + "folder, which does not tell case apart (rename one of them on a device whose folder does)")
+            for (name, owner) in status.oneFileWith.sorted(by: { $0.key < $1.key }).prefix(20) {
+                print("           \(name)  (one file with \(owner))")
+            }
+            if status.oneFileWith.count > 20 { print("           … and \(status.oneFileWith.count - 20) more") }
+        }
+        if !status.tooBig.isEmpty {
+            print(
+                "too big:   \(status.tooBig.count) note(s) over max-file-size (\(status.maxFileSize)) left out of the "
+                    + "sync, here or on the server; every other note syncs (`notesync config --max-file-size SIZE` "
+                    + "raises the limit)")
+            for name in status.tooBig.prefix(20) { print("           \(name)") }
+            if status.tooBig.count > 20 { print("           … and \(status.tooBig.count - 20) more") }
+        }
+        if let filesystem = status.filesystem, let lacks = status.filesystemLacks, !lacks.isEmpty {
+            print(
+                "folder:    \(filesystem), without \(lacks.joined(separator: ", "))"
+                    + (lacks.contains("hard links") && lacks.contains("rename-without-replace")
+                        ? ": a save made in the instant a pulled version is put in place can be overwritten" : ""))
+        }
+        print("conflicts: \(status.conflicts.count)" + (status.conflicts.isEmpty ? "" : "  (see `notesync conflicts`)"))
+        if let held = status.heldDeletes {
+            print(
+                "deletes:   \(held) local deletes HELD by the mass-delete guard, none synced: put the notes back, or "
+                    + "preview with `notesync diff --allow-mass-delete` and run `notesync sync --allow-mass-delete`")
+        }
+        if let agent = status.agent {
+            print(
+                "agent:     running (pid \(agent.pid)), \(agentState(agent))"
+                    + "; local changes via \(agent.localWatch), server changes via \(agent.serverWatch)")
+        } else {
+            print("agent:     not running")
+        }
+        print("last sync: \(status.lastSync ?? "never")")
+        // Said once: a stopped server's error is on the server line already.
+        if let error = status.lastError, error != status.serverError { print("last error: \(error)") }
     }
 }
 

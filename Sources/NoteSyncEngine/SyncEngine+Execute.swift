@@ -474,40 +474,9 @@ extension SyncEngine {
         changes = []
         switch outcome {
         case .committed(let seq):
-            // Said once: a batch that loses its slot is prepared (and warns) again.
-            report.warnings += prepared.warnings
-            try putBackSwept(prepared, slice, texts: texts, store: store)
-            // Every head folded in since the last save: ours, and those of entries that won a slot first.
-            let changedHeads = zone.takeUnsaved()
-            let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
-            var rows = consume newBases
-            let committed = CommittedSaves(fingerprints: prepared.saves.map(\.fingerprint), texts: texts, seq: seq)
-            Self.applyBaseUpdates(&rows, name: \.name, base: committed.base, to: &bases)
-            let state = state
-            let written = rows
-            // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
-            // task-local).
-            try writer.submit(inBackground: !isLast && !FaultPoint.isActive) {
-                try state.update { batch in
-                    try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
-                    for update in written {
-                        let name = update.name
-                        let base = committed.base(update)
-                        if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
-                        if base == nil { try batch.resolveConflict(copy: name) }
-                        try batch.dequeue(name)
-                    }
-                }
-            }
-            for push in slice {
-                guard let kind = kinds[push.name] else { continue }
-                if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
-                    report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
-                } else if kind == .move, let from = push.forget {
-                    report.changes.append(PlannedChange(kind: .move, name: push.name.description, from: from.description))
-                }
-            }
-            progress?.addCommitted(slice.count)
+            try recordCommitted(
+                prepared, slice, seq: seq, texts: texts, newBases: consume newBases, kinds: kinds, isLast: isLast,
+                writer: writer, bases: &bases, zone: &zone, store: store, report: &report)
             return .committed(foldedOthers: seq != beforeToken + 1)
         case .raced(let conflicts):
             try writer.finish()
@@ -516,6 +485,51 @@ extension SyncEngine {
             logger.info("sync.commit.raced", metadata: ["sync.conflicts": "\(conflicts.count)", "server.seq": "\(zone.token)"])
             return .raced
         }
+    }
+
+    /// A batch committed as the entry at `seq`: its bases (`newBases`, the saves' by `texts`), the heads folded in and
+    /// the token are written (on the writer's thread unless it is the last batch), and its pushes are reported
+    /// (`kinds`: each name's last change).
+    private func recordCommitted(
+        _ prepared: PreparedBatch, _ slice: ArraySlice<Push>, seq: Int64, texts: [AssetRef],
+        newBases: consuming [CommitBaseUpdate], kinds: [RecordName: PlannedChange.Kind], isLast: Bool,
+        writer: BatchPipeline.Writer, bases: inout RecordTable<BaseRecord>, zone: inout ZoneState, store: ServerStore,
+        report: inout SyncReport
+    ) throws {
+        // Said once: a batch that loses its slot is prepared (and warns) again.
+        report.warnings += prepared.warnings
+        try putBackSwept(prepared, slice, texts: texts, store: store)
+        // Every head folded in since the last save: ours, and those of entries that won a slot first.
+        let changedHeads = zone.takeUnsaved()
+        let (token, chain, earlier) = (zone.token, zone.chain, zone.earlier)
+        var rows = consume newBases
+        let committed = CommittedSaves(fingerprints: prepared.saves.map(\.fingerprint), texts: texts, seq: seq)
+        Self.applyBaseUpdates(&rows, name: \.name, base: committed.base, to: &bases)
+        let state = state
+        let written = rows
+        // In order, here, when it is the last batch or a simulation's fault hooks must see it (they are
+        // task-local).
+        try writer.submit(inBackground: !isLast && !FaultPoint.isActive) {
+            try state.update { batch in
+                try batch.setZone(token: token, chain: chain, earlier: earlier, changed: changedHeads)
+                for update in written {
+                    let name = update.name
+                    let base = committed.base(update)
+                    if let base { try batch.setBase(name, base) } else { try batch.removeBase(name) }
+                    if base == nil { try batch.resolveConflict(copy: name) }
+                    try batch.dequeue(name)
+                }
+            }
+        }
+        for push in slice {
+            guard let kind = kinds[push.name] else { continue }
+            if kind == .upload || kind == .uploadDelete || kind == .resurrect || kind == .merge {
+                report.changes.append(PlannedChange(kind: kind, name: push.name.description, detail: nil))
+            } else if kind == .move, let from = push.forget {
+                report.changes.append(PlannedChange(kind: .move, name: push.name.description, from: from.description))
+            }
+        }
+        progress?.addCommitted(slice.count)
     }
 
     /// A text gc swept between its publish (or reuse) and the commit (format 3, a gc with a grace period shorter

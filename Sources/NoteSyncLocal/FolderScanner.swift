@@ -212,15 +212,27 @@ public struct FolderScanner: Sendable {
         var chunks = walked.candidates.chunks
         walked = Walked(result: ScanResult(), candidates: Candidates())
         result.files.reserveCapacity(result.files.count + unchanged.count)
-        // The files to hash, by name: each is in the table already, under a stand-in digest this replaces (or the
-        // file is taken out again, when it is gone or cannot be read).
+        let (toHash, tooBigInodes) = addWalked(&chunks, into: &result, unchanged: unchanged, bases: bases)
+        hashChanged(toHash, into: &result, bases: bases)
+        findMissing(&result, bases: bases, tooBigInodes: tooBigInodes)
+        // What the walk allocated is freed by now; its pages go back to the system before the sync goes on to plan.
+        if result.scope == nil { MallocTuning.trim() }
+        return result
+    }
+
+    /// Puts the walk's files in the table, a subfolder at a time (``complete(_:bases:)``): each with its base's
+    /// digest where `unchanged` found its base, else under a stand-in digest. Returns the files to hash, by name
+    /// (each in the table already, under a stand-in digest ``hashChanged(_:into:bases:)`` replaces, or the file is
+    /// taken out again when it is gone or cannot be read), and the inodes of the files left out for their size: a
+    /// synced note gone from its name to one of them is that file renamed.
+    private func addWalked(
+        _ chunks: inout [[Candidate]], into result: inout ScanResult, unchanged: [BaseMatch], bases: RecordTable<BaseRecord>
+    ) -> (toHash: [(name: RecordName, path: String)], tooBigInodes: Set<UInt64>) {
         var toHash: [(name: RecordName, path: String)] = []
         let baseRows = bases.values
         let baseNames = bases.keys
         var index = -1
         var trimmedAt = 0
-        // The inodes of the files left out for their size: a synced note gone from its name to one of them is that
-        // file renamed.
         var tooBigInodes: Set<UInt64> = []
         for chunkIndex in chunks.indices {
             // The pages of the arrays (and strings) freed so far go back as the table grows, not only at the end
@@ -264,6 +276,14 @@ public struct FolderScanner: Sendable {
                 }
             }
         }
+        return (toHash, tooBigInodes)
+    }
+
+    /// Hashes the files `toHash` names (``addWalked(_:into:unchanged:bases:)``) and puts each in the table with its
+    /// digest, or takes it out (gone, or unreadable: said).
+    private func hashChanged(
+        _ toHash: [(name: RecordName, path: String)], into result: inout ScanResult, bases: RecordTable<BaseRecord>
+    ) {
         let rootPath = root
         // Only a full scan's hashing is counted (the partial scans of a sync's later rounds are short).
         let progress = result.scope == nil && !toHash.isEmpty ? progress : nil
@@ -307,6 +327,11 @@ public struct FolderScanner: Sendable {
                 }
             }
         }
+    }
+
+    /// Finds the synced notes the scan did not find: gone, or hidden (a note left out for its size renamed, a
+    /// folder or a link at its name), which are taken as unreadable, never as deleted.
+    private func findMissing(_ result: inout ScanResult, bases: RecordTable<BaseRecord>, tooBigInodes: Set<UInt64>) {
         // A synced note whose name now holds a folder or a link is not deleted: a safety filter skips, it never
         // turns what it skips into a delete. It stays unreadable until the user renames one of them.
         let missing: [RecordName]
@@ -334,9 +359,6 @@ public struct FolderScanner: Sendable {
                             + "  fix: rename the folder (or delete the note on another device)"))
             }
         }
-        // What the walk allocated is freed by now; its pages go back to the system before the sync goes on to plan.
-        if result.scope == nil { MallocTuning.trim() }
-        return result
     }
 
     /// The warning for a note left out of the sync for its size, here or on the server (`server`); its fix names
