@@ -224,28 +224,8 @@ extension ServerStore {
                 fix: "sync with it as it is")
         }
         if source.isReadOnly { try source.requireWritable() }
-        var sequences: [Int64] = []
-        for shard in try source.storage.list(source.layout.logDirectory) ?? [] {
-            for name in try source.storage.list(source.layout.logDirectory + "/" + shard) ?? [] {
-                if let seq = ServerLayout.sequence(ofFileName: name) { sequences.append(seq) }
-            }
-        }
-        sequences.sort()
         let fsck = "run `notesync server fsck --repair \(source.layout.root)` first (it seals old gaps), then copy again"
-        for (index, seq) in sequences.enumerated() where index > 0 && seq != sequences[index - 1] + 1 {
-            throw NoteSyncError(
-                .logGap, path: source.layout.entryPath(sequences[index - 1] + 1),
-                "is an empty slot before entry \(seq): the log is not whole, so it is not copied", fix: fsck)
-        }
-        var base: Snapshot?
-        if let first = sequences.first, first > 1 {
-            guard let snapshot = source.anchoredSnapshot(first) else {
-                throw NoteSyncError(
-                    .corrupt, path: source.layout.snapshotPath(first),
-                    "the log starts at entry \(first) and no snapshot there reads", fix: fsck)
-            }
-            base = snapshot
-        }
+        let (sequences, base) = try wholeLog(of: source, fsck: fsck)
         var slots: [SlotContent] = []
         for seq in sequences { slots.append(try source.readSlot(seq)) }
         var texts: [ContentDigest: AssetRef] = [:]
@@ -257,17 +237,7 @@ extension ServerStore {
         let copy = try ServerStore(root: root, endpoint: endpoint, device: "encrypt", logger: logger, vault: encryption.vault)
         var report = EncryptedCopyReport(marker: copy.marker)
         // The texts first: no entry names a text the copy does not hold.
-        let refs = texts.values.sorted { $0.sha256 < $1.sha256 }
-        let scratch = FileManager.default.temporaryDirectory.path + "/notesync-encrypt-" + FileIO.randomToken()
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        for start in stride(from: 0, to: refs.count, by: 512) {
-            let slice = refs[start..<min(start + 512, refs.count)]
-            // A big text is copied a piece at a time (``BigText``), the others whole, 512 at once.
-            let batch = try slice.filter { !BigText.streams($0.size) }.map { try source.readAsset($0) }
-            _ = try copy.putAssets(batch)
-            for ref in slice where BigText.streams(ref.size) { try copy.copyBigText(ref, from: source, scratch: scratch) }
-            report.texts += slice.count
-        }
+        try copyTexts(texts, from: source, to: copy, report: &report)
         var chain: ContentDigest?
         var earlier: [ContentDigest?]? = base == nil ? [] : nil
         for (seq, slot) in zip(sequences, slots) {
@@ -321,5 +291,50 @@ extension ServerStore {
             "server.encrypted.copy",
             metadata: ["server.root": "\(root)", "copy.entries": "\(report.entries)", "copy.texts": "\(report.texts)"])
         return report
+    }
+
+    /// The slots of `source`'s log, in order, and the snapshot it starts from when its first entries are gone
+    /// (compacted); a log with an empty slot is not whole and is not copied (`fsck`: the fix).
+    private static func wholeLog(of source: ServerStore, fsck: String) throws -> (sequences: [Int64], base: Snapshot?) {
+        var sequences: [Int64] = []
+        for shard in try source.storage.list(source.layout.logDirectory) ?? [] {
+            for name in try source.storage.list(source.layout.logDirectory + "/" + shard) ?? [] {
+                if let seq = ServerLayout.sequence(ofFileName: name) { sequences.append(seq) }
+            }
+        }
+        sequences.sort()
+        for (index, seq) in sequences.enumerated() where index > 0 && seq != sequences[index - 1] + 1 {
+            throw NoteSyncError(
+                .logGap, path: source.layout.entryPath(sequences[index - 1] + 1),
+                "is an empty slot before entry \(seq): the log is not whole, so it is not copied", fix: fsck)
+        }
+        var base: Snapshot?
+        if let first = sequences.first, first > 1 {
+            guard let snapshot = source.anchoredSnapshot(first) else {
+                throw NoteSyncError(
+                    .corrupt, path: source.layout.snapshotPath(first),
+                    "the log starts at entry \(first) and no snapshot there reads", fix: fsck)
+            }
+            base = snapshot
+        }
+        return (sequences, base)
+    }
+
+    /// Copies the texts `texts` from `source` to `copy`, sealed with its key: 512 at once, a big text a piece at a
+    /// time (``BigText``).
+    private static func copyTexts(
+        _ texts: [ContentDigest: AssetRef], from source: ServerStore, to copy: ServerStore, report: inout EncryptedCopyReport
+    ) throws {
+        let refs = texts.values.sorted { $0.sha256 < $1.sha256 }
+        let scratch = FileManager.default.temporaryDirectory.path + "/notesync-encrypt-" + FileIO.randomToken()
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        for start in stride(from: 0, to: refs.count, by: 512) {
+            let slice = refs[start..<min(start + 512, refs.count)]
+            // A big text is copied a piece at a time (``BigText``), the others whole, 512 at once.
+            let batch = try slice.filter { !BigText.streams($0.size) }.map { try source.readAsset($0) }
+            _ = try copy.putAssets(batch)
+            for ref in slice where BigText.streams(ref.size) { try copy.copyBigText(ref, from: source, scratch: scratch) }
+            report.texts += slice.count
+        }
     }
 }
