@@ -546,6 +546,8 @@ struct SyncHistoryRunner {
     /// Whether an edit wrote the very bytes the note already held: like a touch, it changes only the mtime, which
     /// is not uploaded (docs/reconciliation.md: a touch uploads nothing).
     private var rewroteSameText = false
+    /// The texts each device's notes held when an edit began there, by device and note.
+    private var textsHeld: [Int: [String: Set<[String]>]] = [:]
 
     static func run(_ history: SyncHistory, checks: SyncChecks) -> SyncFindings {
         do {
@@ -608,7 +610,10 @@ struct SyncHistoryRunner {
                 after = lines
                 if lines.isEmpty { after = fresh(1) } else { after[index % lines.count] = fresh(1)[0] }
             }
-            if before == after { rewroteSameText = true }
+            // The same bytes as the note held before, or as it held at any earlier edit on this device (changed and
+            // changed back before a sync: the text its base has, so the sync sees a touch).
+            if before == after || textsHeld[device, default: [:]][note, default: []].contains(after) { rewroteSameText = true }
+            if let before { textsHeld[device, default: [:]][note, default: []].insert(before) }
             try harness.write(device, note, SyncHarness.text(after))
             model.wrote(device: device, note: note, before: before ?? [], after: after)
         case .delete:

@@ -79,6 +79,24 @@ import Testing
         #expect(findings.convergence.isEmpty, "\(findings)")
         #expect(findings.idempotence.isEmpty, "\(findings)")
     }
+    /// Alice saves a shared text and syncs; bob pulls it, changes a line, then saves the shared text again before he
+    /// syncs: his note holds his base's bytes with a later mtime, a touch, which uploads nothing; the checker must
+    /// not take that mtime for a divergence. Found by `devicesConvergeOnTheServerHeads` on an encrypted server.
+    @Test func aNoteChangedAndChangedBackIsATouch() {
+        let note = "a/b.md"
+        let history = SyncHistory(
+            deviceCount: 2, clockStep: 1_000_000_000,
+            steps: [
+                Self.step(0, note, .edit(.rewriteShared(1))), Self.step(0, note, .sync), Self.step(1, note, .sync),
+                Self.step(1, note, .edit(.changeLine(0))), Self.step(1, note, .edit(.rewriteShared(1)))
+            ])
+        let findings = SyncHistoryRunner.run(history, checks: [.lostWrites, .convergence, .idempotence])
+        #expect(findings.harness.isEmpty, "\(findings)")
+        #expect(findings.lostWrites.isEmpty, "\(findings)")
+        #expect(findings.convergence.isEmpty, "\(findings)")
+        #expect(findings.idempotence.isEmpty, "\(findings)")
+    }
+
     /// Alice saves a note, syncs, saves the same text again a second later, and syncs twice. The second save
     /// changes no byte, only the mtime: like a touch, it uploads nothing (docs/reconciliation.md), and the checker must not
     /// take the note's local mtime for a divergence. Found by `devicesConvergeOnTheServerHeads`.
