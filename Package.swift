@@ -14,6 +14,14 @@ let buildCommitSettings: [CSetting] =
         && buildCommit.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.+".contains($0)) })
     ? [.define("NOTESYNC_COMMIT", to: "\"\(buildCommit)\"")] : []
 
+// The library's layers, bottom up (docs/README.md, "The layers"): what the command line, the fuzz checks and the
+// tests depend on.
+let layerNames = [
+    "NoteSyncSupport", "NoteSyncCrypto", "NoteSyncDiff", "NoteSyncModel", "NoteSyncLocal", "NoteSyncServer",
+    "NoteSyncReconcile", "NoteSyncEngine", "NoteSyncAgent"
+]
+let layers = layerNames.map { Target.Dependency(stringLiteral: $0) }
+
 let package = Package(
     name: "notesync",
     platforms: [.macOS(.v14)],
@@ -21,13 +29,7 @@ let package = Package(
         .executable(name: "notesync", targets: ["NoteSyncCLI"]),
         // The tests' and the benchmark's load generators, kept out of the user's binary.
         .executable(name: "notesync-load", targets: ["NoteSyncLoad"]),
-        .library(
-            name: "NoteSync",
-            targets: [
-                "NoteSyncSupport", "NoteSyncCrypto", "NoteSyncDiff", "NoteSyncModel", "NoteSyncLocal", "NoteSyncServer",
-                "NoteSyncReconcile", "NoteSyncEngine", "NoteSyncAgent"
-            ]
-        )
+        .library(name: "NoteSync", targets: layerNames)
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -145,16 +147,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "NoteSyncCLI",
-            dependencies: [
-                "NoteSyncSupport",
-                "NoteSyncCrypto",
-                "NoteSyncDiff",
-                "NoteSyncModel",
-                "NoteSyncLocal",
-                "NoteSyncServer",
-                "NoteSyncReconcile",
-                "NoteSyncEngine",
-                "NoteSyncAgent",
+            dependencies: layers + [
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -204,31 +197,12 @@ let package = Package(
         // The fuzz targets' checking functions: a normal library, so the unit tests replay the fuzz corpus.
         .target(
             name: "NoteSyncFuzz",
-            dependencies: [
-                "NoteSyncSupport",
-                "NoteSyncCrypto",
-                "NoteSyncDiff",
-                "NoteSyncModel",
-                "NoteSyncLocal",
-                "NoteSyncServer",
-                "NoteSyncReconcile",
-                "NoteSyncEngine",
-                "NoteSyncAgent"
-            ],
+            dependencies: layers,
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "NoteSyncTests",
-            dependencies: [
-                "NoteSyncSupport",
-                "NoteSyncCrypto",
-                "NoteSyncDiff",
-                "NoteSyncModel",
-                "NoteSyncLocal",
-                "NoteSyncServer",
-                "NoteSyncReconcile",
-                "NoteSyncEngine",
-                "NoteSyncAgent",
+            dependencies: layers + [
                 "NoteSyncFuzz",
                 "CSyscalls",
                 .product(name: "PropertyBased", package: "swift-property-based"),
@@ -239,17 +213,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: [
-                "NoteSyncSupport",
-                "NoteSyncCrypto",
-                "NoteSyncDiff",
-                "NoteSyncModel",
-                "NoteSyncLocal",
-                "NoteSyncServer",
-                "NoteSyncReconcile",
-                "NoteSyncEngine",
-                "NoteSyncAgent"
-            ],
+            dependencies: layers,
             swiftSettings: swiftSettings
         )
     ]
