@@ -129,7 +129,7 @@ final class AgentLoop {
             // (docs/benchmarks.md, "Why these settings"). SQLite's page cache, full after the bases were read, goes too.
             engine.state.releaseMemory()
             engine.releaseServerCaches()
-            MallocTuning.trim()
+            MemoryPolicy.letGo()
         } else {
             let root = folder.root
             let settled = pending.takeSettled(at: now, flushing: stopping) { path in

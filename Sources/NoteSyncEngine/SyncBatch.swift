@@ -396,7 +396,7 @@ struct SyncBatch {
         // The batch's texts are freed: their pages go back rather than stay in the arenas of the threads that read
         // them (as the bases and heads grow beside them).
         batch = []
-        if notes.count >= SyncEngine.trimAfter { MallocTuning.trim() }
+        MemoryPolicy.phaseEnded(items: notes.count)
     }
 
     // MARK: - What the actions share

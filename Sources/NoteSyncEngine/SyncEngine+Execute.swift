@@ -99,7 +99,7 @@ extension SyncEngine {
             _ = consume plan
             // The plan's pages, and what resolving its steps freed, go back before the texts are written or pushed (a
             // large plan: the agent's rounds of a few notes free little).
-            if planned >= Self.trimAfter { MallocTuning.trim() }
+            MemoryPolicy.phaseEnded(items: planned)
             bases.reserveCapacity(bases.count + max(batch.counts.newBases, 0))
             zone.heads.reserveCapacity(zone.heads.count + batch.counts.newHeads)
             try batch.writeNewNotes(heads: zone.heads)
@@ -220,10 +220,6 @@ extension SyncEngine {
     /// From how many new notes a sync downloads them in bulk (``NoteApplier/writeNew(_:)``).
     static let bulkDownloadThreshold = 16
 
-    /// From how many steps, pushes or new notes a sync hands freed pages back as it goes (``MallocTuning/trim()``):
-    /// a first sync's batches leave the pages of their texts in the arenas of the threads that read them.
-    static let trimAfter = 1000
-
     /// How many pushes one log entry commits at most.
     static let commitBatchSize = 2000
     /// How many moves one log entry may commit (a folder of that many notes renamed is one entry): about 300 bytes
@@ -269,13 +265,13 @@ extension SyncEngine {
                 // The packs' indexes a large sync read to find its texts (a rename's 50,000: 5 MB) are not held through
                 // its last commit, where it peaks: every batch is staged by now, and the commits before are done. A later
                 // sync, or the agent's next text not found loose, reads them again.
-                if isLast && pushes.count >= Self.trimAfter { store.releasePackIndexes() }
+                if isLast && MemoryPolicy.isLarge(pushes.count) { store.releasePackIndexes() }
                 let outcome = try commitBatch(
                     prepared, pushes[range], isLast: isLast, writer: writer, bases: &bases, zone: &zone, store: store,
                     report: &report)
                 guard case .committed(let folded) = outcome else { return false }
                 foldedOthers = foldedOthers || folded
-                if pushes.count >= Self.trimAfter { MallocTuning.trim() }
+                MemoryPolicy.phaseEnded(items: pushes.count)
                 return true
             })
         return finished && !foldedOthers
@@ -465,7 +461,7 @@ extension SyncEngine {
         // An entry of more changes than two batches' notes make (a rename's moves, two changes each, all in one entry)
         // is folded in where the commit peaks: the pages its staging freed go back first (the other batches hand
         // theirs back after each commit).
-        if changes.count > 2 * Self.commitBatchSize { MallocTuning.trim() }
+        if changes.count > 2 * Self.commitBatchSize { MemoryPolicy.phaseEnded(items: changes.count) }
         let outcome: CommitResult =
             switch try store.commit(changes, into: &zone) {
             case .committed(let entry): .committed(seq: entry.seq)

@@ -237,7 +237,7 @@ public final class SyncEngine {
         memo = nil
         kept.bases = [:]
         kept.zone.heads = [:]
-        MallocTuning.trim()
+        MemoryPolicy.letGo()
         let loaded = try state.zoneState()
         guard loaded.token == kept.zone.token else { return }
         kept.zone.heads = loaded.heads
@@ -441,7 +441,7 @@ public final class SyncEngine {
         // Many heads changed since they were last saved (a fetch of many changes, mostly): what was read (the
         // entries, their changes, the heads' storage they outgrew) was freed where the plan's small blocks do not
         // all fit, and the free pages go back before the round plans.
-        if round.zone.unsaved.count >= Self.trimAfter { MallocTuning.trim() }
+        MemoryPolicy.phaseEnded(items: round.zone.unsaved.count)
         if !options.dryRun && (round.zone.token != tokenBefore || !round.zone.unsaved.isEmpty) {
             try saveZone(&round.zone, recovered: recovered, scan: round.scan)
         }

@@ -205,7 +205,7 @@ public struct FolderScanner: Sendable {
     /// in the table, so the two are never held whole together (at 100,000 notes the walk's arrays are 9 MB). A file
     /// whose base matches holds the base's name string, not the walk's: the walk's strings die with their arrays,
     /// and a full scan hands their pages back to the system as it goes, between subfolders, and when it is done
-    /// (``MallocTuning/trim()``).
+    /// (``MemoryPolicy``).
     public func complete(_ walked: consuming Walked, bases: RecordTable<BaseRecord>) throws -> ScanResult {
         var result = walked.result
         let unchanged = Self.unchangedSinceBase(walked.candidates, bases: bases)
@@ -216,7 +216,8 @@ public struct FolderScanner: Sendable {
         hashChanged(toHash, into: &result, bases: bases)
         findMissing(&result, bases: bases, tooBigInodes: tooBigInodes)
         // What the walk allocated is freed by now; its pages go back to the system before the sync goes on to plan.
-        if result.scope == nil { MallocTuning.trim() }
+        // A scoped scan (the agent's round of a few paths) is never large.
+        if result.scope == nil { MemoryPolicy.phaseEnded(items: result.files.count) }
         return result
     }
 
@@ -232,15 +233,12 @@ public struct FolderScanner: Sendable {
         let baseRows = bases.values
         let baseNames = bases.keys
         var index = -1
-        var trimmedAt = 0
+        var pacer = MemoryPolicy.Pacer()
         var tooBigInodes: Set<UInt64> = []
         for chunkIndex in chunks.indices {
             // The pages of the arrays (and strings) freed so far go back as the table grows, not only at the end
             // (between subfolders: a folder walked as one array is taken whole).
-            if result.scope == nil && index - trimmedAt >= Self.trimEvery {
-                MallocTuning.trim()
-                trimmedAt = index
-            }
+            if result.scope == nil { pacer.handled(index + 1) }
             var chunk: [Candidate] = []
             swap(&chunk, &chunks[chunkIndex])
             for candidate in chunk {
@@ -378,9 +376,6 @@ public struct FolderScanner: Sendable {
 
     /// How many files a scan hashes between putting outcomes in the table.
     static let hashBatch = 4096
-
-    /// How many of the walk's files a full scan takes into its table, at least, between handing freed pages back.
-    static let trimEvery = 12_500
 
     /// For each candidate, the row of its base (``RecordTable/rowIndex(of:)``) if its fingerprint still matches that
     /// base's, else -1, and its name's hash, which puts it in the scan's table without hashing it again. Looked up on

@@ -55,9 +55,9 @@ public enum MallocTuning {
         return ns_malloc_mmap_threshold(mmapThreshold) == 1
     }
 
-    /// Hands the free pages of every arena back to the system (`malloc_trim(0)`): after a phase that freed much of
-    /// what it allocated (a full scan's walk), so that what a sync holds next is not counted on top of it.
-    public static func trim() {
+    /// Hands the free pages of every arena back to the system (`malloc_trim(0)`). Called only by ``MemoryPolicy``,
+    /// which says when.
+    static func trim() {
         _ = ns_malloc_trim()
     }
 }

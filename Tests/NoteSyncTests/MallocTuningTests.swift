@@ -31,4 +31,16 @@ import Testing
         #expect(MallocTuning.fixMmapThreshold(environment: [:]))
         #expect(MallocTuning.fixMmapThreshold(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=2"]))
     }
+
+    /// The policy's moments (``MemoryPolicy``): a phase is large from ``MemoryPolicy/largePhase`` items, and a long
+    /// phase hands back once per ``MemoryPolicy/stride`` items, counted from the last hand-back.
+    @Test func memoryGoesBackAfterLargePhasesAndOncePerStride() {
+        #expect(!MemoryPolicy.isLarge(MemoryPolicy.largePhase - 1))
+        #expect(MemoryPolicy.isLarge(MemoryPolicy.largePhase))
+        var pacer = MemoryPolicy.Pacer()
+        let stride = MemoryPolicy.stride
+        let counts = [0, stride - 1, stride, stride + 1, 2 * stride - 1, 2 * stride + 7, 3 * stride, 3 * stride + 7]
+        let handedBack = counts.map { pacer.handled($0) }
+        #expect(handedBack == [false, false, true, false, false, true, false, true])
+    }
 }
