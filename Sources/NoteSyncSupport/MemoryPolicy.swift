@@ -14,33 +14,33 @@
 ///   that what it freed early is not held to its end.
 /// - **The process let go** (``letGo()``): the agent, idle after a full sync or gc, dropped its caches and records;
 ///   what it holds next is what it keeps, not its last peak.
-public enum MemoryPolicy {
+package enum MemoryPolicy {
     /// From how many items (steps, pushes, notes, heads, changes) a phase is large.
-    public static let largePhase = 1000
+    static let largePhase = 1000
 
     /// How many items a long phase handles between two hand-backs.
-    public static let stride = 12_500
+    static let stride = 12_500
 
     /// Whether a phase of `items` is large (see the type's documentation).
-    public static func isLarge(_ items: Int) -> Bool { items >= largePhase }
+    package static func isLarge(_ items: Int) -> Bool { items >= largePhase }
 
     /// A phase that handled `items` has ended and freed what it built: its free pages go back if it was large.
-    public static func phaseEnded(items: Int) {
+    package static func phaseEnded(items: Int) {
         if isLarge(items) { MallocTuning.trim() }
     }
 
     /// The process dropped what it held for a sync: every free page goes back.
-    public static func letGo() { MallocTuning.trim() }
+    package static func letGo() { MallocTuning.trim() }
 
     /// A long phase's hand-backs as it goes: told how many items it has handled, it hands back every ``stride``.
-    public struct Pacer {
+    package struct Pacer {
         private var handedBackAt = 0
 
-        public init() {}
+        package init() {}
 
         /// The phase has handled `items` so far. Whether the pages went back now.
         @discardableResult
-        public mutating func handled(_ items: Int) -> Bool {
+        package mutating func handled(_ items: Int) -> Bool {
             guard items - handedBackAt >= MemoryPolicy.stride else { return false }
             MallocTuning.trim()
             handedBackAt = items
