@@ -1231,4 +1231,23 @@ import Testing
             bases: [:], only: ["x", "a", "y", "a/b"])
         #expect(Set(scan.files.keys.map(\.string)) == ["x", "a/b/c"])
     }
+
+    /// CI's random schedule (2026-12-01, shrunk): carol made deep.txt private, dave renamed its folder, and carol
+    /// restored the note at its old name. The restore's first sync pulled the rename (the private file went with it,
+    /// still 0600) and the restore wrote a new file at the old name; the harness still followed the private note
+    /// there and wanted the new file 0600. A note the restore's sync moves is followed no more.
+    @Test func aRestoreAtAPrivateNoteMovedByItsSyncWritesANewFile() {
+        Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(0, .edit(.existing(3), .changeLine(1), .inPlace)),
+                    .init(0, .sync(.race(at: 13, device: 2), full: false)),
+                    .init(2, .makePrivate(.existing(5))),
+                    .init(3, .sync(nil, full: false)),
+                    .init(3, .moveFolder(.pool(2), to: 1)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(2, .restore(.existing(1), back: 3))
+                ]))
+    }
 }

@@ -504,6 +504,9 @@ final class SimRunner {
         // The restore's first step is a full sync (it pushes the text it will replace): run as one, checked as one,
         // so that what the restore itself changes is judged against the state after it.
         try sync(device, fault: nil, full: true)
+        // A private note that sync moved or deleted is followed no more: what the restore writes at its old name is a
+        // new file, with the user's default mode.
+        checkPrivateNotes(device)
         guard !device.offline, !serverDown, !serverHistoryBroken else { return }
         let before = try read(device, note)
         if Self.tracing, let name = try? RecordName(validating: note) {

@@ -329,6 +329,14 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
             }, shrink: { $0.shrinks() })
     }
 
+    /// The schedule ``generator(length:)`` draws from `seed`: the same on every machine (the regular suite's
+    /// generated schedules).
+    static func generated(seed: UInt64) -> SimSchedule {
+        var mixer = SplitMix(seed: seed)
+        var rng = mixer.xoshiro()
+        return generator().run(using: &rng)
+    }
+
     /// The schedule of soak seed `seed`: the same seed gives the same schedule on every machine.
     /// `serverFaults: false` gives the schedule the seed gave before server faults were simulated.
     /// `userRails: false`, the schedule it gave before users made mass deletes and restores.
@@ -337,28 +345,21 @@ struct SimSchedule: Sendable, Hashable, CustomTestStringConvertible {
         userRails: Bool = true, gc: Bool = true, watch: Bool = watchByDefault, filesystems: Bool = filesystemsByDefault,
         cases: Bool = casesByDefault
     ) -> SimSchedule {
-        var mix = seed
-        func next() -> UInt64 {
-            mix &+= 0x9E37_79B9_7F4A_7C15
-            var z = mix
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        var rng = Xoshiro(seed: (next(), next(), next(), next()))
+        var mixer = SplitMix(seed: seed)
+        var rng = mixer.xoshiro()
         var schedule = random(using: &rng, length: length)
         // Each from a generator of its own: the schedule's other steps are those the seed gave before them.
-        var faults = Xoshiro(seed: (next(), next(), next(), next()))
+        var faults = mixer.xoshiro()
         if serverFaults { schedule = schedule.withServerFaults(using: &faults) }
-        var rails = Xoshiro(seed: (next(), next(), next(), next()))
+        var rails = mixer.xoshiro()
         if userRails { schedule = schedule.withUserRails(using: &rails) }
-        var collector = Xoshiro(seed: (next(), next(), next(), next()))
+        var collector = mixer.xoshiro()
         if gc { schedule = schedule.withGC(using: &collector) }
-        var watcher = Xoshiro(seed: (next(), next(), next(), next()))
+        var watcher = mixer.xoshiro()
         if watch { schedule = schedule.withWatch(using: &watcher) }
-        var personalities = Xoshiro(seed: (next(), next(), next(), next()))
+        var personalities = mixer.xoshiro()
         if filesystems { schedule = schedule.withFilesystems(using: &personalities) }
-        var folding = Xoshiro(seed: (next(), next(), next(), next()))
+        var folding = mixer.xoshiro()
         if cases { schedule = schedule.withCases(using: &folding) }
         return schedule
     }
@@ -677,4 +678,9 @@ extension SimSchedule.ServerFault {
         case .deliverHeld: ".deliverHeld"
         }
     }
+}
+
+extension SplitMix {
+    /// A generator seeded with the next four words: a schedule's draws from one seed, each part from its own.
+    mutating func xoshiro() -> Xoshiro { Xoshiro(seed: (next(), next(), next(), next())) }
 }
