@@ -59,9 +59,8 @@ final class AgentLoop {
             ignore: { path, isDirectory in
                 !path.hasPrefix(ReservedNames.cookiePrefix) && rules.isIgnored(path, isDirectory: isDirectory)
             })
-        let logDirectory = ServerLayout(root: agent.config.server).logDirectory
         var serverRoot: Int?
-        if let kind = try? FilesystemKind(path: logDirectory), !kind.isNetwork {
+        if let logDirectory = ServerStore.watchableLogDirectory(root: agent.config.server) {
             serverRoot = try? watcher.addRoot(logDirectory, ignore: { _, _ in false })
         }
         self.serverRoot = serverRoot

@@ -28,11 +28,7 @@ struct HistoryCommand: ParsableCommand {
         try reportingErrors {
             let (folder, state, config) = try folderOptions.open(readOnly: true)
             let name = try recordName(note, folder: folder)
-            let store = try ServerStore(
-                root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
-            // Another server at the path is not this folder's history.
-            if let bound = config.serverID { try store.requireID(bound) }
-            try SyncEngine.requireKey(store, folder: folder, config: config)
+            let store = try SyncEngine.openServer(folder: folder, config: config, logger: logger)
             let versions = try store.history(of: name)
             if versions.isEmpty { print("no versions of \(name) on the server") }
             let current = try state.bases()[name]?.tag

@@ -115,10 +115,7 @@ struct StatusCommand: ParsableCommand {
         _ status: inout Status, folder: NotesFolder, config: FolderConfig, zone stored: ZoneState, logger: Logger
     ) throws {
         do {
-            let store = try ServerStore(
-                root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
-            if let bound = config.serverID { try store.requireID(bound) }
-            try SyncEngine.requireKey(store, folder: folder, config: config)
+            let store = try SyncEngine.openServer(folder: folder, config: config, logger: logger)
             var zone = stored
             try store.fetch(into: &zone)
             status.reachable = true

@@ -193,8 +193,7 @@ func runSync(
         line?.finish()
         var report = try synced.get()
         if !report.offline,
-            let store = try? ServerStore(
-                root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
+            let store = try? SyncEngine.openServer(folder: folder, config: config, logger: logger)
         {
             report.warnings += ServerFsck.conflictCopies(in: store, near: report.token).map { SyncWarning(.foreignConflictCopy, $0) }
         }

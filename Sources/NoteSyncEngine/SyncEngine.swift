@@ -710,9 +710,21 @@ public final class SyncEngine {
         return opened
     }
 
+    /// The server of `folder` opened for a command that only reads it (`status`, `history`, the conflict copies a
+    /// sync's report names): the server `config` names, checked to be the one the folder is bound to and, when it is
+    /// encrypted, that the folder has its key, as ``openStore(anyServer:idlePoll:)`` checks it for a sync.
+    public static func openServer(folder: NotesFolder, config: FolderConfig, logger: Logger) throws -> ServerStore {
+        let store = try ServerStore(
+            root: config.server, endpoint: config.serverEndpoint, device: config.deviceID, logger: logger, vault: config.vault)
+        // Another server at the path is said first: a key for it would not make it this folder's server.
+        if let bound = config.serverID { try store.requireID(bound) }
+        try requireKey(store, folder: folder, config: config)
+        return store
+    }
+
     /// An encrypted server opened for `folder` needs the key the folder keeps (`.notesync/vault-key`, for that
     /// server): without it nothing of the server can be read, and every command that reads it says so, with the fix.
-    public static func requireKey(_ opened: ServerStore, folder: NotesFolder, config: FolderConfig) throws {
+    static func requireKey(_ opened: ServerStore, folder: NotesFolder, config: FolderConfig) throws {
         guard opened.marker.isEncrypted && (opened.vault == nil || config.vaultServerID != opened.marker.id) else { return }
         throw NoteSyncError(
             .key, path: opened.layout.marker,

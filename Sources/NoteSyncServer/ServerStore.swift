@@ -149,6 +149,16 @@ public final class ServerStore: Sendable {
         }
     }
 
+    /// The server's log folder as a path of this machine whose inotify events include other devices' commits: that of
+    /// a server folder on a local filesystem. Nil for an object store, a network or FUSE mount (another machine's
+    /// writes raise no event here) and a folder that cannot be reached now: the agent polls those.
+    public static func watchableLogDirectory(root: String) -> String? {
+        guard !ServerAddress.isObjectStore(root) else { return nil }
+        let directory = ServerLayout(root: root).logDirectory
+        guard let kind = try? FilesystemKind(path: directory), !kind.isNetwork else { return nil }
+        return directory
+    }
+
     /// The storage of the server folder at `layout.root`: it must be there and be a folder.
     static func openStorage(
         _ layout: ServerLayout, endpoint: String? = nil, primitive: PublishPrimitive?, logger: Logger
