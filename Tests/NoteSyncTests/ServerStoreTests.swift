@@ -13,6 +13,17 @@ import Testing
 @testable import NoteSyncSupport
 
 @Suite struct ServerStoreTests {
+    /// The agent watches the log with inotify only where other devices' commits raise events: a server folder on a
+    /// local filesystem whose log folder is there. An object store, or a log folder not there (yet), is polled.
+    @Test func theLogIsWatchedOnlyInALocalServerFolder() throws {
+        let dir = try TempDirectory()
+        let log = ServerLayout(root: dir.path).logDirectory
+        #expect(ServerStore.watchableLogDirectory(root: dir.path) == nil)
+        try FileIO.makeDirectories(log)
+        #expect(ServerStore.watchableLogDirectory(root: dir.path) == log)
+        #expect(ServerStore.watchableLogDirectory(root: "s3://bucket/notes") == nil)
+    }
+
     /// `FileIO.parent(of:)` gives what `NSString.deletingLastPathComponent` gives, without its trap on
     /// one-character relative paths.
     @Test(arguments: [

@@ -1232,7 +1232,7 @@ import Testing
         #expect(Set(scan.files.keys.map(\.string)) == ["x", "a/b/c"])
     }
 
-    /// CI's random schedule (2026-12-01, shrunk): carol made deep.txt private, dave renamed its folder, and carol
+    /// CI's random schedule on d9c31f1 (shrunk): carol made deep.txt private, dave renamed its folder, and carol
     /// restored the note at its old name. The restore's first sync pulled the rename (the private file went with it,
     /// still 0600) and the restore wrote a new file at the old name; the harness still followed the private note
     /// there and wanted the new file 0600. A note the restore's sync moves is followed no more.
