@@ -47,23 +47,29 @@ extension SyncEngine {
         }
     }
 
-    /// For a partial scan: whether the folder lists `name` spelled exactly so (nil: its folder cannot be listed).
-    /// Each folder is listed once per call of the returned function's owner.
+    /// For a partial scan: whether the folder lists `name` spelled exactly so, every folder of its path included
+    /// (nil: a folder on the way cannot be listed). A lookup finds `a/x/README` through the folder `A`, so each
+    /// component is checked in its parent's listing, not only the last. Each folder is listed once per returned
+    /// function.
     package func spelledOnDisk() -> (RecordName) -> Bool? {
         var listings: [String: Set<String>?] = [:]
         let root = folder.root
         return { name in
-            let path = name.string as NSString
-            let parent = path.deletingLastPathComponent
-            let names: Set<String>?
-            if let known = listings[parent] {
-                names = known
-            } else {
-                let entries = (try? FileIO.listEntries(parent.isEmpty ? root : root + "/" + parent)) ?? nil
-                names = entries.map { Set($0.map { RecordName.nfc($0.name) }) }
-                listings[parent] = names
+            var parent = ""
+            for component in name.components {
+                let names: Set<String>?
+                if let known = listings[parent] {
+                    names = known
+                } else {
+                    let entries = (try? FileIO.listEntries(parent.isEmpty ? root : root + "/" + parent)) ?? nil
+                    names = entries.map { Set($0.map { RecordName.nfc($0.name) }) }
+                    listings[parent] = names
+                }
+                guard let names else { return nil }
+                guard names.contains(String(component)) else { return false }
+                parent = parent.isEmpty ? String(component) : parent + "/" + component
             }
-            return names.map { $0.contains(path.lastPathComponent) }
+            return true
         }
     }
 

@@ -272,23 +272,38 @@ import Testing
     }
 
     /// Dave writes `a/b.md`; the folding device pulls it; another device renames it to `A/b.md`, a change of case in
-    /// its folder alone; the folding device's next sync loses the note's text from the server and from every device
-    /// (soak seed 1000129517175533856, shrunk). Not fixed yet: a known issue, which fails this test once the engine
-    /// keeps the note.
+    /// its folder alone; the folding device's next sync kept the note's text off the server and every device (soak
+    /// seed 1000129517175533856, shrunk): its partial scan took `a/b.md`, found through the folder `A`, for a file
+    /// of its own spelling.
     @Test func aNoteRenamedToItsFolderInAnotherCaseIsKept() {
-        withKnownIssue("a folder's case-only rename pulled onto a case-folding folder loses the note") {
-            _ = Self.expectClean(
-                SimSchedule(
-                    deviceCount: 4, clockStep: 1_000_000_000,
-                    steps: [
-                        .init(3, .edit(.existing(1), .append, .inPlace)),
-                        .init(3, .sync(nil, full: false)),
-                        .init(0, .restore(.pool(1), back: 3)),
-                        .init(2, .sync(nil, full: false)),
-                        .init(0, .respell(.existing(2), variant: 6)),
-                        .init(0, .sync(nil, full: false)),
-                        .init(2, .sync(nil, full: false))
-                    ], filesystems: [.plain, .plain, .caseFolding, .plain]))
-        }
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000_000,
+                steps: [
+                    .init(3, .edit(.existing(1), .append, .inPlace)),
+                    .init(3, .sync(nil, full: false)),
+                    .init(0, .restore(.pool(1), back: 3)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .respell(.existing(2), variant: 6)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(2, .sync(nil, full: false))
+                ], filesystems: [.plain, .plain, .caseFolding, .plain]))
+    }
+
+    /// Bob's folding folder has `a/x/README`; he respells it `A/x/README` (the folder keeps `a`), and his agent's
+    /// partial sync, given both spellings, took `A/x/README` for a second file: its last component is listed in the
+    /// folder a lookup of `A/x` reaches. Uploaded as a second record, it was deleted everywhere with the folder `a`
+    /// (soak seed 653514094702919851, shrunk). Every folder of a spelling is now checked in its parent's listing.
+    @Test func aSpellingWhoseFolderIsSpelledOtherwiseIsNoFileOfItsOwn() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(1, .edit(.pool(2), .append, .inPlace)),
+                    .init(1, .respell(.existing(4), variant: 6)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(1, .deleteFolder(.existing(6)))
+                ], watch: .init(seed: 3_151_294_907_602_360_323), filesystems: [.plain, .caseFolding, .plain]))
     }
 }
