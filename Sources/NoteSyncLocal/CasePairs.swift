@@ -6,11 +6,12 @@ import NoteSyncSupport
 /// Records whose names fold to one file on a notes folder that folds case (vfat, exFAT, CIFS, a casefold ext4
 /// folder): `Todo.md` and `todo.md` are two notes on a device that tells them apart, and one file here.
 ///
-/// Each group of such names has one owner, the record the file is: the name spelled exactly so in the folder's
-/// listing (a partial scan keeps the last sync's owner first), else one this device has a base of, else the lowest
-/// in bytes. Names the listing shows in two spellings are two files (the folder tells those apart: exFAT keeps `ß`
-/// and `SS` apart, ext4's casefold is per folder): each keeps its own. The others wait: the scan drops them and the sync treats
-/// them as ignored (``FolderScanner/waiting``), so nothing is written over the owner's file under their name and no
+/// Each group of such names has one owner, the record the file is: the last sync's owner (an editor that saves by
+/// writing the file anew gives it the spelling the user typed, maybe the waiting twin's: the file stays the owner's),
+/// else the name spelled exactly so in the folder's listing, else one this device has a base of, else the lowest in
+/// bytes. Names the listing shows in two spellings are two files (the folder tells those apart: exFAT keeps `ß` and
+/// `SS` apart, ext4's casefold is per folder): each keeps its own. The others wait: the scan drops them and the sync
+/// treats them as ignored (``FolderScanner/waiting``), so nothing is written over the owner's file under their name and no
 /// delete is read from their absence; each is said with a warning and listed by `notesync status` until the user
 /// renames one of the pair on a device whose folder tells them apart. A file whose spelling is no record's but
 /// folds to one (`Notes/b.md` on disk for the record `notes/b.md`: the folder was made as `Notes/` by another
@@ -32,7 +33,8 @@ public enum CasePairs {
 
     /// Finds the groups among the records (`bases` and the heads of notes not deleted) and the scanned files,
     /// takes a file spelled as no record into the record it folds to, and drops the waiting names from `scan`.
-    /// `owners` are the owners of the last sync's groups: a partial scan keeps them, a full one goes by the disk.
+    /// `owners` are the owners of the last sync's groups: they keep the group's file, a full scan giving them the one
+    /// file it lists under another record's spelling.
     /// `spelledOnDisk` says whether the folder lists a name spelled exactly so (nil: its folder could not be
     /// listed); a partial scan asks it, since a lookup finds the file through any spelling.
     public static func settle(
@@ -63,12 +65,17 @@ public enum CasePairs {
             // With no spelling listed, a record with a base is the file's: a name just fetched is not.
             let owner =
                 (apart.isEmpty ? nil : exact ?? lowest(listed))
-                ?? (scan.scope == nil ? exact ?? kept : kept ?? exact) ?? lowest(records.filter { bases[$0] != nil })
+                ?? kept ?? exact ?? lowest(records.filter { bases[$0] != nil })
                 ?? lowest(records) ?? lowest(onDisk) ?? names[0]
             // A file spelled as no record is the owner's file under another spelling (one file per group here).
-            if scan.files[owner] == nil, let spelled = lowest(onDisk.filter { !records.contains($0) }),
+            // In a full scan, with the folder telling no two apart, the group's one file is the owner's under any
+            // spelling listed, another record's too (an editor's save wrote the owner's file anew under the twin's).
+            if scan.files[owner] == nil,
+                let spelled = lowest(onDisk.filter { !records.contains($0) })
+                    ?? (apart.isEmpty && scan.scope == nil ? lowest(onDisk) : nil),
                 var file = scan.files.removeValue(forKey: spelled)
             {
+                if bases[spelled] != nil { scan.baseMatches -= 1 }
                 file.name = owner
                 scan.files[owner] = file
                 if bases[owner] != nil { scan.baseMatches += 1 }

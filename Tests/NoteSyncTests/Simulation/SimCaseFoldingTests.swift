@@ -306,4 +306,60 @@ import Testing
                     .init(1, .deleteFolder(.existing(6)))
                 ], watch: .init(seed: 3_151_294_907_602_360_323), filesystems: [.plain, .caseFolding, .plain]))
     }
+
+    /// Carol's folding folder has `DEEP.TXT` (hers, synced) and the server dave's `deep.txt`, which waits there; carol
+    /// edits the note with emacs through the name `deep.txt`: the save writes the file anew, spelled `deep.txt`. The
+    /// full scan went by the listing, gave the file to the waiting `deep.txt` and set `DEEP.TXT` waiting: the edit
+    /// was not queued while offline, and the next sync pushed a delete of `DEEP.TXT` (soak seed
+    /// 4142363115645709556, shrunk). The last sync's owner keeps the group's one file under any spelling.
+    @Test func anEditorsSaveUnderTheTwinsSpellingStaysTheOwnersEdit() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 4, clockStep: 1_000_000,
+                steps: [
+                    .init(2, .edit(.spelled(3, variant: 5), .changeLine(0), .inPlace)),
+                    .init(3, .edit(.existing(3), .changeLine(0), .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(1, .sync(.race(at: 8, device: 3), full: false)),
+                    .init(2, .approveDeletes),
+                    .init(2, .edit(.pool(3), .changeLine(3), .emacs)),
+                    .init(2, .serverDown),
+                    .init(2, .sync(nil, full: true))
+                ], filesystems: [.plain, .plain, .caseFolding, .plain]))
+    }
+
+    /// Alice's folding folder pulls `a/B.MD` (`a/b.md` waits); she edits it with emacs as `a/b.md`, then syncs with
+    /// the server down: the edit is `a/B.MD`'s, queued in the outbox (soak seed 653514094702919968, shrunk).
+    @Test func anEditorsSaveUnderTheTwinsSpellingIsQueuedOffline() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(1, .edit(.spelled(1, variant: 5), .rewrite(lines: 2), .inPlace)),
+                    .init(1, .edit(.pool(1), .changeLine(0), .inPlace)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(2, .sync(.race(at: 0, device: 2), full: false)),
+                    .init(0, .edit(.pool(1), .append, .emacs)),
+                    .init(0, .serverDown),
+                    .init(0, .sync(nil, full: true))
+                ], filesystems: [.caseFolding, .plain, .plain]))
+    }
+
+    /// Bob's first sync, on a folding folder, of a `todo.txt` he wrote while alice renamed the server's `todo.txt` to
+    /// `b/c.md`, with her `Todo.txt` still there: his file is `Todo.txt`'s (its twin, the group's one record), and its
+    /// text is kept there, beside hers in a conflict copy. The harness took it for a write lost to the rename (soak
+    /// seed 4142363115645708657, shrunk): it now accepts the text in a twin on a folding device.
+    @Test func aWriteUnderARenamedNameIsItsTwinsOnAFoldingDevice() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(0, .edit(.spelled(5, variant: 6), .append, .inPlace)),
+                    .init(2, .edit(.pool(5), .append, .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .move(.pool(5), to: 4)),
+                    .init(1, .edit(.pool(5), .changeLine(0), .inPlace))
+                ], filesystems: [.plain, .caseFolding, .plain]))
+    }
 }

@@ -1530,9 +1530,16 @@ final class SimRunner {
             // Deleted at the end (by a user, or never moved): nothing to follow.
             guard let final = head.deleted ? ZoneState(heads: heads).destination(of: source) : source else { continue }
             let accepted = elsewhere.union(local[final.string].map(SyncHarness.lines) ?? [])
+            // On a case-folding folder the file a user wrote under the old name may be a twin's (a record whose name
+            // folds to it, ``CasePairs``): the edit is that record's, and its text is kept there.
+            let key = SimCaseFolding.fold(move.source)
+            let twins = Set(
+                local.filter { $0.key != move.source && SimCaseFolding.fold($0.key) == key }.values.flatMap(SyncHarness.lines))
             for edit in model.events where edit.note == move.source && edit.lines != nil && edit.id != move.event {
                 guard !edit.mayKnow.contains(move.event), !renamed.mayKnow.contains(edit.id) else { continue }
-                for line in edit.lines ?? [] where mustSurvive[line] != nil && !accepted.contains(line) {
+                let folding = filesystem(of: edit.device) == .caseFolding
+                for line in edit.lines ?? []
+                where mustSurvive[line] != nil && !accepted.contains(line) && !(folding && twins.contains(line)) {
                     findings.lostWrites.append(
                         "\(at): \(who): \"\(line)\" of \(edit), made to \(move.source) while "
                             + "\(SyncHarness.deviceNames[renamed.device]) renamed it to \(move.destination), is not in "
