@@ -89,6 +89,10 @@ extension SyncEngine {
             &scan, bases: bases, heads: heads, owners: Set(previous.values),
             spelledOnDisk: scan.scope == nil ? { _ in nil } : spelledOnDisk())
         scanner.waiting = Set(outcome.waiting.keys)
+        // Every group is settled again (the bases and heads hold all records): a pair an earlier round of this sync
+        // said waits and that this round settled (a pulled rename of one of it executed) is not said.
+        let said = Set(outcome.warnings.map(\.path))
+        report.warnings.removeAll { $0.kind == .casePair && !said.contains($0.path) }
         for warning in outcome.warnings where !report.warnings.contains(warning) { report.warnings.append(warning) }
         if keep {
             let lines = outcome.waiting.sorted { $0.key < $1.key }.map { $0.key.string + "\t" + $0.value.string }

@@ -362,4 +362,29 @@ import Testing
                     .init(1, .edit(.pool(5), .changeLine(0), .inPlace))
                 ], filesystems: [.plain, .caseFolding, .plain]))
     }
+
+    /// Alice renames `a/b.md` to `a/B.MD` on a plain device; bob's folding folder, holding a mass delete of its own,
+    /// pulls the rename in a partial sync: its first round found the two names one group and said `a/B.MD` waits,
+    /// though the same sync then executed the rename and wrote `a/B.MD` (soak seed 653514094702920098, shrunk). A
+    /// pair a later round settles is no longer said; the harness checks each said pair waits after the sync.
+    @Test func aPairSettledByTheSameSyncIsNotSaid() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000_000,
+                steps: [
+                    .init(2, .edit(.existing(6), .rewrite(lines: 2), .inPlace)),
+                    .init(0, .edit(.existing(1), .changeLine(5), .inPlace)),
+                    .init(0, .edit(.pool(2), .append, .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false)),
+                    .init(2, .edit(.pool(5), .append, .inPlace)),
+                    .init(2, .sync(nil, full: false)),
+                    .init(0, .sync(nil, full: false)),
+                    .init(0, .respell(.existing(0), variant: 1)),
+                    .init(1, .restore(.existing(3), back: 2)),
+                    .init(1, .deleteMost),
+                    .init(0, .sync(nil, full: false)),
+                    .init(1, .sync(nil, full: false))
+                ], filesystems: [.plain, .caseFolding, .plain]))
+    }
 }
