@@ -27,6 +27,11 @@ public struct RecordName: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     public var description: String { DisplayName.escape(string) }
+
+    // Spelled out, and inlinable, so that the tables of other modules (``RecordTable``) compare and hash names
+    // without a call: the same as the synthesized ones, `String`'s canonical equivalence.
+    @inlinable public static func == (a: RecordName, b: RecordName) -> Bool { a.string == b.string }
+    @inlinable public func hash(into hasher: inout Hasher) { hasher.combine(string) }
     /// Byte order of the UTF-8 names: fast, and the same on every device.
     public static func < (a: RecordName, b: RecordName) -> Bool { UTF8Bytes.precedes(a.string, b.string) }
 

@@ -14,17 +14,21 @@ import NoteSyncSupport
 /// a removal shifts the run after it back (no tombstones); the last row moves into a removed row's place. The order
 /// of iteration is the order of the rows: insertion order until a removal, and never meaningful to callers (as
 /// with a `Dictionary`).
+///
+/// Its lookups and updates are `@inlinable`: the table is generic and is used from other modules (the local state,
+/// the reconciler, the engine), where only inlinable code is specialized for their `Value`; unspecialized, every
+/// probe copies and compares through the value's witness table.
 public struct RecordTable<Value> {
     public typealias Element = (key: RecordName, value: Value)
 
-    private var names: ContiguousArray<RecordName> = []
-    private var rows: ContiguousArray<Value> = []
+    @usableFromInline var names: ContiguousArray<RecordName> = []
+    @usableFromInline var rows: ContiguousArray<Value> = []
     /// `hash32 << 32 | (row + 1)`, 0 for an empty bucket; a power of two long, at most three quarters full.
-    private var buckets: ContiguousArray<UInt64> = []
+    @usableFromInline var buckets: ContiguousArray<UInt64> = []
 
-    public init() {}
+    @inlinable public init() {}
 
-    public init(minimumCapacity: Int) {
+    @inlinable public init(minimumCapacity: Int) {
         reserveCapacity(minimumCapacity)
     }
 
@@ -34,11 +38,11 @@ public struct RecordTable<Value> {
         }
     }
 
-    public var count: Int { rows.count }
-    public var isEmpty: Bool { rows.isEmpty }
+    @inlinable public var count: Int { rows.count }
+    @inlinable public var isEmpty: Bool { rows.isEmpty }
 
     /// Room for `capacity` records without growing (the rows' arrays and the index).
-    public mutating func reserveCapacity(_ capacity: Int) {
+    @inlinable public mutating func reserveCapacity(_ capacity: Int) {
         names.reserveCapacity(capacity)
         rows.reserveCapacity(capacity)
         let needed = Self.bucketCount(for: capacity)
@@ -51,13 +55,13 @@ public struct RecordTable<Value> {
     /// Room for `added` more records, made at once when the rows would outgrow their storage, and at least half as
     /// many again as there are, so that a run of small additions still grows it geometrically: appended one by one,
     /// a table of 131,072 rows that takes 20,000 more grows to 262,144.
-    mutating func reserveRoom(forAdding added: Int) {
+    @inlinable package mutating func reserveRoom(forAdding added: Int) {
         let needed = count + added
         guard needed > rows.capacity else { return }
         reserveCapacity(Swift.max(needed, count + count / 2))
     }
 
-    public subscript(name: RecordName) -> Value? {
+    @inlinable public subscript(name: RecordName) -> Value? {
         get { row(of: name).map { rows[$0] } }
         set {
             if let newValue {
@@ -69,14 +73,14 @@ public struct RecordTable<Value> {
     }
 
     /// Sets the value of `name`; the value it replaced, nil when it is new.
-    @discardableResult
+    @discardableResult @inlinable
     public mutating func updateValue(_ value: Value, forKey name: RecordName) -> Value? {
         updateValue(value, forKey: name, hash: NameHash(name))
     }
 
     /// ``updateValue(_:forKey:)`` with `name`'s hash computed already (``NameHash``): a name looked up in one table and
     /// put in another is hashed once.
-    @discardableResult
+    @discardableResult @inlinable
     package mutating func updateValue(_ value: Value, forKey name: RecordName, hash nameHash: NameHash) -> Value? {
         let hash = nameHash.value
         if let (_, row) = find(name, hash: hash) {
@@ -97,7 +101,7 @@ public struct RecordTable<Value> {
     }
 
     /// Removes `name`; its value, nil when there was none. The last row takes its place.
-    @discardableResult
+    @discardableResult @inlinable
     public mutating func removeValue(forKey name: RecordName) -> Value? {
         guard let (bucket, row) = find(name, hash: Self.hash32(name)) else { return nil }
         let old = rows[row]
@@ -116,15 +120,17 @@ public struct RecordTable<Value> {
     }
 
     /// The table's own copy of `name`, when it has a record: another table can share its string.
-    public func storedName(_ name: RecordName) -> RecordName? { row(of: name).map { names[$0] } }
+    @inlinable public func storedName(_ name: RecordName) -> RecordName? { row(of: name).map { names[$0] } }
 
     /// ``storedName(_:)`` with `name`'s hash computed already.
-    package func storedName(_ name: RecordName, hash: NameHash) -> RecordName? { find(name, hash: hash.value).map { names[$0.row] } }
+    @inlinable package func storedName(_ name: RecordName, hash: NameHash) -> RecordName? {
+        find(name, hash: hash.value).map { names[$0.row] }
+    }
 
     /// ``storedName(_:hash:)`` for names asked in about the order of this table's rows (another table loaded from
     /// rows written in the same order): the row at `next` is compared first, without the index, and `next` moves
     /// past the row found.
-    package func storedName(_ name: RecordName, hash: NameHash, next: inout Int) -> RecordName? {
+    @inlinable package func storedName(_ name: RecordName, hash: NameHash, next: inout Int) -> RecordName? {
         if next < names.count, names[next] == name {
             next += 1
             return names[next - 1]
@@ -136,33 +142,33 @@ public struct RecordTable<Value> {
 
     /// The row of `name`'s record, an index into ``values``: for a caller that looks many names up at once and keeps
     /// only where each was found. Valid until the table changes.
-    public func rowIndex(of name: RecordName) -> Int? { row(of: name) }
+    @inlinable public func rowIndex(of name: RecordName) -> Int? { row(of: name) }
 
     /// ``rowIndex(of:)`` with `name`'s hash computed already.
-    package func rowIndex(of name: RecordName, hash: NameHash) -> Int? { find(name, hash: hash.value)?.row }
+    @inlinable package func rowIndex(of name: RecordName, hash: NameHash) -> Int? { find(name, hash: hash.value)?.row }
 
     /// Whether `name` has a record.
-    public func contains(_ name: RecordName) -> Bool { row(of: name) != nil }
+    @inlinable public func contains(_ name: RecordName) -> Bool { row(of: name) != nil }
 
     /// The value at `row` (an index into ``values``), read without a lookup.
-    package func value(atRow row: Int) -> Value { rows[row] }
+    @inlinable package func value(atRow row: Int) -> Value { rows[row] }
 
     /// Changes the value at `row` in place (its name, and so the index, stay as they are).
-    package mutating func modifyValue(atRow row: Int, _ body: (inout Value) -> Void) { body(&rows[row]) }
+    @inlinable package mutating func modifyValue(atRow row: Int, _ body: (inout Value) -> Void) { body(&rows[row]) }
 
     /// The names, in the order of the rows (`contains` looks the name up).
-    public var keys: Keys { Keys(table: self) }
+    @inlinable public var keys: Keys { Keys(table: self) }
     /// The values, in the order of the rows.
-    public var values: ContiguousArray<Value> { rows }
+    @inlinable public var values: ContiguousArray<Value> { rows }
 
     // MARK: the index
 
-    private func row(of name: RecordName) -> Int? {
+    @inlinable func row(of name: RecordName) -> Int? {
         find(name, hash: Self.hash32(name))?.row
     }
 
     /// The bucket and row of `name`.
-    private func find(_ name: RecordName, hash: UInt32) -> (bucket: Int, row: Int)? {
+    @inlinable func find(_ name: RecordName, hash: UInt32) -> (bucket: Int, row: Int)? {
         guard !buckets.isEmpty else { return nil }
         let mask = buckets.count - 1
         var bucket = Int(hash) & mask
@@ -178,7 +184,7 @@ public struct RecordTable<Value> {
     }
 
     /// Empties `bucket` and shifts back the buckets after it that would no longer be found (backward-shift deletion).
-    private mutating func vacate(_ bucket: Int) {
+    @inlinable mutating func vacate(_ bucket: Int) {
         let mask = buckets.count - 1
         var hole = bucket
         var next = (bucket + 1) & mask
@@ -195,7 +201,7 @@ public struct RecordTable<Value> {
         }
     }
 
-    private mutating func rebuild(bucketCount: Int) {
+    @inlinable mutating func rebuild(bucketCount: Int) {
         var rebuilt = ContiguousArray<UInt64>(repeating: 0, count: bucketCount)
         let mask = bucketCount - 1
         for slot in buckets where slot != 0 {
@@ -207,13 +213,13 @@ public struct RecordTable<Value> {
     }
 
     /// The smallest power of two that holds `count` records at most three quarters full (at least 8).
-    private static func bucketCount(for count: Int) -> Int {
+    @inlinable static func bucketCount(for count: Int) -> Int {
         var buckets = 8
         while count * 4 > buckets * 3 { buckets *= 2 }
         return buckets
     }
 
-    private static func hash32(_ name: RecordName) -> UInt32 {
+    @inlinable static func hash32(_ name: RecordName) -> UInt32 {
         NameHash(name).value
     }
 }
@@ -221,41 +227,47 @@ public struct RecordTable<Value> {
 /// A name's hash as every ``RecordTable`` indexes it (the low 32 bits of its `hashValue`, fixed for the process): a
 /// caller that looks a name up in one table and puts it in another, or checks it against the bases and then adds it
 /// to the scan's table, computes it once.
-package struct NameHash: Sendable {
-    package let value: UInt32
+@usableFromInline package struct NameHash: Sendable {
+    @usableFromInline package let value: UInt32
 
-    package init(_ name: RecordName) {
+    @inlinable package init(_ name: RecordName) {
         value = UInt32(truncatingIfNeeded: name.hashValue)
     }
 }
 
 extension RecordTable: Sequence {
     public struct Iterator: IteratorProtocol {
-        fileprivate let names: ContiguousArray<RecordName>
-        fileprivate let rows: ContiguousArray<Value>
-        fileprivate var position = 0
+        @usableFromInline let names: ContiguousArray<RecordName>
+        @usableFromInline let rows: ContiguousArray<Value>
+        @usableFromInline var position = 0
 
-        public mutating func next() -> Element? {
+        @inlinable init(names: ContiguousArray<RecordName>, rows: ContiguousArray<Value>) {
+            self.names = names
+            self.rows = rows
+        }
+
+        @inlinable public mutating func next() -> Element? {
             guard position < rows.count else { return nil }
             defer { position += 1 }
             return (names[position], rows[position])
         }
     }
 
-    public func makeIterator() -> Iterator { Iterator(names: names, rows: rows) }
-    public var underestimatedCount: Int { rows.count }
+    @inlinable public func makeIterator() -> Iterator { Iterator(names: names, rows: rows) }
+    @inlinable public var underestimatedCount: Int { rows.count }
 }
 
 extension RecordTable {
     /// The names of a table: a collection in row order whose `contains` is a lookup.
     public struct Keys: RandomAccessCollection {
-        fileprivate let table: RecordTable
-        public var startIndex: Int { 0 }
-        public var endIndex: Int { table.names.count }
-        public subscript(position: Int) -> RecordName { table.names[position] }
+        @usableFromInline let table: RecordTable
+        @inlinable init(table: RecordTable) { self.table = table }
+        @inlinable public var startIndex: Int { 0 }
+        @inlinable public var endIndex: Int { table.names.count }
+        @inlinable public subscript(position: Int) -> RecordName { table.names[position] }
 
-        public func contains(_ name: RecordName) -> Bool { table.contains(name) }
-        public func _customContainsEquatableElement(_ element: RecordName) -> Bool? { table.contains(element) }
+        @inlinable public func contains(_ name: RecordName) -> Bool { table.contains(name) }
+        @inlinable public func _customContainsEquatableElement(_ element: RecordName) -> Bool? { table.contains(element) }
     }
 }
 

@@ -26,8 +26,8 @@ public enum ReservedNames {
         isAgentOwned(name.unicodeScalars)
     }
 
-    private static let stateDirectoryScalars = Array(stateDirectoryName.unicodeScalars)
-    private static let agentTempPrefixScalars = Array(agentTempPrefix.unicodeScalars)
+    @usableFromInline static let stateDirectoryScalars = Array(stateDirectoryName.unicodeScalars)
+    @usableFromInline static let agentTempPrefixScalars = Array(agentTempPrefix.unicodeScalars)
 
     /// Whether the component `name` is, on some notes folder, the state directory or a temp: compared as the most
     /// lenient folder compares names, so that a record never reaches `.notesync/` through another spelling and a
@@ -35,8 +35,9 @@ public enum ReservedNames {
     /// case-folding ext4, vfat, exFAT, CIFS), default-ignorable code points left out (case-folding filesystems
     /// that ignore them), trailing dots and spaces dropped (vfat and CIFS strip them), and the state directory's
     /// 8.3 short name (`NOTESY~1`, which vfat resolves to `.notesync`). Refused for every folder, whatever this
-    /// one compares: a name that passes here must be writable on every device.
-    package static func isAgentOwned(_ name: some BidirectionalCollection<Unicode.Scalar>) -> Bool {
+    /// one compares: a name that passes here must be writable on every device. Inlinable, so that the scanner (another
+    /// module) runs it specialized for its scalar slices rather than through the generic collection's witnesses.
+    @inlinable package static func isAgentOwned(_ name: some BidirectionalCollection<Unicode.Scalar>) -> Bool {
         // The first scalar that counts (default-ignorable code points are left out) must be `.` or `n`/`N`: no other
         // scalar case-folds to either. Nearly every name is ruled out here, by its first scalar, without a copy.
         guard let lead = name.first(where: { $0.isASCII || !$0.properties.isDefaultIgnorableCodePoint }),
@@ -52,7 +53,7 @@ public enum ReservedNames {
 
     /// ``isAgentOwned(_:)`` for an ASCII name (or one already folded): compared letter by letter in lower case, with
     /// trailing dots and spaces dropped, without making a string.
-    private static func isAgentOwnedASCII(_ name: some BidirectionalCollection<Unicode.Scalar>) -> Bool {
+    @inlinable static func isAgentOwnedASCII(_ name: some BidirectionalCollection<Unicode.Scalar>) -> Bool {
         var end = name.endIndex
         while end > name.startIndex && [".", " "].contains(name[name.index(before: end)]) {
             end = name.index(before: end)
@@ -72,5 +73,5 @@ public enum ReservedNames {
     }
 
     /// The state directory's 8.3 short name on vfat, before its number: `NOTESY~1`, case-folded.
-    private static let shortNamePrefixScalars = Array("notesy~".unicodeScalars)
+    @usableFromInline static let shortNamePrefixScalars = Array("notesy~".unicodeScalars)
 }

@@ -8,7 +8,7 @@ import Foundation
 /// string would be a heap allocation each.
 public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStringConvertible {
     /// The 32 bytes as four big-endian words: comparing the tuple in order compares the bytes (and the hex).
-    package let words: (UInt64, UInt64, UInt64, UInt64)
+    @usableFromInline package let words: (UInt64, UInt64, UInt64, UInt64)
 
     /// Validates a digest read from outside (a server entry, a file name, the local state).
     public init?(hex: String) {
@@ -18,13 +18,13 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
     }
 
     /// A digest from its hex digits' UTF-8 bytes (as SQLite hands them over, without making a string).
-    package init?(hexBytes: UnsafeBufferPointer<UInt8>) {
+    @inlinable package init?(hexBytes: UnsafeBufferPointer<UInt8>) {
         guard let words = Self.parse(hexBytes) else { return nil }
         self.words = words
     }
 
     /// The digest written as `hex`: exactly 64 lowercase hex digits.
-    package static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64, UInt64, UInt64)? {
+    @inlinable package static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64, UInt64, UInt64)? {
         guard bytes.count == 64 else { return nil }
         return hexValues.withUnsafeBufferPointer { values in
             var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
@@ -44,7 +44,7 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
     }
 
     /// Each byte's value as a lowercase hex digit, or 0x80 for a byte that is not one.
-    private static let hexValues: [UInt8] = (0...255).map { byte in
+    @usableFromInline static let hexValues: [UInt8] = (0...255).map { byte in
         switch byte {
         case 48...57: UInt8(byte - 48)
         case 97...102: UInt8(byte - 87)
@@ -120,11 +120,12 @@ public struct ContentDigest: Hashable, Sendable, Codable, Comparable, CustomStri
         }
     }
 
-    public static func == (a: ContentDigest, b: ContentDigest) -> Bool {
+    // Inlinable: the local state, the scanner and the reconciler (other modules) compare digests for every note.
+    @inlinable public static func == (a: ContentDigest, b: ContentDigest) -> Bool {
         a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
     }
 
-    public func hash(into hasher: inout Hasher) {
+    @inlinable public func hash(into hasher: inout Hasher) {
         hasher.combine(words.0)
         hasher.combine(words.1)
         hasher.combine(words.2)
