@@ -62,11 +62,12 @@ public enum CasePairs {
             let apart = listed.count > 1 ? Set(listed) : []
             let exact = lowest(listed.filter(records.contains))
             let kept = lowest(records.filter(owners.contains))
-            // With no spelling listed, a record with a base is the file's: a name just fetched is not.
+            // With no spelling listed, a record with a base is the file's: a name just fetched is not. With no record,
+            // the spelling listed (a partial scan's lookup of `NOTE.MD` finds the file `note.md` too).
             let owner =
                 (apart.isEmpty ? nil : exact ?? lowest(listed))
                 ?? kept ?? exact ?? lowest(records.filter { bases[$0] != nil })
-                ?? lowest(records) ?? lowest(onDisk) ?? names[0]
+                ?? lowest(records) ?? lowest(listed) ?? lowest(onDisk) ?? names[0]
             // A file spelled as no record is the owner's file under another spelling (one file per group here).
             // In a full scan, with the folder telling no two apart, the group's one file is the owner's under any
             // spelling listed, another record's too (an editor's save wrote the owner's file anew under the twin's).

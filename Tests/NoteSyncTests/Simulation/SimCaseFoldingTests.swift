@@ -387,4 +387,27 @@ import Testing
                     .init(1, .sync(nil, full: false))
                 ], filesystems: [.plain, .caseFolding, .plain]))
     }
+
+    /// Alice's folding folder: `NOTE.MD` written and deleted before any sync, then `a/b.md` moved to `note.md`; her
+    /// agent's partial sync is given both spellings, and the lookup of `NOTE.MD` finds `note.md`. Neither is a record,
+    /// and the group's file went to the lowest spelling, `NOTE.MD`, not the one the folder lists: the new note was
+    /// queued under a name it does not have (soak seed 248889937655019575, shrunk). The listed spelling now comes
+    /// first among names that are no record.
+    @Test func aNewFileFoundThroughAnotherSpellingKeepsItsListedName() {
+        _ = Self.expectClean(
+            SimSchedule(
+                deviceCount: 3, clockStep: 1_000_000,
+                steps: [
+                    .init(1, .edit(.pool(3), .rewrite(lines: 3), .inPlace)),
+                    .init(1, .edit(.pool(5), .changeLine(2), .inPlace)),
+                    .init(0, .edit(.spelled(0, variant: 3), .changeLine(4), .inPlace)),
+                    .init(0, .delete(.existing(7))),
+                    .init(1, .sync(nil, full: false)),
+                    .init(2, .sync(.race(at: 17, device: 2), full: false)),
+                    .init(0, .edit(.pool(1), .rewrite(lines: 4), .inPlace)),
+                    .init(0, .move(.pool(1), to: 0)),
+                    .init(2, .sync(.partition(at: 1), full: false)),
+                    .init(0, .sync(nil, full: false))
+                ], watch: .init(seed: 9_895_797_205_838_484_828), filesystems: [.caseFolding, .plain, .plain]))
+    }
 }
