@@ -8,8 +8,8 @@ import NoteSyncSupport
 ///
 /// Each group of such names has one owner, the record the file is: the last sync's owner (an editor that saves by
 /// writing the file anew gives it the spelling the user typed, maybe the waiting twin's: the file stays the owner's),
-/// else the name spelled exactly so in the folder's listing, else one this device has a base of, else the lowest in
-/// bytes. Names the listing shows in two spellings are two files (the folder tells those apart: exFAT keeps `ß` and
+/// else the name spelled exactly so in the folder's listing, else one this device has a base of, else the lowest
+/// record in bytes; in a group with no record, the spelling the folder lists. Names the listing shows in two spellings are two files (the folder tells those apart: exFAT keeps `ß` and
 /// `SS` apart, ext4's casefold is per folder): each keeps its own. The others wait: the scan drops them and the sync
 /// treats them as ignored (``FolderScanner/waiting``), so nothing is written over the owner's file under their name and no
 /// delete is read from their absence; each is said with a warning and listed by `notesync status` until the user

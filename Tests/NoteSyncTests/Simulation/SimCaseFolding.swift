@@ -11,20 +11,55 @@ import Synchronization
 @testable import NoteSyncServer
 @testable import NoteSyncSupport
 
-/// The case-folding notes folders of the simulation (``SimSchedule/Filesystem/caseFolding``): one real
-/// case-insensitive, case-keeping folder, `scripts/casefold-fs` (a FUSE passthrough) mounted once per test process
-/// on first use and shared by every schedule and thread; each folding device's notes folder is a folder in it.
+/// The case-folding notes folders of the simulation (``SimSchedule/Filesystem/caseFolding``): real case-insensitive,
+/// case-keeping folders, `scripts/casefold-fs` (a FUSE passthrough) mounted on first use; each folding device's notes
+/// folder is a folder in one. The passthrough answers one request at a time, so schedules running at once take
+/// mounts of their own where they can (``acquire()``, up to one per core): on one mount they would queue behind it.
 ///
-/// The mount is `<base>/notesync-casefold-<pid>/mount` over `…/backing` (base: ``SimRunner/baseDirectory``). It is
-/// unmounted when the process exits; a mount left by a process that died is unmounted by the next one that mounts.
-/// Where it cannot be made (no `/dev/fuse`, no fusepy, not allowed to mount), ``root`` is nil and such a device
-/// runs plain (the figures count it).
+/// A mount is `<base>/notesync-casefold-<pid>[-N]/mount` over `…/backing` (base: ``SimRunner/baseDirectory``). They
+/// are unmounted when the process exits; a mount left by a process that died is unmounted by the next one that mounts.
+/// Where none can be made (no `/dev/fuse`, no fusepy, not allowed to mount), ``root`` is nil and such a device runs
+/// plain (the figures count it).
 enum SimCaseFolding {
-    /// The mounted folder, or why there is none.
+    /// The first mounted folder, or why there is none.
     static let mount: Result<String, any Error> = Result {
-        let base = SimRunner.baseDirectory
-        cleanStale(in: base)
-        let folder = base + "/notesync-casefold-\(getpid())"
+        cleanStale(in: SimRunner.baseDirectory)
+        return try makeMount(SimRunner.baseDirectory + "/notesync-casefold-\(getpid())")
+    }
+
+    /// The mounts made so far, each with the schedules using it, and whether another could not be made.
+    private static let pool = Mutex<(mounts: [(path: String, users: Int)], full: Bool)>(([], false))
+
+    /// A mount for a schedule to keep its folding devices' folders in until it gives it back (``release(_:)``): the
+    /// least used, a new one while every mount is in use and fewer than one per core are made; nil where none can be.
+    static func acquire() -> String? {
+        guard let first = root else { return nil }
+        return pool.withLock { pool in
+            if pool.mounts.isEmpty { pool.mounts.append((first, 0)) }
+            var index = pool.mounts.indices.min { pool.mounts[$0].users < pool.mounts[$1].users } ?? 0
+            if pool.mounts[index].users > 0, !pool.full, pool.mounts.count < ProcessInfo.processInfo.activeProcessorCount {
+                let folder = SimRunner.baseDirectory + "/notesync-casefold-\(getpid())-\(pool.mounts.count)"
+                if let another = try? makeMount(folder) {
+                    pool.mounts.append((another, 0))
+                    index = pool.mounts.count - 1
+                } else {
+                    pool.full = true
+                }
+            }
+            pool.mounts[index].users += 1
+            return pool.mounts[index].path
+        }
+    }
+
+    /// Gives back a mount ``acquire()`` gave.
+    static func release(_ path: String) {
+        pool.withLock { pool in
+            if let index = pool.mounts.firstIndex(where: { $0.path == path }) { pool.mounts[index].users -= 1 }
+        }
+    }
+
+    /// Mounts the passthrough at `folder/mount` over `folder/backing`; unmounted when the process exits.
+    private static func makeMount(_ folder: String) throws -> String {
         let (backing, mountPoint) = (folder + "/backing", folder + "/mount")
         try FileIO.makeDirectories(backing)
         try FileIO.makeDirectories(mountPoint)
@@ -49,8 +84,11 @@ enum SimCaseFolding {
                 .io, path: mountPoint, "scripts/casefold-fs did not mount: \(message)",
                 fix: "install fuse3 and python3-fusepy (scripts/test does) and run as root")
         }
-        mounted.withLock { $0 = mountPoint }
-        atexit { SimCaseFolding.unmountAtExit() }
+        let first = mounted.withLock { mounted in
+            mounted.append(mountPoint)
+            return mounted.count == 1
+        }
+        if first { atexit { SimCaseFolding.unmountAtExit() } }
         return mountPoint
     }
 
@@ -98,15 +136,16 @@ enum SimCaseFolding {
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("scripts/casefold-fs").path
     }
 
-    private static let mounted = Mutex<String?>(nil)
+    private static let mounted = Mutex<[String]>([])
 
     private static func isMounted(_ path: String) -> Bool { (try? FilesystemKind(path: path))?.name == "fuse" }
 
-    /// Unmounts this process's folder (the passthrough then exits) and removes what it held.
+    /// Unmounts this process's folders (each passthrough then exits) and removes what they held.
     private static func unmountAtExit() {
-        guard let mountPoint = mounted.withLock({ $0 }) else { return }
-        unmount(mountPoint)
-        try? FileManager.default.removeItem(atPath: FileIO.parent(of: mountPoint))
+        for mountPoint in mounted.withLock({ $0 }) {
+            unmount(mountPoint)
+            try? FileManager.default.removeItem(atPath: FileIO.parent(of: mountPoint))
+        }
     }
 
     private static func unmount(_ mountPoint: String) {
@@ -124,7 +163,8 @@ enum SimCaseFolding {
         let prefix = "notesync-casefold-"
         let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
         for entry in (try? FileIO.list(base)) ?? [] where entry.hasPrefix(prefix) {
-            guard let pid = Int32(entry.dropFirst(prefix.count)), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH
+            let owner = entry.dropFirst(prefix.count).prefix { $0 != "-" }
+            guard let pid = Int32(owner), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH
             else { continue }
             let mountPoint = base + "/" + entry + "/mount"
             if mounts.contains(" \(mountPoint) ") { unmount(mountPoint) }

@@ -154,10 +154,13 @@ final class SimRunner {
         if let watch = schedule.watch {
             watchDraws = Xoshiro(seed: (watch.seed, watch.seed ^ 0x9E37_79B9_7F4A_7C15, ~watch.seed, watch.seed &* 31 | 1))
         }
+        if (0..<schedule.deviceCount).contains(where: { filesystem(of: $0) == .caseFolding }) {
+            foldingMount = SimCaseFolding.acquire()
+        }
         for index in 0..<schedule.deviceCount {
             // Before the device's folders are made: they get what its filesystem gives them.
             let filesystem = filesystem(of: index)
-            if filesystem == .caseFolding, let mount = SimCaseFolding.root {
+            if filesystem == .caseFolding, let mount = foldingMount {
                 // Really case-folding, and really without rename flags: nothing to simulate.
                 let root = mount + "/" + (world.path as NSString).lastPathComponent + "-" + SimDevice.names[index]
                 foldingRoots.append(root)
@@ -177,6 +180,7 @@ final class SimRunner {
     deinit {
         for index in 0..<schedule.deviceCount { SimulatedFolders.set(nil, forFolder: world.path + "/" + SimDevice.names[index]) }
         for root in foldingRoots { try? FileManager.default.removeItem(atPath: root) }
+        if let foldingMount { SimCaseFolding.release(foldingMount) }
     }
 
     // MARK: - Filesystem personalities
@@ -189,7 +193,9 @@ final class SimRunner {
         return drawn == .caseFolding && SimCaseFolding.root == nil ? .plain : drawn
     }
 
-    /// The notes folders in ``SimCaseFolding``'s mount, removed when the run ends.
+    /// The ``SimCaseFolding`` mount this run's folding devices keep their notes folders in, and those folders,
+    /// removed when the run ends.
+    private var foldingMount: String?
     private var foldingRoots: [String] = []
 
     private func folds(_ device: SimDevice) -> Bool { filesystem(of: device.index) == .caseFolding }
